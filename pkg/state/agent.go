@@ -1,0 +1,168 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// MaxLogTail is the most of a log the agent stores with a signal.
+const MaxLogTail = 4096
+
+// AgentDynamoDB is the part of the DynamoDB client the agent uses: read and update its own item.
+type AgentDynamoDB interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Agent is the instance agent's view of the table: its own item only, and of that it writes
+// only the agent attributes (sig*, heartbeatAt, agentVersion). It never creates an item and never
+// writes state, runId, threshold or any other control-plane attribute.
+type Agent struct {
+	db      AgentDynamoDB
+	table   string
+	arn     string
+	id      string
+	version string
+}
+
+// NewAgent returns the agent-side store for the instance whose ARN is arn. agentVersion is
+// recorded with every heartbeat.
+func NewAgent(db AgentDynamoDB, table, arn, agentVersion string) (*Agent, error) {
+	id, err := InstanceIDFromARN(arn)
+	if err != nil {
+		return nil, err
+	}
+	if table == "" {
+		return nil, errors.New("agent store: table name is empty")
+	}
+	return &Agent{db: db, table: table, arn: arn, id: id, version: agentVersion}, nil
+}
+
+func (a *Agent) key() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: a.arn}}
+}
+
+// Get reads the agent's own item strongly consistently, or returns ErrNotFound.
+func (a *Agent) Get(ctx context.Context) (*Instance, error) {
+	out, err := a.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &a.table, Key: a.key(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("read own item %s: %w", a.id, err)
+	}
+	if len(out.Item) == 0 {
+		return nil, fmt.Errorf("read own item %s: %w", a.id, ErrNotFound)
+	}
+	return unmarshalItem(out.Item)
+}
+
+// Signal is one signal the agent reports.
+type Signal struct {
+	Name SignalName
+	// Run is the run the signal is about: required for REGISTERED, REGISTER_FAILED and
+	// DEREGISTERED, empty for the others.
+	Run string
+	// Version is the item version the agent acted on; the write is refused (ErrConflict) if the
+	// control plane has moved the item since.
+	Version int64
+	// Log is kept to its last MaxLogTail bytes.
+	Log string
+	At  time.Time
+}
+
+// Validate checks the signal's fields.
+func (s Signal) Validate() error {
+	if !s.Name.Valid() {
+		return fmt.Errorf("signal %q is unknown: want READY, REGISTERED, REGISTER_FAILED, DEREGISTERED, FAILED or SPOT_INTERRUPTED", s.Name)
+	}
+	if runSignals[s.Name] {
+		if err := ValidateRunID(s.Run); err != nil {
+			return fmt.Errorf("signal %s: %w", s.Name, err)
+		}
+	} else if s.Run != "" {
+		return fmt.Errorf("signal %s is about no run, got run %q", s.Name, s.Run)
+	}
+	if s.Version < 1 {
+		return fmt.Errorf("signal %s: version %d: want the item version acted on", s.Name, s.Version)
+	}
+	return nil
+}
+
+// Signal writes sig to the agent's item, conditioned on the item still being at sig.Version. A
+// refused condition returns an error matching ErrConflict (re-read and decide again); a missing
+// item returns ErrNotFound.
+func (a *Agent) Signal(ctx context.Context, sig Signal) error {
+	if err := sig.Validate(); err != nil {
+		return err
+	}
+	if sig.At.IsZero() {
+		sig.At = time.Now()
+	}
+	u := &update{b: expression.Set(expression.Name("sig"), expression.Value(sig.Name))}
+	u.set("sigRun", sig.Run)
+	u.set("sigVersion", sig.Version)
+	u.set("sigAt", millis(sig.At))
+	u.set("sigLog", LogTail(sig.Log, MaxLogTail))
+	cond := expression.AttributeExists(expression.Name(AttrARN)).
+		And(expression.Name("version").Equal(expression.Value(sig.Version)))
+	return a.write(ctx, "signal "+string(sig.Name), cond, u)
+}
+
+// Heartbeat records that the agent is alive at time at.
+func (a *Agent) Heartbeat(ctx context.Context, at time.Time) error {
+	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
+	if a.version != "" {
+		u.set("agentVersion", a.version)
+	}
+	return a.write(ctx, "heartbeat", expression.AttributeExists(expression.Name(AttrARN)), u)
+}
+
+func (a *Agent) write(ctx context.Context, what string, cond expression.ConditionBuilder, u *update) error {
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()
+	if err != nil {
+		return fmt.Errorf("%s of %s: build expression: %w", what, a.id, err)
+	}
+	_, err = a.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &a.table,
+		Key:                                 a.key(),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ccf) && len(ccf.Item) == 0:
+		return fmt.Errorf("%s of %s: %w", what, a.id, ErrNotFound)
+	case errors.As(err, &ccf):
+		cur, _ := unmarshalItem(ccf.Item)
+		holder := "unreadable"
+		if cur != nil {
+			holder = cur.Holder()
+		}
+		return fmt.Errorf("%s of %s: the item moved on (now %s): %w", what, a.id, holder, ErrConflict)
+	default:
+		return fmt.Errorf("%s of %s: %w", what, a.id, err)
+	}
+}
+
+// LogTail returns the last max bytes of s, cut at a UTF-8 boundary.
+func LogTail(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	s = s[len(s)-max:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}

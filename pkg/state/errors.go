@@ -1,0 +1,45 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotFound is returned when an instance has no item.
+var ErrNotFound = errors.New("instance not found")
+
+// ErrConflict is matched (errors.Is) by every *ConflictError.
+var ErrConflict = errors.New("conditional write lost")
+
+// ConflictError is a transition whose condition failed: another writer moved the instance first,
+// or the caller's view was stale. Current is the item as it was when the write was refused (nil
+// when there is no item). Nothing was written.
+type ConflictError struct {
+	InstanceID string
+	From, To   State
+	RunID      string // the run the caller expected ("" when none)
+	Version    int64  // the version the caller expected
+	Current    *Instance
+}
+
+func (e *ConflictError) Error() string {
+	want := fmt.Sprintf("%s (version %d)", e.From, e.Version)
+	if e.RunID != "" {
+		want = fmt.Sprintf("%s for run %s (version %d)", e.From, e.RunID, e.Version)
+	}
+	if e.Current == nil {
+		return fmt.Sprintf("%s → %s of instance %s lost: the instance has no item, want %s", e.From, e.To, e.InstanceID, want)
+	}
+	return fmt.Sprintf("%s → %s of instance %s lost: it is %s, want %s", e.From, e.To, e.InstanceID, e.Current.Holder(), want)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Holder says who holds the instance: its state, run and version, for error messages and logs.
+func (i *Instance) Holder() string {
+	if i.RunID != "" {
+		return fmt.Sprintf("%s by run %s (version %d)", i.State, i.RunID, i.Version)
+	}
+	return fmt.Sprintf("%s (version %d)", i.State, i.Version)
+}

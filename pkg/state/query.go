@@ -1,0 +1,108 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// ByRun returns the instances that hold run (every state but terminated), through the byRun index.
+func (s *Store) ByRun(ctx context.Context, run string) ([]Instance, error) {
+	if err := ValidateRunID(run); err != nil {
+		return nil, err
+	}
+	key := expression.Key(AttrRunID).Equal(expression.Value(run))
+	out, err := s.query(ctx, IndexByRun, key)
+	if err != nil {
+		return nil, fmt.Errorf("instances of run %s: %w", run, err)
+	}
+	return out, nil
+}
+
+// InPoolState returns every instance of pool in state st, oldest deadline first, through the
+// byPoolState index (one Query per shard, in parallel, every page).
+func (s *Store) InPoolState(ctx context.Context, pool string, st State) ([]Instance, error) {
+	return s.poolState(ctx, pool, st, time.Time{})
+}
+
+// Expired returns the instances of pool in state st whose threshold is before now, oldest first.
+// Only expired items are read: the deadline is part of the index key condition.
+func (s *Store) Expired(ctx context.Context, pool string, st State, now time.Time) ([]Instance, error) {
+	if now.IsZero() {
+		return nil, fmt.Errorf("expired %s instances of pool %s: now is not set", st, pool)
+	}
+	return s.poolState(ctx, pool, st, now)
+}
+
+func (s *Store) poolState(ctx context.Context, pool string, st State, before time.Time) ([]Instance, error) {
+	if err := ValidatePool(pool); err != nil {
+		return nil, err
+	}
+	if !st.Valid() || st == Terminated {
+		return nil, fmt.Errorf("state %q: want a live state (created, idle, claimed, running, stopped)", st)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		all     []Instance
+		firstEr error
+	)
+	for shard := range Shards {
+		wg.Go(func() {
+			key := expression.Key(AttrPoolStateShard).Equal(expression.Value(poolStateKey(pool, st, shard)))
+			if !before.IsZero() {
+				key = key.And(expression.Key(AttrThreshold).LessThan(expression.Value(millis(before))))
+			}
+			items, err := s.query(ctx, IndexByPoolState, key)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstEr == nil {
+				firstEr = err
+			}
+			all = append(all, items...)
+		})
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return nil, fmt.Errorf("%s instances of pool %s: %w", st, pool, firstEr)
+	}
+	slices.SortFunc(all, func(a, b Instance) int { return a.Threshold.Compare(b.Threshold) })
+	return all, nil
+}
+
+// query runs one index Query to its last page.
+func (s *Store) query(ctx context.Context, index string, key expression.KeyConditionBuilder) ([]Instance, error) {
+	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	if err != nil {
+		return nil, fmt.Errorf("build key condition: %w", err)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		IndexName:                 &index,
+		KeyConditionExpression:    expr.KeyCondition(),
+		ExpressionAttributeNames:  expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if s.PageLimit > 0 {
+		in.Limit = &s.PageLimit
+	}
+	var out []Instance
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: %w", index, err)
+		}
+		items, err := unmarshalItems(page.Items)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// TerminatedRetention is how long a terminated item stays before TTL removes it.
+const TerminatedRetention = 7 * 24 * time.Hour
+
+// Change is one transition of one instance: from the state, run and version the caller saw to a
+// new state with a new deadline.
+type Change struct {
+	InstanceID string
+	// Pool is the instance's pool (part of the condition, and of the index key the write sets).
+	Pool     string
+	From, To State
+	// Version is the item version the caller last saw; the write is conditional on it.
+	Version int64
+	// RunID is the run the instance holds now, for transitions out of a state with a run
+	// (created or claimed → running, claimed or running → idle). Into terminated it is optional:
+	// when given it is part of the condition and kept as lastRunId.
+	RunID string
+	// Assign is the run the instance is claimed for (idle or stopped → claimed).
+	Assign *Assignment
+	// Threshold is the deadline of the new state; required unless To is terminated.
+	Threshold time.Time
+	// RemoveToken is handed to the agent with running → idle, to remove the runner from GitHub.
+	RemoveToken string
+	// Reason is recorded as stateReason.
+	Reason string
+}
+
+// assignmentAttrs are removed when a run gives the instance back.
+var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels"}
+
+// Validate checks the change against the state machine and its own fields, without a request.
+func (c Change) Validate() error {
+	if err := ValidateInstanceID(c.InstanceID); err != nil {
+		return err
+	}
+	r, err := lookup(c.From, c.To)
+	if err != nil {
+		return err
+	}
+	if err := ValidatePool(c.Pool); err != nil {
+		return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+	}
+	if c.Version < 1 {
+		return fmt.Errorf("%s → %s of %s: version %d: want the version last read (1 or more)", c.From, c.To, c.InstanceID, c.Version)
+	}
+	if c.To != Terminated && c.Threshold.IsZero() {
+		return fmt.Errorf("%s → %s of %s: threshold is not set: every live state needs a deadline", c.From, c.To, c.InstanceID)
+	}
+	switch r.before {
+	case runAny:
+		if c.RunID != "" {
+			if err := ValidateRunID(c.RunID); err != nil {
+				return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+			}
+		}
+	case runMatch, runRelease:
+		if err := ValidateRunID(c.RunID); err != nil {
+			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+		}
+	case runSet:
+		if c.Assign == nil {
+			return fmt.Errorf("%s → %s of %s: no assignment: a claim names the run it is for", c.From, c.To, c.InstanceID)
+		}
+		if err := ValidateRunID(c.Assign.RunID); err != nil {
+			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+		}
+	}
+	if c.Assign != nil && r.before != runSet {
+		return fmt.Errorf("%s → %s of %s: an assignment is only given with a claim", c.From, c.To, c.InstanceID)
+	}
+	if c.RemoveToken != "" && r.before != runRelease {
+		return fmt.Errorf("%s → %s of %s: a remove token is only given when a run lets the instance go", c.From, c.To, c.InstanceID)
+	}
+	return nil
+}
+
+// Transition moves one instance from c.From to c.To if, and only if, the item is still in c.From
+// with c.Version (and c.RunID where the state machine says so). It returns the item as written.
+// A lost condition returns a *ConflictError carrying the item as it is; an illegal or malformed
+// change returns an error before any request.
+func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	r, _ := lookup(c.From, c.To)
+	now := s.now()
+
+	cond := expression.Name("state").Equal(expression.Value(c.From)).
+		And(expression.Name("version").Equal(expression.Value(c.Version))).
+		And(expression.Name("pool").Equal(expression.Value(c.Pool)))
+	switch {
+	case r.before == runMatch, r.before == runRelease, r.before == runAny && c.RunID != "":
+		cond = cond.And(expression.Name(AttrRunID).Equal(expression.Value(c.RunID)))
+	case r.before == runAbsent, r.before == runSet:
+		cond = cond.And(expression.AttributeNotExists(expression.Name(AttrRunID)))
+	}
+
+	u := &update{b: expression.Set(expression.Name("state"), expression.Value(c.To))}
+	u.set("version", c.Version+1)
+	u.set("updatedAt", millis(now))
+	u.setOrRemove("stateReason", c.Reason != "", c.Reason)
+	if c.To == Terminated {
+		// Leave both indexes, drop tokens, keep the run for audit; TTL removes the item later.
+		u.remove(AttrThreshold, AttrPoolStateShard, "removeToken")
+		u.remove(assignmentAttrs...)
+		u.set(AttrTTL, now.Add(TerminatedRetention).Unix())
+		if c.RunID != "" {
+			u.set("lastRunId", c.RunID)
+		}
+	} else {
+		u.set(AttrThreshold, millis(c.Threshold))
+		u.set(AttrPoolStateShard, PoolStateShard(c.Pool, c.To, c.InstanceID))
+	}
+	switch r.before {
+	case runSet:
+		a := c.Assign
+		u.set(AttrRunID, a.RunID)
+		u.remove("removeToken")
+		u.setOrRemove("runAttempt", a.RunAttempt != 0, a.RunAttempt)
+		u.setOrRemove("repo", a.Repo != "", a.Repo)
+		u.setOrRemove("runnerUrl", a.RunnerURL != "", a.RunnerURL)
+		u.setOrRemove("regToken", a.RegToken != "", a.RegToken)
+		u.setOrRemove("regTokenExpiresAt", !a.RegTokenExpiresAt.IsZero(), millis(a.RegTokenExpiresAt))
+		u.setOrRemove("labels", len(a.Labels) > 0, a.Labels)
+	case runRelease:
+		u.set("lastRunId", c.RunID)
+		u.remove(assignmentAttrs...)
+		u.setOrRemove("removeToken", c.RemoveToken != "", c.RemoveToken)
+	}
+
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()
+	if err != nil {
+		return nil, fmt.Errorf("%s → %s of %s: build expression: %w", c.From, c.To, c.InstanceID, err)
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 s.key(c.InstanceID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			conflict := &ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
+			if len(ccf.Item) > 0 {
+				if conflict.Current, err = unmarshalItem(ccf.Item); err != nil {
+					return nil, fmt.Errorf("%s → %s of %s: lost, and the current item is unreadable: %w", c.From, c.To, c.InstanceID, err)
+				}
+			}
+			return nil, conflict
+		}
+		return nil, fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+	}
+	return unmarshalItem(out.Attributes)
+}
+
+// update accumulates SET and REMOVE actions; expression.UpdateBuilder's methods return a new
+// builder, which this hides.
+type update struct{ b expression.UpdateBuilder }
+
+func (u *update) set(name string, v any) { u.b = u.b.Set(expression.Name(name), expression.Value(v)) }
+
+func (u *update) remove(names ...string) {
+	for _, n := range names {
+		u.b = u.b.Remove(expression.Name(n))
+	}
+}
+
+func (u *update) setOrRemove(name string, set bool, v any) {
+	if set {
+		u.set(name, v)
+	} else {
+		u.remove(name)
+	}
+}

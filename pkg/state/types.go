@@ -1,0 +1,133 @@
+package state
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is the lifecycle state of an instance.
+type State string
+
+// The states of docs/design.md §3.
+const (
+	Created    State = "created"
+	Idle       State = "idle"
+	Claimed    State = "claimed"
+	Running    State = "running"
+	Stopped    State = "stopped"
+	Terminated State = "terminated"
+)
+
+// States lists every state, non-terminal first.
+var States = []State{Created, Idle, Claimed, Running, Stopped, Terminated}
+
+// LiveStates lists the non-terminal states: the ones that carry a threshold.
+var LiveStates = []State{Created, Idle, Claimed, Running, Stopped}
+
+// Valid reports whether s is one of States.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseState returns the State named s, or an error naming the accepted values.
+func ParseState(s string) (State, error) {
+	if st := State(s); st.Valid() {
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown state %q: want one of created, idle, claimed, running, stopped, terminated", s)
+}
+
+// SignalName is a fact the agent reports about itself (docs/design.md §4).
+type SignalName string
+
+// The agent's signals.
+const (
+	SignalReady           SignalName = "READY"
+	SignalRegistered      SignalName = "REGISTERED"
+	SignalRegisterFailed  SignalName = "REGISTER_FAILED"
+	SignalDeregistered    SignalName = "DEREGISTERED"
+	SignalFailed          SignalName = "FAILED"
+	SignalSpotInterrupted SignalName = "SPOT_INTERRUPTED"
+)
+
+// runSignals are the signals that are about one run and must name it.
+var runSignals = map[SignalName]bool{SignalRegistered: true, SignalRegisterFailed: true, SignalDeregistered: true}
+
+// Valid reports whether n is a known signal.
+func (n SignalName) Valid() bool {
+	switch n {
+	case SignalReady, SignalRegistered, SignalRegisterFailed, SignalDeregistered, SignalFailed, SignalSpotInterrupted:
+		return true
+	}
+	return false
+}
+
+// Usage classes of an instance.
+const (
+	UsageSpot     = "spot"
+	UsageOnDemand = "on-demand"
+)
+
+// Spec describes what an instance is; it is fixed at launch.
+type Spec struct {
+	InstanceType string `dynamodbav:"instanceType,omitempty"`
+	UsageClass   string `dynamodbav:"usageClass,omitempty"`
+	AZ           string `dynamodbav:"az,omitempty"`
+	VCPU         int    `dynamodbav:"vcpu,omitempty"`
+	MemoryMiB    int    `dynamodbav:"memoryMiB,omitempty"`
+	SpecHash     string `dynamodbav:"specHash,omitempty"`
+}
+
+// Assignment is what an instance needs to serve a run; it is set when the instance is claimed (or
+// created for a run) and removed when the run gives it back.
+type Assignment struct {
+	RunID             string    `dynamodbav:"runId,omitempty"`
+	RunAttempt        int       `dynamodbav:"runAttempt,omitempty"`
+	Repo              string    `dynamodbav:"repo,omitempty"`
+	RunnerURL         string    `dynamodbav:"runnerUrl,omitempty"`
+	RegToken          string    `dynamodbav:"regToken,omitempty"`
+	RegTokenExpiresAt time.Time `dynamodbav:"regTokenExpiresAt,omitempty"`
+	Labels            []string  `dynamodbav:"labels,omitempty"`
+}
+
+// Report is what the agent writes about itself: the latest signal and the heartbeat.
+type Report struct {
+	Signal        SignalName `dynamodbav:"sig,omitempty"`
+	SignalRun     string     `dynamodbav:"sigRun,omitempty"`
+	SignalVersion int64      `dynamodbav:"sigVersion,omitempty"`
+	SignalAt      time.Time  `dynamodbav:"sigAt,omitempty"`
+	SignalLog     string     `dynamodbav:"sigLog,omitempty"`
+	HeartbeatAt   time.Time  `dynamodbav:"heartbeatAt,omitempty"`
+	AgentVersion  string     `dynamodbav:"agentVersion,omitempty"`
+}
+
+// Instance is one item of the table: one EC2 instance launched by Hangar.
+type Instance struct {
+	ARN            string    `dynamodbav:"instanceArn"`
+	ID             string    `dynamodbav:"instanceId"`
+	Pool           string    `dynamodbav:"pool"`
+	State          State     `dynamodbav:"state"`
+	Version        int64     `dynamodbav:"version"`
+	Threshold      time.Time `dynamodbav:"threshold,omitempty"`
+	PoolStateShard string    `dynamodbav:"poolStateShard,omitempty"`
+	LastRunID      string    `dynamodbav:"lastRunId,omitempty"`
+	RemoveToken    string    `dynamodbav:"removeToken,omitempty"`
+	LaunchedAt     time.Time `dynamodbav:"launchedAt,omitempty"`
+	UpdatedAt      time.Time `dynamodbav:"updatedAt,omitempty"`
+	StateReason    string    `dynamodbav:"stateReason,omitempty"`
+	ExpiresAt      int64     `dynamodbav:"expiresAt,omitempty"` // TTL, Unix seconds
+	Spec
+	Assignment
+	Report
+}
+
+// SignalFor reports whether the instance's latest signal is name, about run, written for version
+// minVersion or later: the test a waiter applies after its own transition wrote minVersion.
+func (i *Instance) SignalFor(name SignalName, run string, minVersion int64) bool {
+	return i.Signal == name && i.SignalRun == run && i.SignalVersion >= minVersion
+}
