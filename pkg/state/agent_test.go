@@ -1,0 +1,110 @@
+package state_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+func newAgent(t *testing.T, s *state.Store, id string) *state.Agent {
+	t.Helper()
+	a, err := state.NewAgent(testbed.DynamoDB(t), s.Table(), account.ARN(id), "v-test")
+	require.NoError(t, err)
+	return a
+}
+
+// TestAgentWritesOnlyItsAttributes: signals and heartbeats change the agent's attributes and
+// nothing else of the item.
+func TestAgentWritesOnlyItsAttributes(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	in := reach(t, s, state.Claimed, "555")
+	a := newAgent(t, s, in.ID)
+
+	at := later(0)
+	require.NoError(t, a.Heartbeat(ctx, at))
+	require.NoError(t, a.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: "555", Version: in.Version, At: at}))
+
+	got, err := a.Get(ctx)
+	require.NoError(t, err)
+	want := *in
+	want.Report = state.Report{Signal: state.SignalRegistered, SignalRun: "555", SignalVersion: in.Version,
+		SignalAt: at, HeartbeatAt: at, AgentVersion: "v-test"}
+	require.Equal(t, &want, got, "only agent attributes changed")
+	require.True(t, got.SignalFor(state.SignalRegistered, "555", in.Version))
+	require.False(t, got.SignalFor(state.SignalRegistered, "555", in.Version+1), "a signal about an older version does not count")
+}
+
+// TestAgentSignalAboutStaleVersionRefused: once the control plane has moved the item, a signal
+// about the old version is refused.
+func TestAgentSignalAboutStaleVersionRefused(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	in := reach(t, s, state.Claimed, "556")
+	a := newAgent(t, s, in.ID)
+	moved := move(t, s, in, state.Idle, "")
+
+	err := a.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: "556", Version: in.Version})
+	require.ErrorIs(t, err, state.ErrConflict)
+	require.Contains(t, err.Error(), "idle (version")
+	got, err := a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, moved, got, "nothing written")
+}
+
+// TestAgentNeverCreatesItems: writes for an instance without an item fail with ErrNotFound and
+// leave no item behind.
+func TestAgentNeverCreatesItems(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	id := newID()
+	a := newAgent(t, s, id)
+	require.ErrorIs(t, a.Heartbeat(ctx, time.Now()), state.ErrNotFound)
+	require.ErrorIs(t, a.Signal(ctx, state.Signal{Name: state.SignalReady, Version: 1}), state.ErrNotFound)
+	_, err := s.Get(ctx, id)
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+// TestSignalValidation: malformed signals are refused before any request.
+func TestSignalValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		sig  state.Signal
+		want string
+	}{
+		{"unknown", state.Signal{Name: "DONE", Version: 1}, `signal "DONE" is unknown`},
+		{"registered without run", state.Signal{Name: state.SignalRegistered, Version: 1}, "run id is empty"},
+		{"bad run", state.Signal{Name: state.SignalDeregistered, Run: "abc", Version: 1}, `run id "abc" is malformed`},
+		{"ready with run", state.Signal{Name: state.SignalReady, Run: "1", Version: 1}, "about no run"},
+		{"no version", state.Signal{Name: state.SignalReady}, "version 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.sig.Validate()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestLogTail(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "abc", state.LogTail("abc", 10))
+	require.Equal(t, "789", state.LogTail("123456789", 3))
+	// "é" is two bytes; a cut inside it drops the partial rune.
+	tail := state.LogTail("aé"+strings.Repeat("x", 3), 4)
+	require.Equal(t, "xxx", tail)
+	long := state.LogTail(strings.Repeat("é", 5000), state.MaxLogTail)
+	require.LessOrEqual(t, len(long), state.MaxLogTail)
+	require.True(t, strings.HasPrefix(long, "é"))
+}
