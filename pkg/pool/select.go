@@ -1,0 +1,284 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Claimer is the state-store write a selector claims instances with; *state.Store satisfies it.
+type Claimer interface {
+	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+}
+
+// Defaults of a Selector.
+const (
+	DefaultWait       = time.Second
+	DefaultVisibility = 30 * time.Second
+	DefaultWorkers    = 10
+	// cleanupTimeout bounds the deletes and releases a selection makes after its context ends.
+	cleanupTimeout = 10 * time.Second
+)
+
+// Selector claims instances from one pool for requests. It is safe for concurrent use; claims of
+// concurrent selections never overlap (the state store's conditional write decides).
+type Selector struct {
+	Queue *Queue
+	Store Claimer
+	// Wait is the long-poll wait of each receive (whole seconds; DefaultWait when 0). A receive
+	// that waits this long and gets nothing ends the selection: the pool has nothing more.
+	Wait time.Duration
+	// Visibility is how long received messages stay hidden while being claimed (DefaultVisibility
+	// when 0). Messages not used are given back sooner, when the selection ends.
+	Visibility time.Duration
+	// Workers bounds the claims in flight at once (DefaultWorkers when 0).
+	Workers int
+	// Now is the clock deadlines are checked against; time.Now when nil.
+	Now func() time.Time
+	// Log receives one line per poison or failed message; slog.Default() when nil.
+	Log *slog.Logger
+}
+
+// Stats counts what a selection saw.
+type Stats struct {
+	Receives int // ReceiveMessage requests
+	Received int // messages received
+	Claimed  int // claims won
+	Lost     int // claims lost: the instance had moved on (stale message, deleted)
+	Stale    int // messages dropped without a claim: past their deadline or superseded
+	Poison   int // messages moved to the dead-letter queue
+	Returned int // messages given back for other requests
+}
+
+// Result is what a selection claimed.
+type Result struct {
+	// Instances are the claimed instances as written (state claimed, the request's run), hot
+	// ones first. Stopped ones must be started by the caller.
+	Instances []*state.Instance
+	Stats     Stats
+}
+
+type received struct {
+	handle string
+	msg    Message
+}
+
+// selection is the state of one Claim call.
+type selection struct {
+	*Selector
+	req     Request
+	res     Result
+	seen    map[string]int64 // instance id → highest message version seen
+	drop    []string         // receipt handles to delete: won or stale
+	give    []string         // receipt handles to give back (visibility 0)
+	stopped []received       // fitting stopped instances, claimed only if hot ones run out
+	errs    []error
+}
+
+// Claim claims up to req.Count instances of the pool that fit req, preferring running (hot)
+// instances to stopped ones. It returns fewer when the pool has no more that fit; the caller
+// creates the rest. On error the Result still holds every instance won, which the caller owns.
+func (s *Selector) Claim(ctx context.Context, req Request) (Result, error) {
+	if err := req.Validate(); err != nil {
+		return Result{}, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, err)
+	}
+	sel := &selection{Selector: s, req: req, seen: map[string]int64{}}
+	sel.run(ctx)
+
+	// Give back and delete even when ctx has ended: held messages would otherwise stay hidden
+	// for the visibility timeout, and won ones would come back as stale hints.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	for _, r := range sel.stopped {
+		sel.give = append(sel.give, r.handle)
+	}
+	sel.res.Stats.Returned += len(sel.give)
+	if err := s.Queue.releaseBatch(cctx, sel.give); err != nil {
+		s.log().Warn("give messages back to the pool", "pool", s.Queue.pool, "error", err)
+	}
+	if err := s.Queue.deleteBatch(cctx, sel.drop); err != nil {
+		// A message left behind is a stale hint: the next claimer's conditional write loses
+		// and deletes it. Not worth failing the claim for.
+		s.log().Warn("delete used messages", "pool", s.Queue.pool, "error", err)
+	}
+	if len(sel.errs) > 0 {
+		return sel.res, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, errors.Join(sel.errs...))
+	}
+	return sel.res, nil
+}
+
+func (s *Selector) log() *slog.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return slog.Default()
+}
+
+func (s *Selector) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (sel *selection) need() int { return sel.req.Count - len(sel.res.Instances) }
+
+func (sel *selection) run(ctx context.Context) {
+	for sel.need() > 0 && len(sel.errs) == 0 {
+		msgs, got, err := sel.receive(ctx)
+		if err != nil {
+			sel.errs = append(sel.errs, err)
+			return
+		}
+		if got == 0 {
+			break // a long poll found nothing: the pool has no more for us
+		}
+		var hot []received
+		for _, r := range msgs {
+			if c, ok := sel.sort(ctx, r); ok {
+				hot = append(hot, c)
+			}
+		}
+		n := min(sel.need(), len(hot))
+		for _, r := range hot[n:] {
+			sel.give = append(sel.give, r.handle) // fits, but not needed: others may want it
+		}
+		sel.claim(ctx, hot[:n])
+	}
+	if n := min(sel.need(), len(sel.stopped)); n > 0 && len(sel.errs) == 0 {
+		use := sel.stopped[:n]
+		sel.stopped = sel.stopped[n:]
+		sel.claim(ctx, use)
+	}
+}
+
+// receive returns the usable messages of one receive and how many arrived in all (poison ones
+// included).
+func (sel *selection) receive(ctx context.Context) ([]received, int, error) {
+	wait := sel.Wait
+	if wait == 0 {
+		wait = DefaultWait
+	}
+	vis := sel.Visibility
+	if vis == 0 {
+		vis = DefaultVisibility
+	}
+	// Ask for a few more than needed, so that a mixed pool is searched quickly, but not so many
+	// that concurrent claimers find the queue emptied by one that needed a single instance.
+	max := int32(min(sqsBatch, max(2*sel.need(), 2)))
+	out, err := sel.Queue.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:            &sel.Queue.url,
+		MaxNumberOfMessages: max,
+		WaitTimeSeconds:     int32((wait + time.Second - 1) / time.Second),
+		VisibilityTimeout:   int32((vis + time.Second - 1) / time.Second),
+	})
+	sel.res.Stats.Receives++
+	if err != nil {
+		return nil, 0, fmt.Errorf("receive from pool %s: %w", sel.Queue.pool, err)
+	}
+	msgs := make([]received, 0, len(out.Messages))
+	for _, m := range out.Messages {
+		sel.res.Stats.Received++
+		body, handle := aws.ToString(m.Body), aws.ToString(m.ReceiptHandle)
+		parsed, err := ParseMessage(body, sel.Queue.pool)
+		if err != nil {
+			sel.poison(ctx, aws.ToString(m.MessageId), handle, body, err)
+			continue
+		}
+		msgs = append(msgs, received{handle: handle, msg: parsed})
+	}
+	return msgs, len(out.Messages), nil
+}
+
+// poison moves a message that can never be used to the dead-letter queue.
+func (sel *selection) poison(ctx context.Context, id, handle, body string, reason error) {
+	sel.res.Stats.Poison++
+	sel.log().Error("poison message in pool queue; moved to the dead-letter queue",
+		"pool", sel.Queue.pool, "messageId", id, "reason", reason)
+	if err := sel.Queue.deadLetter(ctx, body, reason.Error()); err != nil {
+		sel.log().Error("poison message not moved; it stays in the queue", "pool", sel.Queue.pool, "messageId", id, "error", err)
+		sel.give = append(sel.give, handle)
+		return
+	}
+	sel.drop = append(sel.drop, handle)
+}
+
+// sort files a parsed message: stale ones to drop, unfit ones to give back, stopped ones to
+// keep for later; it returns a hot candidate.
+func (sel *selection) sort(_ context.Context, r received) (received, bool) {
+	m := r.msg
+	if v, ok := sel.seen[m.InstanceID]; ok && m.Version <= v {
+		sel.res.Stats.Stale++ // a duplicate delivery, or an older offer of the same instance
+		sel.drop = append(sel.drop, r.handle)
+		return r, false
+	}
+	sel.seen[m.InstanceID] = m.Version
+	if !m.Deadline().After(sel.now()) {
+		sel.res.Stats.Stale++
+		sel.drop = append(sel.drop, r.handle)
+		return r, false
+	}
+	if !sel.req.Fits(m) {
+		sel.give = append(sel.give, r.handle)
+		return r, false
+	}
+	if m.Stopped {
+		sel.stopped = append(sel.stopped, r)
+		return r, false
+	}
+	return r, true
+}
+
+// claim claims candidates in parallel, at most Workers at once.
+func (sel *selection) claim(ctx context.Context, cands []received) {
+	workers := sel.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	type outcome struct {
+		r   received
+		in  *state.Instance
+		err error
+	}
+	outs := make([]outcome, len(cands))
+	sem := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	for i, r := range cands {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			in, err := sel.Store.Transition(ctx, state.Change{
+				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
+				Version: r.msg.Version, Assign: &sel.req.Assign, Threshold: sel.req.ClaimDeadline,
+				Reason: "claimed by run " + sel.req.Assign.RunID,
+			})
+			outs[i] = outcome{r, in, err}
+		})
+	}
+	wg.Wait()
+	for _, o := range outs {
+		switch {
+		case o.err == nil:
+			sel.res.Stats.Claimed++
+			sel.res.Instances = append(sel.res.Instances, o.in)
+			sel.drop = append(sel.drop, o.r.handle)
+		case errors.Is(o.err, state.ErrConflict):
+			// The instance moved on (claimed by someone else, expired, re-offered with a newer
+			// version): this message is stale.
+			sel.res.Stats.Lost++
+			sel.drop = append(sel.drop, o.r.handle)
+			sel.log().Debug("claim lost", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID, "reason", o.err)
+		default:
+			sel.give = append(sel.give, o.r.handle)
+			sel.errs = append(sel.errs, o.err)
+		}
+	}
+}
