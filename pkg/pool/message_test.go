@@ -13,9 +13,12 @@ import (
 
 const arn = "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef0"
 
+// deadline is fixed once, so that every goodMessage is the same.
+var deadline = time.Now().Add(time.Hour).UnixMilli()
+
 func goodMessage() Message {
 	return Message{V: 1, InstanceARN: arn, InstanceID: "i-0123456789abcdef0", Pool: "p", InstanceType: "c7i.large",
-		UsageClass: "spot", VCPU: 2, MemoryMiB: 4096, AZ: "us-east-1a", Version: 3, IdleDeadline: time.Now().Add(time.Hour).UnixMilli()}
+		UsageClass: "spot", VCPU: 2, MemoryMiB: 4096, AZ: "us-east-1a", Version: 3, IdleDeadline: deadline}
 }
 
 func TestParseMessage(t *testing.T) {

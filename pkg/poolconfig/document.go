@@ -1,0 +1,185 @@
+package poolconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// SchemaVersion is the version of Document this code reads.
+const SchemaVersion = 1
+
+// Markets a pool may launch in.
+const (
+	MarketSpot         = "spot"
+	MarketOnDemand     = "on-demand"
+	MarketSpotFallback = "spot-fallback" // spot first, on-demand for what spot cannot give
+)
+
+// Allocation strategies.
+const (
+	AllocationCost     = "cost"     // on-demand lowest-price, spot price-capacity-optimized
+	AllocationPriority = "priority" // on-demand prioritized, spot capacity-optimized-prioritized
+)
+
+// Document is one pool's published configuration.
+type Document struct {
+	SchemaVersion       int               `json:"schemaVersion"`
+	Name                string            `json:"name"`
+	Partition           string            `json:"partition"`
+	Region              string            `json:"region"`
+	Account             string            `json:"account"`
+	Table               string            `json:"table"`
+	QueueURL            string            `json:"queueUrl"`
+	DeadLetterQueueURL  string            `json:"deadLetterQueueUrl,omitempty"`
+	LaunchTemplate      LaunchTemplate    `json:"launchTemplate"`
+	SpecHash            string            `json:"specHash"`
+	InstanceTypes       []string          `json:"instanceTypes"`
+	Subnets             []Subnet          `json:"subnets"`
+	Market              string            `json:"market"`
+	AllocationStrategy  string            `json:"allocationStrategy,omitempty"`
+	Labels              []string          `json:"labels,omitempty"`
+	AllowedRepositories []string          `json:"allowedRepositories,omitempty"`
+	Tags                map[string]string `json:"tags,omitempty"`
+	Timeouts            Timeouts          `json:"timeouts"`
+	Warm                Warm              `json:"warm"`
+	Runner              Runner            `json:"runner"`
+}
+
+// LaunchTemplate names the pool's EC2 launch template.
+type LaunchTemplate struct {
+	ID      string `json:"id"`
+	Version string `json:"version"`
+}
+
+// Subnet is one subnet instances may launch in.
+type Subnet struct {
+	ID string `json:"id"`
+	AZ string `json:"az"`
+}
+
+// Timeouts are the deadlines of each state (docs/design.md §7).
+type Timeouts struct {
+	Created Duration `json:"created"`
+	Claimed Duration `json:"claimed"`
+	Running Duration `json:"running"`
+	Idle    Duration `json:"idle"`
+	Stopped Duration `json:"stopped"`
+}
+
+// Default timeouts.
+var DefaultTimeouts = Timeouts{
+	Created: Duration(10 * time.Minute),
+	Claimed: Duration(5 * time.Minute),
+	Running: Duration(6 * time.Hour),
+	Idle:    Duration(30 * time.Minute),
+	Stopped: Duration(72 * time.Hour),
+}
+
+// maxTimeout bounds every timeout.
+const maxTimeout = 35 * 24 * time.Hour
+
+// Runner says which GitHub runner the agent installs when the AMI has none.
+type Runner struct {
+	// Version is the actions/runner release, e.g. 2.321.0; empty when the AMI bakes the runner.
+	Version string `json:"version,omitempty"`
+	// BaseURL is where releases are downloaded from: BaseURL/v<version>/actions-runner-linux-<arch>-<version>.tar.gz.
+	BaseURL string `json:"baseUrl,omitempty"`
+	// SHA256 is the tarball's checksum per arch (x64, arm64).
+	SHA256 map[string]string `json:"sha256,omitempty"`
+	// User is the unprivileged user the runner runs as.
+	User string `json:"user,omitempty"`
+	// PreRunnerScript runs once, as root, before the runner is installed.
+	PreRunnerScript string `json:"preRunnerScript,omitempty"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10m", "6h").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration %s: want a string such as \"10m\" or \"6h\"", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration such as \"10m\" or \"6h\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Parse decodes a pool document, applies defaults and validates it. Unknown fields are refused,
+// so that a typo is an error rather than a silently ignored setting.
+func Parse(data []byte) (*Document, error) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var d Document
+	if err := dec.Decode(&d); err != nil {
+		return nil, fmt.Errorf("pool document: %w", err)
+	}
+	d.applyDefaults()
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+func (d *Document) applyDefaults() {
+	if d.Partition == "" {
+		d.Partition = "aws"
+	}
+	if d.AllocationStrategy == "" {
+		d.AllocationStrategy = AllocationCost
+	}
+	if d.Runner.User == "" {
+		d.Runner.User = "runner"
+	}
+	for _, f := range []struct{ v, def *Duration }{
+		{&d.Timeouts.Created, &DefaultTimeouts.Created}, {&d.Timeouts.Claimed, &DefaultTimeouts.Claimed},
+		{&d.Timeouts.Running, &DefaultTimeouts.Running}, {&d.Timeouts.Idle, &DefaultTimeouts.Idle},
+		{&d.Timeouts.Stopped, &DefaultTimeouts.Stopped},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+}
+
+// StateAccount returns the account the pool's instances are keyed by in the state table.
+func (d *Document) StateAccount() state.Account {
+	return state.Account{Partition: d.Partition, Region: d.Region, ID: d.Account}
+}
+
+// Timeout returns the deadline length of state st (0 for terminated).
+func (d *Document) Timeout(st state.State) time.Duration {
+	switch st {
+	case state.Created:
+		return d.Timeouts.Created.D()
+	case state.Claimed:
+		return d.Timeouts.Claimed.D()
+	case state.Running:
+		return d.Timeouts.Running.D()
+	case state.Idle:
+		return d.Timeouts.Idle.D()
+	case state.Stopped:
+		return d.Timeouts.Stopped.D()
+	}
+	return 0
+}
+
+// ParameterName is the SSM parameter a pool's document is published under.
+func ParameterName(stack, pool string) string { return ParameterPath(stack) + pool }
+
+// ParameterPath is the SSM path under which all of a stack's pool documents live.
+func ParameterPath(stack string) string { return "/hangar/" + stack + "/pools/" }

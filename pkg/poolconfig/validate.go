@@ -1,0 +1,185 @@
+package poolconfig
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+var (
+	instanceTypeRe = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
+	subnetRe       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
+	templateRe     = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
+	templateVerRe  = regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`)
+	labelRe        = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	repoPatternRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
+	versionRe      = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	sha256Re       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	userRe         = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	hhmmRe         = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+)
+
+// ReservedTagPrefix is the tag prefix Hangar keeps for itself.
+const ReservedTagPrefix = "hangar:"
+
+// Validate checks every field; the error names the field and the bad value. All problems are
+// reported at once.
+func (d *Document) Validate() error {
+	var errs []error
+	bad := func(field string, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("pool %q: %s: %s", d.Name, field, fmt.Sprintf(format, a...)))
+	}
+	if d.SchemaVersion != SchemaVersion {
+		bad("schemaVersion", "%d: this Hangar reads version %d", d.SchemaVersion, SchemaVersion)
+	}
+	if err := state.ValidatePool(d.Name); err != nil {
+		bad("name", "%v", err)
+	}
+	if err := d.StateAccount().Validate(); err != nil {
+		bad("partition/region/account", "%v", err)
+	}
+	if d.Table == "" {
+		bad("table", "empty: want the state table's name")
+	}
+	if u, err := url.Parse(d.QueueURL); d.QueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
+		bad("queueUrl", "%q: want the pool queue's URL", d.QueueURL)
+	}
+	if !templateRe.MatchString(d.LaunchTemplate.ID) {
+		bad("launchTemplate.id", "%q: want lt- and hex digits", d.LaunchTemplate.ID)
+	}
+	if !templateVerRe.MatchString(d.LaunchTemplate.Version) {
+		bad("launchTemplate.version", "%q: want a version number, $Latest or $Default", d.LaunchTemplate.Version)
+	}
+	if d.SpecHash == "" {
+		bad("specHash", "empty: want the hash of what the pool launches")
+	}
+	if len(d.InstanceTypes) == 0 {
+		bad("instanceTypes", "empty: want at least one instance type")
+	}
+	for _, t := range d.InstanceTypes {
+		if !instanceTypeRe.MatchString(t) {
+			bad("instanceTypes", "%q: want an instance type such as c7i.large", t)
+		}
+	}
+	if len(d.Subnets) == 0 {
+		bad("subnets", "empty: want at least one subnet")
+	}
+	for _, s := range d.Subnets {
+		if !subnetRe.MatchString(s.ID) || s.AZ == "" {
+			bad("subnets", "{id %q, az %q}: want subnet-<hex> and its availability zone", s.ID, s.AZ)
+		}
+	}
+	switch d.Market {
+	case MarketSpot, MarketOnDemand, MarketSpotFallback:
+	default:
+		bad("market", "%q: want spot, on-demand or spot-fallback", d.Market)
+	}
+	switch d.AllocationStrategy {
+	case AllocationCost, AllocationPriority:
+	default:
+		bad("allocationStrategy", "%q: want cost or priority", d.AllocationStrategy)
+	}
+	for _, l := range d.Labels {
+		if !labelRe.MatchString(l) {
+			bad("labels", "%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+		}
+	}
+	for _, r := range d.AllowedRepositories {
+		if !repoPatternRe.MatchString(r) {
+			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
+		}
+	}
+	for k, v := range d.Tags {
+		if strings.HasPrefix(strings.ToLower(k), ReservedTagPrefix) {
+			bad("tags", "%q: the %s prefix is reserved for Hangar's own tags", k, ReservedTagPrefix)
+		}
+		if k == "" || len(k) > 128 || len(v) > 256 {
+			bad("tags", "%q=%q: want a key of 1 to 128 and a value of at most 256 characters", k, v)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		v    Duration
+	}{{"created", d.Timeouts.Created}, {"claimed", d.Timeouts.Claimed}, {"running", d.Timeouts.Running},
+		{"idle", d.Timeouts.Idle}, {"stopped", d.Timeouts.Stopped}} {
+		if t.v.D() <= 0 || t.v.D() > maxTimeout {
+			bad("timeouts."+t.name, "%s: want more than 0 and at most %s", t.v.D(), maxTimeout)
+		}
+	}
+	errs = append(errs, d.Warm.validate(d.Name)...)
+	errs = append(errs, d.Runner.validate(d.Name)...)
+	return errors.Join(errs...)
+}
+
+func (r Runner) validate(pool string) []error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("pool %q: runner.%s: %s", pool, field, fmt.Sprintf(format, a...)))
+	}
+	if !userRe.MatchString(r.User) || r.User == "root" {
+		bad("user", "%q: want an unprivileged user name", r.User)
+	}
+	if r.Version == "" {
+		if r.BaseURL != "" || len(r.SHA256) > 0 {
+			bad("version", "empty, but baseUrl or sha256 set: set the version to download, or none of them for a runner baked into the AMI")
+		}
+		return errs
+	}
+	if !versionRe.MatchString(r.Version) {
+		bad("version", "%q: want an actions/runner release such as 2.321.0", r.Version)
+	}
+	u, err := url.Parse(r.BaseURL)
+	switch {
+	case err != nil || u.Host == "":
+		bad("baseUrl", "%q: want an https URL", r.BaseURL)
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		bad("baseUrl", "%q: plain http only for a loopback host; want https", r.BaseURL)
+	case u.Scheme != "https" && u.Scheme != "http":
+		bad("baseUrl", "%q: want an https URL", r.BaseURL)
+	}
+	if len(r.SHA256) == 0 {
+		bad("sha256", "empty: want the tarball's SHA-256 for each arch (x64, arm64) the pool runs")
+	}
+	for arch, sum := range r.SHA256 {
+		if arch != "x64" && arch != "arm64" {
+			bad("sha256", "arch %q: want x64 or arm64", arch)
+		}
+		if !sha256Re.MatchString(sum) {
+			bad("sha256", "%s: %q: want 64 lowercase hex digits", arch, sum)
+		}
+	}
+	return errs
+}
+
+func isLoopback(host string) bool {
+	return host == "localhost" || host == "::1" || strings.HasPrefix(host, "127.")
+}
+
+// RepoAllowed reports whether repository owner/name may use the pool. No allowed repositories
+// means any repository the deployment's OIDC role trusts.
+func (d *Document) RepoAllowed(repo string) bool {
+	if len(d.AllowedRepositories) == 0 {
+		return true
+	}
+	for _, p := range d.AllowedRepositories {
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(repo)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHHMM returns minutes after midnight.
+func parseHHMM(s string) (int, error) {
+	if !hhmmRe.MatchString(s) {
+		return 0, fmt.Errorf("%q: want HH:MM (24-hour)", s)
+	}
+	t, _ := time.Parse("15:04", s)
+	return t.Hour()*60 + t.Minute(), nil
+}
