@@ -157,11 +157,27 @@ wait_http() {
   die "$name did not answer on $url within 20s; see $LOGS/$name.log"
 }
 
+# is_service NAME: does the port of NAME answer as that service would (another checkout's
+# emulator, say)? Checked by a request only that service answers so.
+is_service() {
+  case $1 in
+    moto) curl -sf --max-time 1 "http://127.0.0.1:$MOTO_PORT/moto-api/data.json" -o /dev/null ;;
+    dynamodb-local) curl -s --max-time 1 -X POST "http://127.0.0.1:$DDB_PORT/" -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
+        -H 'Content-Type: application/x-amz-json-1.0' -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x' \
+        -d '{}' | grep -q TableNames ;;
+    imds) curl -sf --max-time 1 -X PUT "http://127.0.0.1:$IMDS_PORT/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' -o /dev/null ;;
+    *) return 1 ;;
+  esac
+}
+
 # start NAME URL CMD...: start CMD in the background unless NAME is already up.
 start() {
   local name=$1 url=$2; shift 2
   if alive "$name" && http_up "$url"; then say "$name already running (pid $(cat "$RUN/$name.pid"))"; return 0; fi
-  if http_up "$url"; then die "port of $url is taken by a process this script did not start; stop it or set the *_PORT variables"; fi
+  if http_up "$url"; then
+    if is_service "$name"; then say "$name already served on $url by another process; using it (testbed down will not stop it)"; return 0; fi
+    die "port of $url is taken by a process that is not $name; stop it or set MOTO_PORT / DDB_PORT / IMDS_PORT"
+  fi
   nohup "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$RUN/$name.pid"
   wait_http "$name" "$url"

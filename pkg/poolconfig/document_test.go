@@ -59,7 +59,9 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"table", func(m map[string]any) { m["table"] = "" }, "table: empty"},
 		{"queue", func(m map[string]any) { m["queueUrl"] = "hangar-q" }, `queueUrl: "hangar-q"`},
 		{"template", func(m map[string]any) { m["launchTemplate"] = map[string]any{"id": "template-1", "version": "1"} }, `launchTemplate.id: "template-1"`},
-		{"template version", func(m map[string]any) { m["launchTemplate"] = map[string]any{"id": "lt-0123456789abcdef0", "version": "latest"} }, `launchTemplate.version: "latest"`},
+		{"template version", func(m map[string]any) {
+			m["launchTemplate"] = map[string]any{"id": "lt-0123456789abcdef0", "version": "latest"}
+		}, `launchTemplate.version: "latest"`},
 		{"spec hash", func(m map[string]any) { m["specHash"] = "" }, "specHash: empty"},
 		{"no types", func(m map[string]any) { m["instanceTypes"] = []string{} }, "instanceTypes: empty"},
 		{"bad type", func(m map[string]any) { m["instanceTypes"] = []string{"c7i*"} }, `instanceTypes: "c7i*"`},
