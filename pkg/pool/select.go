@@ -265,6 +265,9 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 	}
 	wg.Wait()
 	for _, o := range outs {
+		if in := sel.ownWin(o.r.msg, o.err); in != nil {
+			o.in, o.err = in, nil
+		}
 		switch {
 		case o.err == nil:
 			sel.res.Stats.Claimed++
@@ -281,4 +284,20 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			sel.errs = append(sel.errs, o.err)
 		}
 	}
+}
+
+// ownWin recognises a claim that succeeded although it reported a conflict: the SDK retried a
+// write whose first attempt had already been applied, and the retry's condition then failed
+// against our own result. The conflict carries the item as it is; if that is exactly what our
+// claim writes, the instance is ours.
+func (sel *selection) ownWin(m Message, err error) *state.Instance {
+	var conflict *state.ConflictError
+	if !errors.As(err, &conflict) || conflict.Current == nil {
+		return nil
+	}
+	cur := conflict.Current
+	if cur.State == state.Claimed && cur.RunID == sel.req.Assign.RunID && cur.Version == m.Version+1 {
+		return cur
+	}
+	return nil
 }

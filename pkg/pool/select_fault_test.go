@@ -1,0 +1,111 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// fakeSQS serves a fixed list of messages once and records deletes and give-backs. It is for
+// fault injection only; the real queue behaviour is tested against moto.
+type fakeSQS struct {
+	SQS
+	mu       sync.Mutex
+	pending  []types.Message
+	deleted  []string
+	returned []string
+}
+
+func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := min(int(in.MaxNumberOfMessages), len(f.pending))
+	out := f.pending[:n]
+	f.pending = f.pending[n:]
+	return &sqs.ReceiveMessageOutput{Messages: out}, nil
+}
+
+func (f *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range in.Entries {
+		f.deleted = append(f.deleted, aws.ToString(e.ReceiptHandle))
+	}
+	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+func (f *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range in.Entries {
+		f.returned = append(f.returned, aws.ToString(e.ReceiptHandle))
+	}
+	return &sqs.ChangeMessageVisibilityBatchOutput{}, nil
+}
+
+// claimFunc adapts a function to Claimer.
+type claimFunc func(context.Context, state.Change) (*state.Instance, error)
+
+func (f claimFunc) Transition(ctx context.Context, c state.Change) (*state.Instance, error) { return f(ctx, c) }
+
+func offer(t *testing.T, handle string, m Message) types.Message {
+	t.Helper()
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return types.Message{Body: aws.String(string(b)), ReceiptHandle: aws.String(handle), MessageId: aws.String(handle)}
+}
+
+// TestClaimRetriedAfterApplied: a claim whose retry reports a conflict against our own write is
+// recognised as won.
+func TestClaimRetriedAfterApplied(t *testing.T) {
+	t.Parallel()
+	m := goodMessage()
+	m.Pool = "p"
+	fake := &fakeSQS{pending: []types.Message{offer(t, "h1", m)}}
+	q, err := NewQueue(fake, "p", "url", "")
+	require.NoError(t, err)
+	claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
+		cur := &state.Instance{ID: c.InstanceID, Pool: "p", State: state.Claimed, Version: c.Version + 1}
+		cur.RunID = c.Assign.RunID
+		return nil, &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, Version: c.Version, Current: cur}
+	})
+	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 1,
+		Assign: state.Assignment{RunID: "5"}, ClaimDeadline: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, []string{"h1"}, fake.deleted)
+}
+
+// TestClaimStoreFailure: a claim that fails for another reason than a lost race gives the
+// message back, reports the error, and keeps what was won.
+func TestClaimStoreFailure(t *testing.T) {
+	t.Parallel()
+	a, b := goodMessage(), goodMessage()
+	a.Pool, b.Pool = "p", "p"
+	b.InstanceID, b.InstanceARN = "i-0123456789abcdef1", "arn:aws:ec2:us-east-1:123456789012:instance/i-0123456789abcdef1"
+	fake := &fakeSQS{pending: []types.Message{offer(t, "ha", a), offer(t, "hb", b)}}
+	q, err := NewQueue(fake, "p", "url", "")
+	require.NoError(t, err)
+	claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
+		if c.InstanceID == b.InstanceID {
+			return nil, errors.New("throttled after retries")
+		}
+		return &state.Instance{ID: c.InstanceID, State: state.Claimed, Version: c.Version + 1}, nil
+	})
+	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 2,
+		Assign: state.Assignment{RunID: "5"}, ClaimDeadline: time.Now().Add(time.Minute)})
+	require.ErrorContains(t, err, "throttled after retries")
+	require.Len(t, res.Instances, 1, "the won claim is kept")
+	require.Equal(t, []string{"ha"}, fake.deleted)
+	require.Equal(t, []string{"hb"}, fake.returned, "the failed claim's message is given back")
+}
