@@ -56,7 +56,9 @@ func (f *fakeSQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.Change
 // claimFunc adapts a function to Claimer.
 type claimFunc func(context.Context, state.Change) (*state.Instance, error)
 
-func (f claimFunc) Transition(ctx context.Context, c state.Change) (*state.Instance, error) { return f(ctx, c) }
+func (f claimFunc) Transition(ctx context.Context, c state.Change) (*state.Instance, error) {
+	return f(ctx, c)
+}
 
 func offer(t *testing.T, handle string, m Message) types.Message {
 	t.Helper()
