@@ -11,6 +11,9 @@ CMDS      := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
 ARCHES    := amd64 arm64
 LDFLAGS   := -s -w -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
+TOOLS_BIN := .cache/tools/bin
+GOLANGCI  := $(TOOLS_BIN)/golangci-lint
+
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 
@@ -47,9 +50,15 @@ testbed-down: ## stop the emulators
 testbed-status: ## say which emulators run
 	@$(TESTBED) status
 
-lint: ## gofmt check and go vet
+lint: $(GOLANGCI) ## gofmt check, go vet and golangci-lint (built once from tools/go.mod into .cache/)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GOLANGCI) run ./...
+
+$(GOLANGCI): tools/go.mod tools/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	@echo "building golangci-lint from tools/go.mod (once; about a minute)"
+	cd tools && CGO_ENABLED=0 $(GO) build -o ../$(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 bench: testbed-up ## measure against the targets on the emulators; prints a markdown table
 	$(WITH_TESTBED) $(GO) run ./internal/bench

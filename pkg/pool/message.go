@@ -68,10 +68,10 @@ var ErrPoison = errors.New("poison pool message")
 func ParseMessage(body, pool string) (Message, error) {
 	var m Message
 	if err := json.Unmarshal([]byte(body), &m); err != nil {
-		return Message{}, fmt.Errorf("%w: not JSON: %v", ErrPoison, err)
+		return Message{}, fmt.Errorf("%w: not JSON: %w", ErrPoison, err)
 	}
 	if err := m.validate(pool); err != nil {
-		return Message{}, fmt.Errorf("%w: %v", ErrPoison, err)
+		return Message{}, fmt.Errorf("%w: %w", ErrPoison, err)
 	}
 	return m, nil
 }
