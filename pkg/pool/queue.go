@@ -53,8 +53,8 @@ func (q *Queue) URL() string { return q.url }
 const sqsBatch = 10
 
 // Publish offers idle or stopped instances to the pool, in batches of 10. Every instance must be
-// of this pool. It returns the first failure; instances of a failed entry are not offered, and
-// refresh will find them idle without a message and republish or expire them.
+// of this pool. It reports every failure; an instance whose entry failed is not offered, and
+// refresh will find it idle without a message and republish or expire it.
 func (q *Queue) Publish(ctx context.Context, insts ...*state.Instance) error {
 	bodies := make([]string, 0, len(insts))
 	for _, in := range insts {
@@ -71,23 +71,22 @@ func (q *Queue) Publish(ctx context.Context, insts ...*state.Instance) error {
 		}
 		bodies = append(bodies, string(b))
 	}
-	var errs []error
-	for start := 0; start < len(bodies); start += sqsBatch {
-		chunk := bodies[start:min(start+sqsBatch, len(bodies))]
+	return inBatches(bodies, func(start int, chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
 		for i, b := range chunk {
-			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(b)}
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), MessageBody: aws.String(b)}
 		}
 		out, err := q.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: entries})
 		if err != nil {
-			return fmt.Errorf("publish %d instances to pool %s: %w", len(chunk), q.pool, err)
+			return nil, fmt.Errorf("publish %d instances to pool %s: %w", len(chunk), q.pool, err)
 		}
-		for _, f := range out.Failed {
-			i, _ := strconv.Atoi(aws.ToString(f.Id))
-			errs = append(errs, fmt.Errorf("publish %s to pool %s: %s: %s", insts[start+i].ID, q.pool, aws.ToString(f.Code), aws.ToString(f.Message)))
+		for i, f := range out.Failed {
+			if n, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && n < len(insts) {
+				out.Failed[i].Message = aws.String(fmt.Sprintf("publish %s to pool %s: %s", insts[n].ID, q.pool, aws.ToString(f.Message)))
+			}
 		}
-	}
-	return errors.Join(errs...)
+		return out.Failed, nil
+	})
 }
 
 // deadLetter moves a poison message to the dead-letter queue (with the reason as a message
@@ -111,41 +110,46 @@ func (q *Queue) deadLetter(ctx context.Context, body, reason string) error {
 
 // deleteBatch deletes messages by receipt handle, 10 at a time.
 func (q *Queue) deleteBatch(ctx context.Context, handles []string) error {
-	var errs []error
-	for start := 0; start < len(handles); start += sqsBatch {
-		chunk := handles[start:min(start+sqsBatch, len(handles))]
+	return inBatches(handles, func(_ int, chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
 			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
 		}
 		out, err := q.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &q.url, Entries: entries})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("delete %d messages from pool %s: %w", len(chunk), q.pool, err))
-			continue
+			return nil, fmt.Errorf("delete %d messages from pool %s: %w", len(chunk), q.pool, err)
 		}
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("delete a message from pool %s: %s: %s", q.pool, aws.ToString(f.Code), aws.ToString(f.Message)))
-		}
-	}
-	return errors.Join(errs...)
+		return out.Failed, nil
+	})
 }
 
 // releaseBatch makes messages visible again at once (visibility 0), 10 at a time.
 func (q *Queue) releaseBatch(ctx context.Context, handles []string) error {
-	var errs []error
-	for start := 0; start < len(handles); start += sqsBatch {
-		chunk := handles[start:min(start+sqsBatch, len(handles))]
+	return inBatches(handles, func(_ int, chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
 		for i, h := range chunk {
 			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}
 		}
 		out, err := q.sqs.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &q.url, Entries: entries})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("give %d messages back to pool %s: %w", len(chunk), q.pool, err))
+			return nil, fmt.Errorf("give %d messages back to pool %s: %w", len(chunk), q.pool, err)
+		}
+		return out.Failed, nil
+	})
+}
+
+// inBatches calls send for each run of up to 10 items (start is the run's offset in items) and
+// joins request errors and per-entry failures. A failed run does not stop the others.
+func inBatches[T any](items []T, send func(start int, chunk []T) ([]types.BatchResultErrorEntry, error)) error {
+	var errs []error
+	for start := 0; start < len(items); start += sqsBatch {
+		failed, err := send(start, items[start:min(start+sqsBatch, len(items))])
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		for _, f := range out.Failed {
-			errs = append(errs, fmt.Errorf("give a message back to pool %s: %s: %s", q.pool, aws.ToString(f.Code), aws.ToString(f.Message)))
+		for _, f := range failed {
+			errs = append(errs, fmt.Errorf("%s: %s", aws.ToString(f.Code), aws.ToString(f.Message)))
 		}
 	}
 	return errors.Join(errs...)
