@@ -111,47 +111,55 @@ func (a *Agent) Signal(ctx context.Context, sig Signal) error {
 	u.set("sigLog", LogTail(sig.Log, MaxLogTail))
 	cond := expression.AttributeExists(expression.Name(AttrARN)).
 		And(expression.Name("version").Equal(expression.Value(sig.Version)))
-	return a.write(ctx, "signal "+string(sig.Name), cond, u)
+	_, err := a.write(ctx, "signal "+string(sig.Name), cond, u, types.ReturnValueNone)
+	return err
 }
 
-// Heartbeat records that the agent is alive at time at.
-func (a *Agent) Heartbeat(ctx context.Context, at time.Time) error {
+// Heartbeat records that the agent is alive at time at, and returns the item as it is after the
+// write: a heartbeat is also a read, so an agent that polls its item can fold heartbeats into its
+// polls and spend one request either way.
+func (a *Agent) Heartbeat(ctx context.Context, at time.Time) (*Instance, error) {
 	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
 	if a.version != "" {
 		u.set("agentVersion", a.version)
 	}
-	return a.write(ctx, "heartbeat", expression.AttributeExists(expression.Name(AttrARN)), u)
+	out, err := a.write(ctx, "heartbeat", expression.AttributeExists(expression.Name(AttrARN)), u, types.ReturnValueAllNew)
+	if err != nil {
+		return nil, err
+	}
+	return unmarshalItem(out.Attributes)
 }
 
-func (a *Agent) write(ctx context.Context, what string, cond expression.ConditionBuilder, u *update) error {
+func (a *Agent) write(ctx context.Context, what string, cond expression.ConditionBuilder, u *update, ret types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()
 	if err != nil {
-		return fmt.Errorf("%s of %s: build expression: %w", what, a.id, err)
+		return nil, fmt.Errorf("%s of %s: build expression: %w", what, a.id, err)
 	}
-	_, err = a.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := a.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &a.table,
 		Key:                                 a.key(),
 		ConditionExpression:                 expr.Condition(),
 		UpdateExpression:                    expr.Update(),
 		ExpressionAttributeNames:            expr.Names(),
 		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        ret,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
-		return nil
+		return out, nil
 	case errors.As(err, &ccf) && len(ccf.Item) == 0:
-		return fmt.Errorf("%s of %s: %w", what, a.id, ErrNotFound)
+		return nil, fmt.Errorf("%s of %s: %w", what, a.id, ErrNotFound)
 	case errors.As(err, &ccf):
 		cur, _ := unmarshalItem(ccf.Item)
 		holder := "unreadable"
 		if cur != nil {
 			holder = cur.Holder()
 		}
-		return fmt.Errorf("%s of %s: the item moved on (now %s): %w", what, a.id, holder, ErrConflict)
+		return nil, fmt.Errorf("%s of %s: the item moved on (now %s): %w", what, a.id, holder, ErrConflict)
 	default:
-		return fmt.Errorf("%s of %s: %w", what, a.id, err)
+		return nil, fmt.Errorf("%s of %s: %w", what, a.id, err)
 	}
 }
 

@@ -28,7 +28,10 @@ func TestAgentWritesOnlyItsAttributes(t *testing.T) {
 	a := newAgent(t, s, in.ID)
 
 	at := later(0)
-	require.NoError(t, a.Heartbeat(ctx, at))
+	hb, err := a.Heartbeat(ctx, at)
+	require.NoError(t, err)
+	require.Equal(t, at, hb.HeartbeatAt, "a heartbeat returns the item it wrote")
+	require.Equal(t, in.RunID, hb.RunID)
 	require.NoError(t, a.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: "555", Version: in.Version, At: at}))
 
 	got, err := a.Get(ctx)
@@ -67,9 +70,10 @@ func TestAgentNeverCreatesItems(t *testing.T) {
 	ctx := testbed.Context(t, time.Minute)
 	id := newID()
 	a := newAgent(t, s, id)
-	require.ErrorIs(t, a.Heartbeat(ctx, time.Now()), state.ErrNotFound)
+	_, err := a.Heartbeat(ctx, time.Now())
+	require.ErrorIs(t, err, state.ErrNotFound)
 	require.ErrorIs(t, a.Signal(ctx, state.Signal{Name: state.SignalReady, Version: 1}), state.ErrNotFound)
-	_, err := s.Get(ctx, id)
+	_, err = s.Get(ctx, id)
 	require.ErrorIs(t, err, state.ErrNotFound)
 }
 
