@@ -1,0 +1,87 @@
+package ghfake
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+)
+
+// QueueJob queues a job of repository repo for a runner carrying every label in labels; the
+// runner that takes it runs command with sh -c. It returns the job id.
+func (s *Server) QueueJob(repo string, labels []string, command string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jobSeq++
+	j := &Job{ID: s.jobSeq, Repo: Scope(repo), Labels: slices.Clone(labels), Command: command, Status: "queued", done: make(chan struct{})}
+	s.jobs[j.ID] = j
+	close(s.jobWaiters) // wake runners waiting for work
+	s.jobWaiters = make(chan struct{})
+	return j.ID
+}
+
+// Job returns a copy of job id.
+func (s *Server) Job(id int64) (Job, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return Job{}, false
+	}
+	c := *j
+	c.done = nil
+	return c, true
+}
+
+// WaitJob waits until job id is completed, or ctx ends.
+func (s *Server) WaitJob(ctx context.Context, id int64) (Job, error) {
+	s.mu.Lock()
+	j, ok := s.jobs[id]
+	s.mu.Unlock()
+	if !ok {
+		return Job{}, fmt.Errorf("job %d: not queued", id)
+	}
+	select {
+	case <-ctx.Done():
+		c, _ := s.Job(id)
+		return c, fmt.Errorf("job %d still %s: %w", id, c.Status, ctx.Err())
+	case <-j.done:
+		c, _ := s.Job(id)
+		return c, nil
+	}
+}
+
+// jobControl serves QueueJob, Job and Runners over HTTP, for the demo.
+func (s *Server) jobControl(mux *http.ServeMux) {
+	mux.HandleFunc("POST /_fake/jobs", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Repo    string   `json:"repo"`
+			Labels  []string `json:"labels"`
+			Command string   `json:"command"`
+		}
+		if err := decode(r, &body); err != nil || body.Repo == "" || len(body.Labels) == 0 {
+			writeError(w, http.StatusBadRequest, "want {repo, labels, command}")
+			return
+		}
+		writeJSON(w, http.StatusCreated, map[string]int64{"id": s.QueueJob(body.Repo, body.Labels, body.Command)})
+	})
+	mux.HandleFunc("GET /_fake/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		j, ok := s.Job(id)
+		if !ok {
+			writeError(w, http.StatusNotFound, "no such job")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": j.ID, "repo": j.Repo, "labels": j.Labels, "status": j.Status,
+			"conclusion": j.Conclusion, "runner": j.RunnerName, "output": j.Output})
+	})
+	mux.HandleFunc("GET /_fake/runners", func(w http.ResponseWriter, _ *http.Request) {
+		all := s.Runners("")
+		out := make([]map[string]any, len(all))
+		for i, x := range all {
+			out[i] = map[string]any{"id": x.ID, "name": x.Name, "scope": x.Scope, "labels": x.Labels, "status": x.Status, "busy": x.Busy}
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}

@@ -1,0 +1,179 @@
+package ghfake
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, base := range []string{"/repos/{owner}/{repo}", "/orgs/{owner}"} {
+		s.rest(mux, "POST "+base+"/actions/runners/registration-token", s.createToken("registration"))
+		s.rest(mux, "POST "+base+"/actions/runners/remove-token", s.createToken("remove"))
+		s.rest(mux, "GET "+base+"/actions/runners", s.listRunners)
+		s.rest(mux, "GET "+base+"/actions/runners/{id}", s.getRunner)
+		s.rest(mux, "DELETE "+base+"/actions/runners/{id}", s.deleteRunner)
+		s.rest(mux, "GET "+base+"/actions/runners/{id}/labels", s.labels("get"))
+		s.rest(mux, "POST "+base+"/actions/runners/{id}/labels", s.labels("add"))
+		s.rest(mux, "PUT "+base+"/actions/runners/{id}/labels", s.labels("set"))
+		s.rest(mux, "DELETE "+base+"/actions/runners/{id}/labels", s.labels("clear"))
+		s.rest(mux, "DELETE "+base+"/actions/runners/{id}/labels/{name}", s.labels("remove"))
+	}
+	s.runnerSide(mux)
+	s.jobControl(mux)
+	return mux
+}
+
+// rest registers an admin-authenticated REST handler and counts its requests.
+func (s *Server) rest(mux *http.ServeMux, pattern string, h func(http.ResponseWriter, *http.Request, Scope)) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.requests[pattern]++
+		auth := r.Header.Get("Authorization")
+		cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
+		if auth == "" || !s.admin[cred] {
+			writeError(w, http.StatusUnauthorized, "Bad credentials")
+			return
+		}
+		scope := Scope(r.PathValue("owner"))
+		if repo := r.PathValue("repo"); repo != "" {
+			scope = Scope(r.PathValue("owner") + "/" + repo)
+		}
+		h(w, r, scope)
+	})
+}
+
+func (s *Server) createToken(kind string) func(http.ResponseWriter, *http.Request, Scope) {
+	return func(w http.ResponseWriter, _ *http.Request, scope Scope) {
+		t, exp := s.issue(scope, kind)
+		writeJSON(w, http.StatusCreated, map[string]string{"token": t, "expires_at": exp.Format("2006-01-02T15:04:05Z07:00")})
+	}
+}
+
+type apiLabel struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+type apiRunner struct {
+	ID     int64      `json:"id"`
+	Name   string     `json:"name"`
+	OS     string     `json:"os"`
+	Status string     `json:"status"`
+	Busy   bool       `json:"busy"`
+	Labels []apiLabel `json:"labels"`
+}
+
+func toAPI(r *Runner) apiRunner {
+	labels := make([]apiLabel, len(r.Labels))
+	for i, l := range r.Labels {
+		labels[i] = apiLabel{ID: int64(i + 1), Name: l, Type: "custom"}
+	}
+	return apiRunner{ID: r.ID, Name: r.Name, OS: "linux", Status: r.Status, Busy: r.Busy, Labels: labels}
+}
+
+// inScope returns the runners registered exactly in scope, by id.
+func (s *Server) inScope(scope Scope) []*Runner {
+	var out []*Runner
+	for _, r := range s.runners {
+		if strings.EqualFold(string(r.Scope), string(scope)) {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Runner) int { return int(a.ID - b.ID) })
+	return out
+}
+
+func (s *Server) listRunners(w http.ResponseWriter, r *http.Request, scope Scope) {
+	all := s.inScope(scope)
+	if name := r.URL.Query().Get("name"); name != "" {
+		all = slices.DeleteFunc(all, func(x *Runner) bool { return x.Name != name })
+	}
+	perPage, page := s.perPage, 1
+	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		perPage = min(v, 100)
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	start := min((page-1)*perPage, len(all))
+	end := min(start+perPage, len(all))
+	out := make([]apiRunner, 0, end-start)
+	for _, x := range all[start:end] {
+		out = append(out, toAPI(x))
+	}
+	if end < len(all) {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(perPage))
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "runners": out})
+}
+
+// find returns the runner {id} of scope, or writes 404.
+func (s *Server) find(w http.ResponseWriter, r *http.Request, scope Scope) *Runner {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if x, ok := s.runners[id]; err == nil && ok && strings.EqualFold(string(x.Scope), string(scope)) {
+		return x
+	}
+	writeError(w, http.StatusNotFound, "Not Found")
+	return nil
+}
+
+func (s *Server) getRunner(w http.ResponseWriter, r *http.Request, scope Scope) {
+	if x := s.find(w, r, scope); x != nil {
+		writeJSON(w, http.StatusOK, toAPI(x))
+	}
+}
+
+func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request, scope Scope) {
+	if x := s.find(w, r, scope); x != nil {
+		delete(s.runners, x.ID)
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) labels(op string) func(http.ResponseWriter, *http.Request, Scope) {
+	return func(w http.ResponseWriter, r *http.Request, scope Scope) {
+		x := s.find(w, r, scope)
+		if x == nil {
+			return
+		}
+		var body struct {
+			Labels []string `json:"labels"`
+		}
+		if op == "add" || op == "set" {
+			if err := decode(r, &body); err != nil || len(body.Labels) == 0 {
+				writeError(w, http.StatusUnprocessableEntity, "labels: want a non-empty list")
+				return
+			}
+		}
+		switch op {
+		case "add":
+			for _, l := range body.Labels {
+				if !slices.Contains(x.Labels, l) {
+					x.Labels = append(x.Labels, l)
+				}
+			}
+		case "set":
+			x.Labels = slices.Clone(body.Labels)
+		case "clear":
+			x.Labels = nil
+		case "remove":
+			name := r.PathValue("name")
+			if !slices.Contains(x.Labels, name) {
+				writeError(w, http.StatusNotFound, "label not found")
+				return
+			}
+			x.Labels = slices.DeleteFunc(x.Labels, func(l string) bool { return l == name })
+		}
+		labels := toAPI(x).Labels
+		writeJSON(w, http.StatusOK, map[string]any{"total_count": len(labels), "labels": labels})
+	}
+}

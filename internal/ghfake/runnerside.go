@@ -1,0 +1,236 @@
+package ghfake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// RegisterRequest is what the stand-in config.sh sends.
+type RegisterRequest struct {
+	URL     string   `json:"url"` // <server>/owner/repo or <server>/org
+	Token   string   `json:"token"`
+	Name    string   `json:"name"`
+	Labels  []string `json:"labels"`
+	Replace bool     `json:"replace"`
+}
+
+// RegisterResponse is what it gets back.
+type RegisterResponse struct {
+	ID         int64  `json:"id"`
+	Credential string `json:"credential"`
+}
+
+// RemoveRequest is what the stand-in `config.sh remove` sends.
+type RemoveRequest struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+	ID    int64  `json:"id"`
+}
+
+// JobAssignment is a job handed to a runner.
+type JobAssignment struct {
+	ID      int64  `json:"id"`
+	Repo    string `json:"repo"`
+	Command string `json:"command"`
+}
+
+// JobResult is what a runner reports for a job.
+type JobResult struct {
+	Conclusion string `json:"conclusion"`
+	Output     string `json:"output"`
+}
+
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// scopeOf returns the scope a runner URL names.
+func scopeOf(raw string) (Scope, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("url %q: want <server>/owner/repo or <server>/org", raw)
+	}
+	p := strings.Trim(u.Path, "/")
+	if p == "" || strings.Count(p, "/") > 1 {
+		return "", fmt.Errorf("url %q: want <server>/owner/repo or <server>/org", raw)
+	}
+	return Scope(p), nil
+}
+
+func (s *Server) runnerSide(mux *http.ServeMux) {
+	mux.HandleFunc("POST /_fake/register", func(w http.ResponseWriter, r *http.Request) {
+		var req RegisterRequest
+		if err := decode(r, &req); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		scope, err := scopeOf(req.URL)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.refuseReg {
+			writeError(w, http.StatusNotFound, "Http response code: NotFound from 'POST "+req.URL+"' (registration refused)")
+			return
+		}
+		if err := s.check(req.Token, "registration", scope); err != nil {
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		for _, x := range s.inScope(scope) {
+			if x.Name == req.Name {
+				if !req.Replace {
+					writeError(w, http.StatusConflict, "A runner exists with the same name "+req.Name)
+					return
+				}
+				delete(s.runners, x.ID)
+			}
+		}
+		s.nextRunner++
+		x := &Runner{ID: s.nextRunner, Name: req.Name, Scope: scope, Labels: slices.Clone(req.Labels), Status: "offline",
+			credential: randomToken("CRED")}
+		s.runners[x.ID] = x
+		s.registered++
+		writeJSON(w, http.StatusCreated, RegisterResponse{ID: x.ID, Credential: x.credential})
+	})
+
+	mux.HandleFunc("POST /_fake/remove", func(w http.ResponseWriter, r *http.Request) {
+		var req RemoveRequest
+		if err := decode(r, &req); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		scope, err := scopeOf(req.URL)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.check(req.Token, "remove", scope); err != nil {
+			writeError(w, http.StatusNotFound, err.Error())
+			return
+		}
+		if x, ok := s.runners[req.ID]; ok && strings.EqualFold(string(x.Scope), string(scope)) {
+			delete(s.runners, x.ID)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+
+	mux.HandleFunc("POST /_fake/runners/{id}/status", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Status string `json:"status"`
+		}
+		if err := decode(r, &body); err != nil || (body.Status != "online" && body.Status != "offline") {
+			writeError(w, http.StatusBadRequest, "status: want online or offline")
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if x := s.authRunner(w, r); x != nil {
+			x.Status = body.Status
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+
+	mux.HandleFunc("POST /_fake/runners/{id}/next", s.nextJob)
+
+	mux.HandleFunc("POST /_fake/runners/{id}/jobs/{job}", func(w http.ResponseWriter, r *http.Request) {
+		var res JobResult
+		if err := decode(r, &res); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		x := s.authRunner(w, r)
+		if x == nil {
+			return
+		}
+		id, _ := strconv.ParseInt(r.PathValue("job"), 10, 64)
+		j, ok := s.jobs[id]
+		if !ok || j.RunnerName != x.Name || j.Status != "in_progress" {
+			writeError(w, http.StatusNotFound, "no such job in progress on this runner")
+			return
+		}
+		j.Status, j.Conclusion, j.Output = "completed", res.Conclusion, res.Output
+		x.Busy = false
+		close(j.done)
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// authRunner returns the runner {id} whose credential the request carries, or writes 401/404.
+// The caller holds s.mu.
+func (s *Server) authRunner(w http.ResponseWriter, r *http.Request) *Runner {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	x, ok := s.runners[id]
+	if !ok {
+		writeError(w, http.StatusNotFound, "runner not registered")
+		return nil
+	}
+	if r.Header.Get("Authorization") != "Runner "+x.credential {
+		writeError(w, http.StatusUnauthorized, "bad runner credential")
+		return nil
+	}
+	return x
+}
+
+// nextJob hands an online runner the oldest queued job it can take (same repository, or its
+// organisation; every job label among the runner's labels), waiting up to a second for one.
+func (s *Server) nextJob(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		x := s.authRunner(w, r)
+		if x == nil {
+			s.mu.Unlock()
+			return
+		}
+		var pick *Job
+		for _, j := range s.jobs {
+			if j.Status == "queued" && x.Scope.covers(j.Repo) && subset(j.Labels, x.Labels) && (pick == nil || j.ID < pick.ID) {
+				pick = j
+			}
+		}
+		if pick != nil {
+			pick.Status, pick.RunnerName = "in_progress", x.Name
+			x.Busy = true
+			s.mu.Unlock()
+			writeJSON(w, http.StatusOK, JobAssignment{ID: pick.ID, Repo: string(pick.Repo), Command: pick.Command})
+			return
+		}
+		wake := s.jobWaiters
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-wake:
+		}
+	}
+}
+
+func subset(want, have []string) bool {
+	for _, l := range want {
+		if !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, l) }) {
+			return false
+		}
+	}
+	return true
+}

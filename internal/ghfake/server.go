@@ -1,0 +1,208 @@
+package ghfake
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Scope is a repository ("owner/name") or an organisation ("owner").
+type Scope string
+
+// Org returns the scope's owner.
+func (s Scope) Org() string { return strings.SplitN(string(s), "/", 2)[0] }
+
+// IsRepo reports whether the scope is a repository.
+func (s Scope) IsRepo() bool { return strings.Contains(string(s), "/") }
+
+// covers reports whether a runner of scope s may take a job of repository repo.
+func (s Scope) covers(repo Scope) bool {
+	if s.IsRepo() {
+		return strings.EqualFold(string(s), string(repo))
+	}
+	return strings.EqualFold(string(s), repo.Org())
+}
+
+// Runner is one registered self-hosted runner.
+type Runner struct {
+	ID         int64
+	Name       string
+	Scope      Scope
+	Labels     []string
+	Status     string // online or offline
+	Busy       bool
+	credential string
+}
+
+// Job is one queued job.
+type Job struct {
+	ID         int64
+	Repo       Scope
+	Labels     []string
+	Command    string
+	Status     string // queued, in_progress, completed
+	Conclusion string // success or failure
+	RunnerName string
+	Output     string
+	done       chan struct{}
+}
+
+type token struct {
+	scope   Scope
+	kind    string // registration or remove
+	expires time.Time
+}
+
+// Server is the stand-in. Create it with New; it is safe for concurrent use.
+type Server struct {
+	mu         sync.Mutex
+	srv        *httptest.Server
+	admin      map[string]bool
+	tokens     map[string]token
+	runners    map[int64]*Runner
+	jobs       map[int64]*Job
+	nextRunner int64
+	jobSeq     int64
+	registered int // registrations ever made
+	refuseReg  bool
+	jobWaiters chan struct{}
+	requests   map[string]int // REST requests by "METHOD pattern"
+	tokenTTL   time.Duration
+	now        func() time.Time
+	perPage    int
+}
+
+// New starts a stand-in on a random loopback port that accepts the given admin tokens. Close it
+// when done.
+func New(adminTokens ...string) *Server {
+	s := newServer(adminTokens)
+	s.srv = httptest.NewServer(s.handler())
+	return s
+}
+
+// NewUnstarted returns a stand-in whose handler the caller serves (the demo's command does, on a
+// fixed port).
+func NewUnstarted(adminTokens ...string) *Server { return newServer(adminTokens) }
+
+func newServer(adminTokens []string) *Server {
+	s := &Server{
+		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{},
+		jobWaiters: make(chan struct{}), requests: map[string]int{}, tokenTTL: time.Hour, now: time.Now, perPage: 30,
+	}
+	for _, t := range adminTokens {
+		s.admin[t] = true
+	}
+	return s
+}
+
+// URL returns the server's base URL (no trailing slash): the REST API root and the "web" root
+// that runner URLs (URL/owner/repo) are built on.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// Handler returns the HTTP handler, for serving the stand-in on an address of one's choosing.
+func (s *Server) Handler() http.Handler { return s.handler() }
+
+// SetClock replaces the clock tokens are issued and checked by.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// SetPageSize sets the default page size of runner listings (GitHub's is 30).
+func (s *Server) SetPageSize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.perPage = n
+}
+
+// RefuseRegistrations makes every registration fail as if GitHub had refused the token.
+func (s *Server) RefuseRegistrations(refuse bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseReg = refuse
+}
+
+// Runners returns a copy of the runners registered in scope (all scopes when empty).
+func (s *Server) Runners(scope Scope) []Runner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Runner
+	for _, r := range s.runners {
+		if scope == "" || strings.EqualFold(string(r.Scope), string(scope)) {
+			c := *r
+			c.Labels = slices.Clone(r.Labels)
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Runner) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// Registrations returns how many registrations have ever succeeded.
+func (s *Server) Registrations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered
+}
+
+// Requests returns how many REST requests were served for "METHOD pattern".
+func (s *Server) Requests(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests[key]
+}
+
+func randomToken(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + strings.ToUpper(hex.EncodeToString(b))
+}
+
+// issue mints a token of kind for scope.
+func (s *Server) issue(scope Scope, kind string) (string, time.Time) {
+	prefix := "AREG"
+	if kind == "remove" {
+		prefix = "AREM"
+	}
+	t := randomToken(prefix)
+	exp := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
+	s.tokens[t] = token{scope: scope, kind: kind, expires: exp}
+	return t, exp
+}
+
+// check validates a runner-side token of kind for scope; it returns a GitHub-like reason.
+func (s *Server) check(tok string, kind string, scope Scope) error {
+	t, ok := s.tokens[tok]
+	switch {
+	case !ok:
+		return fmt.Errorf("Http response code: NotFound from 'POST %s' (invalid %s token)", scope, kind)
+	case t.kind != kind:
+		return fmt.Errorf("Http response code: Forbidden: a %s token cannot be used for %s", t.kind, kind)
+	case !s.now().Before(t.expires):
+		return fmt.Errorf("Http response code: NotFound: the %s token expired at %s", kind, t.expires.Format(time.RFC3339))
+	case !strings.EqualFold(string(t.scope), string(scope)):
+		return fmt.Errorf("Http response code: NotFound: the %s token is for %s, not %s", kind, t.scope, scope)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"message": msg, "documentation_url": "https://docs.github.com/rest"})
+}

@@ -1,0 +1,53 @@
+// Package testbuild builds the project's binaries for tests that run them as processes (the agent
+// under the fleet simulator, the stand-in runner), once per test process.
+package testbuild
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+	dir   string
+)
+
+// Binary builds the main package pkg (an import path such as
+// github.com/hangar-ci/hangar/cmd/agent) with CGO_ENABLED=0 and returns the binary's path. Later
+// calls for the same package return the same binary.
+func Binary(t testing.TB, pkg string) string {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "hangar-testbuild-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d // left for the OS to clean: other tests of this process may still run the binaries
+	}
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command(goTool(), "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+func goTool() string {
+	p := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	return "go"
+}
