@@ -13,6 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// AgentAttributes are the only attributes the agent writes (docs/design.md §2). The instance
+// role's policy allows UpdateItem on these alone.
+var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "agentVersion"}
+
 // MaxLogTail is the most of a log the agent stores with a signal.
 const MaxLogTail = 4096
 

@@ -1,0 +1,181 @@
+// Command agent is Hangar's instance agent (package agent), started by systemd from the launch
+// template's user data:
+//
+//	agent --stack prod --pool linux-x64
+//
+// It reads its identity from instance metadata (IMDSv2), its pool document from SSM
+// (/hangar/<stack>/pools/<pool>, or a local file with --pool-document) and runs until its
+// instance is terminated or it gets SIGTERM. Every flag has an environment variable
+// (HANGAR_<FLAG>, upper case, dashes as underscores).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/hangar-ci/hangar/pkg/agent"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+var version = "dev"
+
+// options are the command line.
+type options struct {
+	stack, pool, poolDocument string
+	runnerDir, workDir, runAs string
+	wipeDirs                  string
+	poll, heartbeat, grace    time.Duration
+	bootWait, spot            time.Duration
+	shutdown                  string
+	logFormat                 string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts, err := parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hangar-agent:", err)
+		os.Exit(2)
+	}
+	log := newLogger(opts.logFormat)
+	err = run(ctx, opts, log)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		log.Info("agent stopped")
+	case errors.Is(err, agent.ErrTerminated):
+		log.Info("agent done: instance terminating")
+	default:
+		log.Error("agent failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	env := func(name, def string) string {
+		if v, ok := os.LookupEnv("HANGAR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
+		d := def
+		if v := env(name, ""); v != "" {
+			if parsed, err := time.ParseDuration(v); err == nil {
+				d = parsed
+			}
+		}
+		fs.DurationVar(p, name, d, usage)
+	}
+	str(&o.stack, "stack", "", "the Hangar stack name (pool documents live under /hangar/<stack>/pools/)")
+	str(&o.pool, "pool", "", "this instance's pool")
+	str(&o.poolDocument, "pool-document", "", "read the pool document from this file instead of SSM")
+	str(&o.runnerDir, "runner-dir", agent.DefaultRunnerDir, "where the GitHub runner is (or is installed)")
+	str(&o.workDir, "work-dir", "", "the runner's work directory, wiped after every run (default <runner-dir>/_work)")
+	str(&o.runAs, "run-as", "", "unprivileged user for the runner (default: the pool's runner.user; \"self\": the agent's own user)")
+	str(&o.wipeDirs, "wipe-dirs", "", "comma-separated directories also wiped after every run")
+	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read (one DynamoDB request each)")
+	dur(&o.heartbeat, "heartbeat-interval", agent.DefaultHeartbeatInterval, "how often the heartbeat is written")
+	dur(&o.grace, "terminate-grace", agent.DefaultTerminateGrace, "how far past its deadline the instance terminates itself")
+	dur(&o.bootWait, "boot-wait", 0, "how long to wait for the item at boot (default: the pool's created timeout)")
+	dur(&o.spot, "spot-interval", agent.DefaultSpotInterval, "how often to look for a spot interruption notice")
+	str(&o.shutdown, "shutdown-command", strings.Join(agent.DefaultShutdownCommand, " "), "powers the machine off when EC2 will not terminate it")
+	str(&o.logFormat, "log-format", "json", "json or text")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.poolDocument == "" && (o.stack == "" || o.pool == "") {
+		return o, errors.New("--stack and --pool (or --pool-document) are required")
+	}
+	if o.logFormat != "json" && o.logFormat != "text" {
+		return o, fmt.Errorf("--log-format %q: want json or text", o.logFormat)
+	}
+	if strings.TrimSpace(o.shutdown) == "" {
+		return o, errors.New("--shutdown-command is empty")
+	}
+	return o, nil
+}
+
+func newLogger(format string) *slog.Logger {
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) error {
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("load AWS config: %w", err)
+	}
+	md := imds.NewFromConfig(awsCfg)
+	id, err := agent.ReadIdentity(ctx, md)
+	if err != nil {
+		return err
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = id.Region
+	}
+	pool, err := loadPool(ctx, awsCfg, o)
+	if err != nil {
+		return err
+	}
+	runAs := o.runAs
+	switch runAs {
+	case "":
+		runAs = pool.Runner.User
+	case "self":
+		runAs = ""
+	}
+	var wipeDirs []string
+	for _, d := range strings.Split(o.wipeDirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			wipeDirs = append(wipeDirs, d)
+		}
+	}
+	store, err := state.NewAgent(dynamodb.NewFromConfig(awsCfg), pool.Table, id.ARN(), version)
+	if err != nil {
+		return err
+	}
+	cfg := agent.Config{
+		Identity: id, Pool: pool, RunnerDir: o.runnerDir, WorkDir: o.workDir, WipeDirs: wipeDirs, RunAs: runAs,
+		PollInterval: o.poll, HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
+		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
+	}
+	a, err := agent.New(cfg, store, ec2.NewFromConfig(awsCfg), md, log)
+	if err != nil {
+		return err
+	}
+	log.Info("agent starting", "version", version, "instance", id.InstanceID, "type", id.InstanceType, "az", id.AZ, "pool", pool.Name)
+	return a.Run(ctx)
+}
+
+func loadPool(ctx context.Context, awsCfg aws.Config, o options) (*poolconfig.Document, error) {
+	if o.poolDocument != "" {
+		b, err := os.ReadFile(o.poolDocument)
+		if err != nil {
+			return nil, fmt.Errorf("read pool document: %w", err)
+		}
+		return poolconfig.Parse(b)
+	}
+	return poolconfig.Load(ctx, ssm.NewFromConfig(awsCfg), o.stack, o.pool)
+}

@@ -1,0 +1,96 @@
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Ready is closed once the simulator has looked at EC2 for the first time.
+func (s *Simulator) Ready() <-chan struct{} { return s.ready }
+
+func (s *Simulator) get(id string) (*instance, error) {
+	inst, ok := s.insts[id]
+	if !ok {
+		return nil, fmt.Errorf("fleetsim: instance %s is not simulated", id)
+	}
+	return inst, nil
+}
+
+// Running returns the ids of instances whose agent runs.
+func (s *Simulator) Running() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, inst := range s.insts {
+		if inst.agent != nil {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// AgentPID returns the pid of an instance's agent (0 when not running).
+func (s *Simulator) AgentPID(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.agent != nil {
+		return inst.agent.Process.Pid
+	}
+	return 0
+}
+
+// Interrupt makes an instance's metadata announce a spot interruption.
+func (s *Simulator) Interrupt(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	return inst.md.interrupt(ctx)
+}
+
+// SetDynamoDB makes DynamoDB reachable (up) or unreachable for one instance.
+func (s *Simulator) SetDynamoDB(id string, up bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	inst.proxy.up.Store(up)
+	return nil
+}
+
+// Requests returns the DynamoDB requests an instance's agents have made (the last 10,000).
+func (s *Simulator) Requests(id string) []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.proxy != nil {
+		return inst.proxy.requests()
+	}
+	return nil
+}
+
+// RequestCount returns how many DynamoDB requests an instance's agents have made.
+func (s *Simulator) RequestCount(id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.proxy != nil {
+		return inst.proxy.count.Load()
+	}
+	return 0
+}
+
+// AgentLog returns what an instance's agents have logged.
+func (s *Simulator) AgentLog(id string) string {
+	b, _ := os.ReadFile(filepath.Join(s.cfg.Dir, id, "agent.log"))
+	return string(b)
+}
+
+// WorkDir returns an instance's runner work directory.
+func (s *Simulator) WorkDir(id string) string { return filepath.Join(s.cfg.Dir, id, "work") }

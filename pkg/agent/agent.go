@@ -1,0 +1,246 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Store is the agent's own item: package state's Agent satisfies it.
+type Store interface {
+	Get(ctx context.Context) (*state.Instance, error)
+	Heartbeat(ctx context.Context, at time.Time) (*state.Instance, error)
+	Signal(ctx context.Context, sig state.Signal) error
+}
+
+// EC2 is the part of the EC2 client the agent uses: terminating its own instance.
+type EC2 interface {
+	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// ErrTerminated is returned by Run once the agent has terminated (or powered off) its instance.
+var ErrTerminated = errors.New("instance terminated by its agent")
+
+// pollTimeout bounds one poll, so that a hung connection cannot stall the agent.
+const pollTimeout = 5 * time.Second
+
+// maxBackoff caps the wait between polls while DynamoDB fails.
+const maxBackoff = 5 * time.Second
+
+// Agent runs one instance. Create it with New and call Run once.
+type Agent struct {
+	cfg    Config
+	store  Store
+	ec2    EC2
+	md     Metadata
+	log    *slog.Logger
+	http   *http.Client
+	runner *scriptRunner
+
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	deadline      atomic.Int64 // latest threshold seen, Unix ms (0: none yet)
+	last          atomic.Pointer[state.Instance]
+	draining      atomic.Bool // take no new work: spot interruption or failed init
+	terminating   atomic.Bool
+	lastHeartbeat time.Time // owned by the goroutine that polls
+	pollMu        sync.Mutex
+}
+
+// New returns an agent for cfg (defaults applied, then validated).
+func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("agent config: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
+	return &Agent{cfg: cfg, store: store, ec2: ec2Client, md: md, log: log, http: downloadClient()}, nil
+}
+
+func (a *Agent) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Run runs the agent until ctx ends (a graceful stop: the runner is stopped, nothing is
+// deregistered) or the agent terminates its instance (ErrTerminated).
+func (a *Agent) Run(ctx context.Context) error {
+	item, err := a.boot(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() { a.watchdog(ctx) })
+	wg.Go(func() { a.watchSpot(ctx) })
+
+	if err := a.init(ctx); err != nil {
+		a.draining.Store(true)
+		a.log.Error("init failed; this instance takes no work and will be terminated", "error", err)
+		// Idle until the control plane (or the deadline) ends the instance.
+		_, werr := a.waitFor(ctx, func(*state.Instance) bool { return false }, nil)
+		return werr
+	}
+	return a.loop(ctx, item)
+}
+
+// boot waits for the instance's item: provision and refresh write it right after launch, but the
+// instance may boot first. No item within BootWait makes the instance an orphan, and it goes.
+func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
+	limit := a.now().Add(a.cfg.BootWait)
+	wait := a.cfg.PollInterval
+	for attempt := 0; ; attempt++ {
+		item, err := a.poll(ctx)
+		if err == nil {
+			a.log.Info("item found", "state", item.State, "version", item.Version)
+			return item, nil
+		}
+		if !errors.Is(err, state.ErrNotFound) && attempt%10 == 0 {
+			a.log.Warn("read own item", "error", err)
+		}
+		if a.now().After(limit) {
+			return nil, a.terminate(ctx, fmt.Sprintf("no item for this instance within %s of boot: an orphan", a.cfg.BootWait))
+		}
+		wait = min(wait*2, maxBackoff)
+		if err := sleep(ctx, jitter(wait)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// poll reads the item (as a heartbeat when one is due: one request either way) and remembers its
+// deadline.
+func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
+	a.pollMu.Lock()
+	defer a.pollMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	now := a.now()
+	var (
+		item *state.Instance
+		err  error
+	)
+	if now.Sub(a.lastHeartbeat) >= a.cfg.HeartbeatInterval {
+		if item, err = a.store.Heartbeat(ctx, now); err == nil {
+			a.lastHeartbeat = now
+		}
+	} else {
+		item, err = a.store.Get(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.last.Store(item)
+	if !item.Threshold.IsZero() {
+		a.deadline.Store(item.Threshold.UnixMilli())
+	}
+	return item, nil
+}
+
+// waitFor polls the item until cond holds. Every PollInterval while taking work (IdlePollInterval
+// otherwise), backing off (jittered, capped) while DynamoDB fails. hook, when set, runs before
+// every poll. A terminated or vanished item terminates the instance.
+func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, hook func()) (*state.Instance, error) {
+	backoff := a.cfg.PollInterval
+	failures := 0
+	next := a.now()
+	for {
+		if err := sleep(ctx, next.Sub(a.now())); err != nil {
+			return nil, err
+		}
+		if a.terminating.Load() {
+			return nil, ErrTerminated
+		}
+		if hook != nil {
+			hook()
+		}
+		start := a.now()
+		item, err := a.poll(ctx)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return nil, a.terminate(ctx, "the instance's item is gone")
+		case err != nil:
+			failures++
+			if failures&(failures-1) == 0 { // 1, 2, 4, 8, …: log, but not every time
+				a.log.Warn("cannot read own item; keeping the last deadline", "failures", failures, "error", err,
+					"deadline", time.UnixMilli(a.deadline.Load()).UTC())
+			}
+			backoff = min(backoff*2, maxBackoff)
+			next = a.now().Add(jitter(backoff))
+			continue
+		}
+		if failures > 0 {
+			a.log.Info("own item readable again", "after failures", failures)
+			failures, backoff = 0, a.cfg.PollInterval
+		}
+		if item.State == state.Terminated {
+			return nil, a.terminate(ctx, "the control plane marked this instance terminated")
+		}
+		if cond(item) {
+			return item, nil
+		}
+		interval := a.cfg.PollInterval
+		if a.draining.Load() {
+			interval = a.cfg.IdlePollInterval
+		}
+		next = start.Add(interval)
+	}
+}
+
+// sleep waits d (nothing when d <= 0) or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// signal writes sig about the item's latest version, re-reading and retrying when the item has
+// moved on meanwhile (for signals not tied to one assignment).
+func (a *Agent) signalLatest(ctx context.Context, name state.SignalName, run, log string) error {
+	var err error
+	for range 3 {
+		item := a.last.Load()
+		if item == nil {
+			if item, err = a.poll(ctx); err != nil {
+				return err
+			}
+		}
+		err = a.store.Signal(ctx, state.Signal{Name: name, Run: run, Version: item.Version, Log: log, At: a.now()})
+		if !errors.Is(err, state.ErrConflict) {
+			break
+		}
+		if _, perr := a.poll(ctx); perr != nil {
+			return perr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", name, err)
+	}
+	a.log.Info("signalled", "signal", name, "run", run)
+	return nil
+}

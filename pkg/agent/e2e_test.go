@@ -1,0 +1,107 @@
+package agent_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/agent"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// TestThreeAssignmentsInARow: one instance serves three runs one after another. Each time the
+// runner registers with the run's label only, takes that run's job and not another's, is removed
+// from GitHub on release, and the work directory is wiped before the next run.
+func TestThreeAssignmentsInARow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	id := e.launch(time.Time{})
+	in := e.warm(id)
+
+	for i, run := range []string{"1001", "1002", "1003"} {
+		claimed := e.claim(in, run)
+		reg := e.waitSignal(id, state.SignalRegistered, run, claimed.Version)
+		running := e.transition(state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: reg.Version, RunID: run})
+
+		runners := e.gh.Runners(repo)
+		require.Len(t, runners, 1, "run %s", run)
+		require.Equal(t, agent.RunnerName(id, run), runners[0].Name)
+		require.Equal(t, []string{run, "linux"}, runners[0].Labels, "the run id first, the pool's labels, no GitHub defaults")
+
+		other := e.gh.QueueJob(repo, []string{"9" + run}, "echo not mine")
+		job := e.gh.QueueJob(repo, []string{run}, `test ! -e secret.txt && echo clean; echo "from `+run+`" > secret.txt; echo ran on $RUNNER_NAME`)
+		done, err := e.gh.WaitJob(e.ctx, job)
+		require.NoError(t, err)
+		require.Equal(t, "success", done.Conclusion, "run %s: a previous run's file was left in the workspace:\n%s", run, done.Output)
+		require.Contains(t, done.Output, "clean")
+		require.Equal(t, agent.RunnerName(id, run), done.RunnerName)
+		j, _ := e.gh.Job(other)
+		require.Equal(t, "queued", j.Status, "a job of another run never lands here")
+
+		released := e.release(running)
+		dereg := e.waitSignal(id, state.SignalDeregistered, run, released.Version)
+		require.Empty(t, e.gh.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
+		require.NoFileExists(t, filepath.Join(e.sim.WorkDir(id), "app", "app", "secret.txt"), "work dir wiped")
+		in = dereg
+	}
+	require.Equal(t, 3, e.gh.Registrations())
+	checkAgentWrites(t, e, id)
+}
+
+// checkAgentWrites proves from the recorded DynamoDB traffic that the agent only ever read its
+// item and updated its own attributes: never state, runId, threshold or any other.
+func checkAgentWrites(t *testing.T, e *env, id string) {
+	t.Helper()
+	reqs := e.sim.Requests(id)
+	require.NotEmpty(t, reqs)
+	var updates int
+	for _, r := range reqs {
+		switch r.Target {
+		case "DynamoDB_20120810.GetItem":
+		case "DynamoDB_20120810.UpdateItem":
+			updates++
+			key, written := updatedAttributes(t, r.Body)
+			require.Equal(t, e.store.Account().ARN(id), key, "the agent wrote another item")
+			for _, a := range written {
+				require.Contains(t, state.AgentAttributes, a, "the agent wrote %q: %s", a, r.Body)
+			}
+		default:
+			require.Failf(t, "unexpected request", "the agent sent %s: %s", r.Target, r.Body)
+		}
+	}
+	require.Positive(t, updates)
+}
+
+// updatedAttributes returns the key and the attributes an UpdateItem request sets or removes.
+func updatedAttributes(t *testing.T, body []byte) (string, []string) {
+	t.Helper()
+	var req struct {
+		Key                      map[string]map[string]string
+		UpdateExpression         string
+		ExpressionAttributeNames map[string]string
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	var out []string
+	clause := regexp.MustCompile(`(?i)\b(SET|REMOVE|ADD|DELETE)\b`)
+	parts := clause.Split(req.UpdateExpression, -1)
+	for _, part := range parts {
+		for _, action := range strings.Split(part, ",") {
+			fields := strings.Fields(strings.SplitN(action, "=", 2)[0])
+			if len(fields) == 0 {
+				continue
+			}
+			path := fields[0]
+			if name, ok := req.ExpressionAttributeNames[path]; ok {
+				path = name
+			}
+			out = append(out, path)
+		}
+	}
+	require.NotEmpty(t, out, "no attributes in %q", req.UpdateExpression)
+	return req.Key["instanceArn"]["S"], out
+}
