@@ -1,8 +1,9 @@
-// Package testbuild builds the project's binaries for tests that run them as processes (the agent
-// under the fleet simulator, the stand-in runner), once per test process.
+// Package testbuild builds the project's binaries for tests, benchmarks and the demo that run
+// them as processes (the agent under the fleet simulator, the stand-in runner), once per process.
 package testbuild
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,20 +18,29 @@ var (
 	dir   string
 )
 
-// Binary builds the main package pkg (an import path such as
-// github.com/hangar-ci/hangar/cmd/agent) with CGO_ENABLED=0 and returns the binary's path. Later
-// calls for the same package return the same binary.
+// Binary builds the main package pkg for a test, failing it when the build fails.
 func Binary(t testing.TB, pkg string) string {
 	t.Helper()
+	p, err := Build(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Build builds the main package pkg (an import path such as
+// github.com/hangar-ci/hangar/cmd/agent) with CGO_ENABLED=0 and returns the binary's path. Later
+// calls for the same package return the same binary.
+func Build(pkg string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if p, ok := built[pkg]; ok {
-		return p
+		return p, nil
 	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "hangar-testbuild-")
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		dir = d // left for the OS to clean: other tests of this process may still run the binaries
 	}
@@ -38,10 +48,10 @@ func Binary(t testing.TB, pkg string) string {
 	cmd := exec.Command(goTool(), "build", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
 	built[pkg] = out
-	return out
+	return out, nil
 }
 
 func goTool() string {

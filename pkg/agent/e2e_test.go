@@ -28,28 +28,28 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 		reg := e.waitSignal(id, state.SignalRegistered, run, claimed.Version)
 		running := e.transition(state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: reg.Version, RunID: run})
 
-		runners := e.gh.Runners(repo)
+		runners := e.GH.Runners(repo)
 		require.Len(t, runners, 1, "run %s", run)
 		require.Equal(t, agent.RunnerName(id, run), runners[0].Name)
 		require.Equal(t, []string{run, "linux"}, runners[0].Labels, "the run id first, the pool's labels, no GitHub defaults")
 
-		other := e.gh.QueueJob(repo, []string{"9" + run}, "echo not mine")
-		job := e.gh.QueueJob(repo, []string{run}, `test ! -e secret.txt && echo clean; echo "from `+run+`" > secret.txt; echo ran on $RUNNER_NAME`)
-		done, err := e.gh.WaitJob(e.ctx, job)
+		other := e.GH.QueueJob(repo, []string{"9" + run}, "echo not mine")
+		job := e.GH.QueueJob(repo, []string{run}, `test ! -e secret.txt && echo clean; echo "from `+run+`" > secret.txt; echo ran on $RUNNER_NAME`)
+		done, err := e.GH.WaitJob(e.ctx, job)
 		require.NoError(t, err)
 		require.Equal(t, "success", done.Conclusion, "run %s: a previous run's file was left in the workspace:\n%s", run, done.Output)
 		require.Contains(t, done.Output, "clean")
 		require.Equal(t, agent.RunnerName(id, run), done.RunnerName)
-		j, _ := e.gh.Job(other)
+		j, _ := e.GH.Job(other)
 		require.Equal(t, "queued", j.Status, "a job of another run never lands here")
 
 		released := e.release(running)
 		dereg := e.waitSignal(id, state.SignalDeregistered, run, released.Version)
-		require.Empty(t, e.gh.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
-		require.NoFileExists(t, filepath.Join(e.sim.WorkDir(id), "app", "app", "secret.txt"), "work dir wiped")
+		require.Empty(t, e.GH.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
+		require.NoFileExists(t, filepath.Join(e.Sim.WorkDir(id), "app", "app", "secret.txt"), "work dir wiped")
 		in = dereg
 	}
-	require.Equal(t, 3, e.gh.Registrations())
+	require.Equal(t, 3, e.GH.Registrations())
 	checkAgentWrites(t, e, id)
 }
 
@@ -57,7 +57,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 // item and updated its own attributes: never state, runId, threshold or any other.
 func checkAgentWrites(t *testing.T, e *env, id string) {
 	t.Helper()
-	reqs := e.sim.Requests(id)
+	reqs := e.Sim.Requests(id)
 	require.NotEmpty(t, reqs)
 	var updates int
 	for _, r := range reqs {
@@ -66,7 +66,7 @@ func checkAgentWrites(t *testing.T, e *env, id string) {
 		case "DynamoDB_20120810.UpdateItem":
 			updates++
 			key, written := updatedAttributes(t, r.Body)
-			require.Equal(t, e.store.Account().ARN(id), key, "the agent wrote another item")
+			require.Equal(t, e.Store.Account().ARN(id), key, "the agent wrote another item")
 			for _, a := range written {
 				require.Contains(t, state.AgentAttributes, a, "the agent wrote %q: %s", a, r.Body)
 			}

@@ -15,31 +15,31 @@ import (
 // log tail, registers nothing, and serves the next assignment once one can succeed.
 func TestRegistrationFailure(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{baked: true})
+	e := newEnv(t, envOptions{Baked: true})
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 
-	e.gh.RefuseRegistrations(true)
+	e.GH.RefuseRegistrations(true)
 	claimed := e.claim(in, "2001")
 	failed := e.waitSignal(id, state.SignalRegisterFailed, "2001", claimed.Version)
 	require.Contains(t, failed.SignalLog, "registration refused", "the runner's own output is in the log tail")
 	require.Contains(t, failed.SignalLog, "hangar-agent: config.sh")
 	require.NotContains(t, failed.SignalLog, claimed.RegToken, "the token never lands in the log")
-	require.Empty(t, e.gh.Runners(""))
+	require.Empty(t, e.GH.Runners(""))
 
 	// Provision gives it back (claimed → idle) and another run claims it.
-	e.gh.RefuseRegistrations(false)
+	e.GH.RefuseRegistrations(false)
 	back := e.transition(state.Change{InstanceID: id, From: state.Claimed, To: state.Idle, Version: failed.Version, RunID: "2001"})
 	again := e.claim(back, "2002")
 	e.waitSignal(id, state.SignalRegistered, "2002", again.Version)
-	require.Len(t, e.gh.Runners(repo), 1)
+	require.Len(t, e.GH.Runners(repo), 1)
 }
 
 // TestPreRunnerFailure: the pool's pre-runner script fails; the agent signals FAILED with the
 // script's output, and takes no work.
 func TestPreRunnerFailure(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{preRunner: "echo installing tools; echo 'E: package jq not found' >&2; exit 3"})
+	e := newEnv(t, envOptions{PreRunner: "echo installing tools; echo 'E: package jq not found' >&2; exit 3"})
 	id := e.launch(time.Time{})
 	failed := e.waitSignal(id, state.SignalFailed, "", 1)
 	require.Contains(t, failed.SignalLog, "installing tools")
@@ -49,44 +49,44 @@ func TestPreRunnerFailure(t *testing.T) {
 	idle := e.transition(state.Change{InstanceID: id, From: state.Created, To: state.Idle, Version: failed.Version})
 	claimed := e.claim(idle, "2101")
 	time.Sleep(2 * time.Second) // the agent polls every 250ms (10s once failed): long enough to have looked
-	got, err := e.store.Get(e.ctx, id)
+	got, err := e.Store.Get(e.ctx, id)
 	require.NoError(t, err)
 	require.False(t, got.SignalFor(state.SignalRegistered, "2101", claimed.Version), "a failed instance never serves")
-	require.Empty(t, e.gh.Runners(""))
+	require.Empty(t, e.GH.Runners(""))
 }
 
 // TestChecksumMismatch: the downloaded runner does not match the published SHA-256; the agent
 // signals FAILED and never runs it.
 func TestChecksumMismatch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{badChecksum: true})
+	e := newEnv(t, envOptions{BadChecksum: true})
 	id := e.launch(time.Time{})
 	failed := e.waitSignal(id, state.SignalFailed, "", 1)
 	require.Contains(t, failed.SignalLog, "runner checksum mismatch")
-	require.Contains(t, failed.SignalLog, e.tarSum, "the log names the checksum it got")
-	require.NoFileExists(t, e.sim.WorkDir(id)+"/../runner/config.sh", "nothing unpacked")
+	require.Contains(t, failed.SignalLog, e.TarSum, "the log names the checksum it got")
+	require.NoFileExists(t, e.Sim.WorkDir(id)+"/../runner/config.sh", "nothing unpacked")
 }
 
 // TestDynamoDBUnreachableThenBack: with DynamoDB cut off the agent backs off (no hot loop) and
 // keeps going; when it is back, the agent serves the next claim.
 func TestDynamoDBUnreachableThenBack(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{baked: true})
+	e := newEnv(t, envOptions{Baked: true})
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 
-	require.NoError(t, e.sim.SetDynamoDB(id, false))
-	before := e.sim.RequestCount(id)
+	require.NoError(t, e.Sim.SetDynamoDB(id, false))
+	before := e.Sim.RequestCount(id)
 	time.Sleep(6 * time.Second) // an outage to ride out
-	require.NoError(t, e.sim.SetDynamoDB(id, true))
-	during := e.sim.RequestCount(id) - before
+	require.NoError(t, e.Sim.SetDynamoDB(id, true))
+	during := e.Sim.RequestCount(id) - before
 	require.Zero(t, during, "cut off: no request got through")
-	require.Contains(t, e.sim.AgentLog(id), "cannot read own item; keeping the last deadline")
+	require.Contains(t, e.Sim.AgentLog(id), "cannot read own item; keeping the last deadline")
 
 	claimed := e.claim(in, "2201")
 	e.waitSignal(id, state.SignalRegistered, "2201", claimed.Version)
-	require.Contains(t, e.sim.AgentLog(id), "own item readable again")
-	warnings := strings.Count(e.sim.AgentLog(id), "cannot read own item")
+	require.Contains(t, e.Sim.AgentLog(id), "own item readable again")
+	warnings := strings.Count(e.Sim.AgentLog(id), "cannot read own item")
 	require.LessOrEqual(t, warnings, 5, "outage warnings are rate-limited (1, 2, 4, … failures)")
 }
 
@@ -94,50 +94,50 @@ func TestDynamoDBUnreachableThenBack(t *testing.T) {
 // terminates its own instance through EC2.
 func TestSelfTerminationWithDynamoDBDown(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{baked: true, agentArgs: []string{"--terminate-grace", "1s"}})
+	e := newEnv(t, envOptions{Baked: true, AgentArgs: []string{"--terminate-grace", "1s"}})
 	id := e.launch(time.Now().Add(4 * time.Second))
 	e.waitSignal(id, state.SignalReady, "", 1) // the agent has read its deadline
-	require.NoError(t, e.sim.SetDynamoDB(id, false))
+	require.NoError(t, e.Sim.SetDynamoDB(id, false))
 
 	deadline := time.Now().Add(30 * time.Second)
 	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
-		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.sim.AgentLog(id))
+		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
 		time.Sleep(200 * time.Millisecond)
 	}
-	require.Contains(t, e.sim.AgentLog(id), "past its deadline")
+	require.Contains(t, e.Sim.AgentLog(id), "past its deadline")
 }
 
 // TestSpotNotice: a spot interruption notice makes the agent signal SPOT_INTERRUPTED and take no
 // new work.
 func TestSpotNotice(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{baked: true})
+	e := newEnv(t, envOptions{Baked: true})
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 
-	require.NoError(t, e.sim.Interrupt(e.ctx, id))
+	require.NoError(t, e.Sim.Interrupt(e.ctx, id))
 	spot := e.waitSignal(id, state.SignalSpotInterrupted, "", in.Version)
 	require.Contains(t, spot.SignalLog, "terminate", "the notice is recorded")
 
 	claimed := e.claim(spot, "2301")
 	time.Sleep(2 * time.Second)
-	got, err := e.store.Get(e.ctx, id)
+	got, err := e.Store.Get(e.ctx, id)
 	require.NoError(t, err)
 	require.False(t, got.SignalFor(state.SignalRegistered, "2301", claimed.Version), "an interrupted instance takes no new run")
-	require.Empty(t, e.gh.Runners(""))
+	require.Empty(t, e.GH.Runners(""))
 }
 
 // TestTerminatedItemEndsInstance: when the control plane marks the item terminated, the agent
 // terminates the instance at once (refresh's own EC2 call may have failed).
 func TestTerminatedItemEndsInstance(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{baked: true})
+	e := newEnv(t, envOptions{Baked: true})
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 	e.transition(state.Change{InstanceID: id, From: state.Idle, To: state.Terminated, Version: in.Version})
 	deadline := time.Now().Add(20 * time.Second)
 	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
-		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.sim.AgentLog(id))
+		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
 		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -61,6 +62,9 @@ func runPreRunner(ctx context.Context, script string, timeout time.Duration, env
 	cmd := exec.CommandContext(ctx, "/bin/sh", f.Name())
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, killed whole on timeout: a script's children must not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
 	if ctx.Err() == context.DeadlineExceeded {

@@ -1,0 +1,302 @@
+// Package localenv assembles a whole local Hangar world on the emulators, for end-to-end tests,
+// benchmarks and the demo: a state table in DynamoDB Local, a pool document in moto's SSM, the
+// GitHub stand-in, a download server for the stand-in runner, and a fleet simulator running real
+// agents for the instances launched in moto. It also does, step by step, what the control plane
+// does to an instance (warm it, claim it, release it), so that the agent can be driven before
+// provision and release exist as programs.
+package localenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/google/go-github/v66/github"
+
+	"github.com/hangar-ci/hangar/internal/fakerunner"
+	"github.com/hangar-ci/hangar/internal/fleetsim"
+	"github.com/hangar-ci/hangar/internal/ghfake"
+	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Fixed values of the local world.
+const (
+	AdminToken    = "admin-token"
+	RunnerVersion = "2.321.0"
+	Repo          = "octo/app"
+	Account       = "123456789012" // moto's account
+	AMI           = "ami-12c6146b" // one of moto's stock images
+)
+
+// Options shape the world.
+type Options struct {
+	Stack       string   // default: hangar-<random>
+	Pool        string   // default: linux-x64
+	PreRunner   string   // the pool's pre-runner script
+	BadChecksum bool     // publish a wrong SHA-256 for the runner download
+	Baked       bool     // bake the runner into the "image" instead of downloading it
+	AgentArgs   []string // extra agent flags
+	Dir         string   // the simulator's directory (default: a temporary one, removed by Close)
+	Log         *slog.Logger
+}
+
+// Env is a running local world. Close it when done.
+type Env struct {
+	AWS    aws.Config
+	Store  *state.Store
+	EC2    *ec2.Client
+	GH     *ghfake.Server
+	GitHub *github.Client
+	Sim    *fleetsim.Simulator
+	Stack  string
+	Pool   string
+	Table  string
+	// TarSum is the real SHA-256 of the runner tarball.
+	TarSum string
+
+	closers []func()
+}
+
+// Start builds the agent and the stand-in runner and brings the world up. The emulators must be
+// running, with their endpoints in the environment (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB,
+// HANGAR_TESTBED_IMDS_BIN: make testbed-up writes them).
+func Start(ctx context.Context, o Options) (e *Env, err error) {
+	if o.Pool == "" {
+		o.Pool = "linux-x64"
+	}
+	if o.Stack == "" {
+		o.Stack = "hangar-" + randomSuffix()
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	imdsBin := os.Getenv("HANGAR_TESTBED_IMDS_BIN")
+	ddbURL := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
+	if imdsBin == "" || ddbURL == "" {
+		return nil, errors.New("the emulators' endpoints are not in the environment: run make testbed-up and load .cache/testbed/endpoints.env")
+	}
+	agentBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/agent")
+	if err != nil {
+		return nil, err
+	}
+	runnerBin, err := testbuild.Build("github.com/hangar-ci/hangar/internal/cmd/fake-runner")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e = &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances"}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	if err := state.CreateTable(ctx, db, e.Table); err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
+	})
+	if e.Store, err = state.NewStore(db, e.Table, state.Account{Partition: "aws", Region: cfg.Region, ID: Account}); err != nil {
+		return nil, err
+	}
+
+	e.GH = ghfake.New(AdminToken)
+	e.closers = append(e.closers, e.GH.Close)
+	if e.GitHub, err = github.NewClient(nil).WithAuthToken(AdminToken).WithEnterpriseURLs(e.GH.URL()+"/", e.GH.URL()+"/"); err != nil {
+		return nil, err
+	}
+	e.GitHub.BaseURL.Path = "/"
+
+	tarball, sum, err := fakerunner.Tarball(runnerBin)
+	if err != nil {
+		return nil, err
+	}
+	e.TarSum = sum
+	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != fmt.Sprintf("/v%s/actions-runner-linux-x64-%s.tar.gz", RunnerVersion, RunnerVersion) {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(tarball)
+	}))
+	e.closers = append(e.closers, dl.Close)
+	if o.BadChecksum {
+		sum = strings.Repeat("0", 64)
+	}
+	if err := e.publishPool(ctx, dl.URL, sum, o.PreRunner); err != nil {
+		return nil, err
+	}
+
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "hangar-fleet-"); err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, func() { _ = os.RemoveAll(dir) })
+	}
+	simCfg := fleetsim.Config{
+		Stack: e.Stack, AgentBin: agentBin, MetadataBin: imdsBin, Dir: dir, Env: os.Environ(), DynamoDBEndpoint: ddbURL,
+		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log,
+	}
+	if o.Baked {
+		simCfg.Prepare = func(_, dir string) error { return fakerunner.Install(dir, runnerBin) }
+	}
+	if e.Sim, err = fleetsim.New(simCfg, e.EC2); err != nil {
+		return nil, err
+	}
+	simCtx, stopSim := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.Sim.Run(simCtx); close(done) }()
+	e.closers = append(e.closers, func() { stopSim(); <-done })
+	return e, nil
+}
+
+// publishPool writes the pool document the agents read.
+func (e *Env) publishPool(ctx context.Context, runnerURL, sum, preRunner string) error {
+	doc := poolconfig.Document{
+		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
+		QueueURL: "http://127.0.0.1:5000/123456789012/" + e.Stack + "-" + e.Pool, LaunchTemplate: poolconfig.LaunchTemplate{ID: "lt-0123456789abcdef0", Version: "1"},
+		SpecHash: "local", InstanceTypes: []string{"c7i.large"}, Subnets: []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
+		Market: poolconfig.MarketOnDemand, Labels: []string{"linux"},
+		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: preRunner},
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	if _, err := poolconfig.Parse(body); err != nil {
+		return fmt.Errorf("local pool document: %w", err)
+	}
+	_, err = ssm.NewFromConfig(e.AWS).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(e.Stack, e.Pool)),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+	return err
+}
+
+// Close stops the simulator and the servers and removes what Start created.
+func (e *Env) Close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.closers = nil
+}
+
+// RunnerURL is the URL runners of the local repository register with.
+func (e *Env) RunnerURL() string { return e.GH.URL() + "/" + Repo }
+
+// Launch starts an instance in moto and writes its item (created, no run, deadline in ten minutes
+// unless given), as refresh does for a warm pool.
+func (e *Env) Launch(ctx context.Context, deadline time.Time) (string, error) {
+	out, err := e.EC2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		InstanceType: ec2types.InstanceTypeC7iLarge, TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
+			Tags: []ec2types.Tag{{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool}}}}})
+	if err != nil {
+		return "", fmt.Errorf("launch: %w", err)
+	}
+	id := aws.ToString(out.Instances[0].InstanceId)
+	if deadline.IsZero() {
+		deadline = time.Now().Add(10 * time.Minute)
+	}
+	err = e.Store.Create(ctx, []*state.Instance{{ID: id, Pool: e.Pool, Threshold: deadline,
+		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}}})
+	return id, err
+}
+
+// WaitItem polls an item until cond holds, or timeout.
+func (e *Env) WaitItem(ctx context.Context, id string, timeout time.Duration, what string, cond func(*state.Instance) bool) (*state.Instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	var last *state.Instance
+	for {
+		if in, err := e.Store.Get(ctx, id); err == nil {
+			last = in
+			if cond(in) {
+				return in, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: not within %s; item: %+v\nagent log:\n%s", what, timeout, last, e.Sim.AgentLog(id))
+		case <-t.C:
+		}
+	}
+}
+
+// WaitSignal waits for a signal about run, written for minVersion or later.
+func (e *Env) WaitSignal(ctx context.Context, id string, name state.SignalName, run string, minVersion int64) (*state.Instance, error) {
+	return e.WaitItem(ctx, id, 30*time.Second, fmt.Sprintf("signal %s for run %q", name, run), func(in *state.Instance) bool {
+		return in.SignalFor(name, run, minVersion)
+	})
+}
+
+// Transition applies a change in the local pool (a deadline ten minutes out unless given).
+func (e *Env) Transition(ctx context.Context, c state.Change) (*state.Instance, error) {
+	if c.Threshold.IsZero() && c.To != state.Terminated {
+		c.Threshold = time.Now().Add(10 * time.Minute)
+	}
+	c.Pool = e.Pool
+	return e.Store.Transition(ctx, c)
+}
+
+// Warm waits for READY and moves the instance to idle, as refresh does.
+func (e *Env) Warm(ctx context.Context, id string) (*state.Instance, error) {
+	in, err := e.WaitSignal(ctx, id, state.SignalReady, "", 1)
+	if err != nil {
+		return nil, err
+	}
+	return e.Transition(ctx, state.Change{InstanceID: id, From: state.Created, To: state.Idle, Version: in.Version})
+}
+
+// Claim gives an idle instance to run with a fresh registration token, as provision does.
+func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state.Instance, error) {
+	owner, name, _ := strings.Cut(Repo, "/")
+	tok, _, err := e.GitHub.Actions.CreateRegistrationToken(ctx, owner, name)
+	if err != nil {
+		return nil, err
+	}
+	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
+		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(),
+			RegToken: tok.GetToken(), RegTokenExpiresAt: tok.GetExpiresAt().Time}})
+}
+
+// Release gives the instance back with a remove token, as release does.
+func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance, error) {
+	owner, name, _ := strings.Cut(Repo, "/")
+	tok, _, err := e.GitHub.Actions.CreateRemoveToken(ctx, owner, name)
+	if err != nil {
+		return nil, err
+	}
+	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID,
+		RemoveToken: tok.GetToken()})
+}
+
+// InstanceState returns an instance's state in EC2.
+func (e *Env) InstanceState(ctx context.Context, id string) (ec2types.InstanceStateName, error) {
+	out, err := e.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return "", err
+	}
+	return out.Reservations[0].Instances[0].State.Name, nil
+}

@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+)
+
+func tarball(t *testing.T, entries ...tar.Header) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, h := range entries {
+		body := []byte("x")
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(body))
+		}
+		require.NoError(t, tw.WriteHeader(&h))
+		if h.Typeflag == tar.TypeReg {
+			_, err := tw.Write(body)
+			require.NoError(t, err)
+		}
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, gz.Close())
+	return buf.Bytes()
+}
+
+func TestUntarRefusesEscapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		entry tar.Header
+		want  string
+	}{
+		{"parent path", tar.Header{Name: "../evil", Typeflag: tar.TypeReg, Mode: 0o644}, "outside"},
+		{"deep parent", tar.Header{Name: "bin/../../evil", Typeflag: tar.TypeReg, Mode: 0o644}, "outside"},
+		{"absolute symlink", tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, "point outside"},
+		{"escaping symlink", tar.Header{Name: "bin/link", Typeflag: tar.TypeSymlink, Linkname: "../../x"}, "point outside"},
+		{"device", tar.Header{Name: "dev", Typeflag: tar.TypeChar}, "unsupported type"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			err := untar(bytes.NewReader(tarball(t, tc.entry)), filepath.Join(dir, "runner"))
+			require.ErrorContains(t, err, tc.want)
+			_, statErr := os.Stat(filepath.Join(dir, "evil"))
+			require.True(t, os.IsNotExist(statErr), "nothing written outside")
+		})
+	}
+	dir := t.TempDir()
+	require.NoError(t, untar(bytes.NewReader(tarball(t,
+		tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "./config.sh", Typeflag: tar.TypeReg, Mode: 0o755},
+		tar.Header{Name: "bin/ok-link", Typeflag: tar.TypeSymlink, Linkname: "../config.sh"},
+	)), dir))
+	require.FileExists(t, filepath.Join(dir, "config.sh"))
+}
+
+func TestRunnerURL(t *testing.T) {
+	t.Parallel()
+	r := poolconfig.Runner{Version: "2.321.0", BaseURL: "https://github.com/actions/runner/releases/download/"}
+	require.Equal(t, "https://github.com/actions/runner/releases/download/v2.321.0/actions-runner-linux-arm64-2.321.0.tar.gz", RunnerURL(r, "arm64"))
+}
+
+func TestRunnerLabels(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"42", "linux", "gpu"}, runnerLabels("42", []string{"linux", "42"}, []string{"gpu", "linux", ""}))
+	require.Equal(t, []string{"7"}, runnerLabels("7", nil, nil))
+	require.Equal(t, "hangar-i-0123456789abcdef0-42", RunnerName("i-0123456789abcdef0", "42"))
+}
+
+func validConfig() Config {
+	c := Config{
+		Identity:  Identity{InstanceID: "i-0123456789abcdef0", Region: "us-east-1", Account: "123456789012", Partition: "aws", Arch: "x64"},
+		Pool:      &poolconfig.Document{Name: "p", Timeouts: poolconfig.DefaultTimeouts},
+		RunnerDir: "/opt/hangar/runner",
+	}
+	c.ApplyDefaults()
+	return c
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	require.NoError(t, c.Validate())
+	require.Equal(t, "/opt/hangar/runner/_work", c.WorkDir)
+	require.Equal(t, 10*time.Minute, c.BootWait, "boot wait defaults to the pool's created timeout")
+
+	tests := []struct {
+		name string
+		mut  func(*Config)
+		want string
+	}{
+		{"relative runner dir", func(c *Config) { c.RunnerDir = "runner" }, `runner dir "runner": want an absolute path`},
+		{"root work dir", func(c *Config) { c.WorkDir = "/" }, `work dir "/"`},
+		{"work dir is runner dir", func(c *Config) { c.WorkDir = c.RunnerDir }, "want a directory of its own"},
+		{"wipe root", func(c *Config) { c.WipeDirs = []string{"/"} }, `wipe dir "/"`},
+		{"hot poll", func(c *Config) { c.PollInterval = 10 * time.Millisecond }, "poll interval 10ms: want 200ms or more"},
+		{"negative grace", func(c *Config) { c.TerminateGrace = -time.Second }, "terminate grace -1s"},
+		{"no pool", func(c *Config) { c.Pool = nil }, "pool document: missing"},
+		{"bad instance", func(c *Config) { c.Identity.InstanceID = "x" }, `instance id "x" is malformed`},
+		{"bad arch", func(c *Config) { c.Identity.Arch = "s390x" }, `architecture "s390x"`},
+		{"bad account", func(c *Config) { c.Identity.Account = "" }, `account "" is malformed`},
+		{"no shutdown", func(c *Config) { c.ShutdownCommand = nil }, "shutdown command: empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tc.mut(&c)
+			require.ErrorContains(t, c.Validate(), tc.want)
+		})
+	}
+}
+
+func TestTail(t *testing.T) {
+	t.Parallel()
+	tl := newTail(8)
+	for i := range 100 {
+		_, _ = tl.Write([]byte(strings.Repeat(string(rune('a'+i%26)), 3)))
+	}
+	require.Len(t, tl.String(), 8)
+	require.True(t, strings.HasSuffix(tl.String(), "vvv"))
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "token *** refused", redact("token AREG123 refused", "AREG123"))
+	require.Equal(t, "x", redact("x", ""))
+}
+
+func TestPreRunnerTimeout(t *testing.T) {
+	t.Parallel()
+	out, err := runPreRunner(t.Context(), "echo started; sleep 5", 300*time.Millisecond, nil)
+	require.ErrorContains(t, err, "did not finish within 300ms")
+	require.Contains(t, out, "started")
+	out, err = runPreRunner(t.Context(), "echo $HANGAR_POOL", time.Second, []string{"HANGAR_POOL=p1"})
+	require.NoError(t, err)
+	require.Equal(t, "p1\n", out)
+}
