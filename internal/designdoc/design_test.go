@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -174,14 +175,17 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 	t.Parallel()
 	doc := readDoc(t)
 	code := map[string]time.Duration{
-		"`created` threshold":  poolconfig.DefaultTimeouts.Created.D(),
-		"`claimed` threshold":  poolconfig.DefaultTimeouts.Claimed.D(),
-		"`running` threshold":  poolconfig.DefaultTimeouts.Running.D(),
-		"`idle` threshold":     poolconfig.DefaultTimeouts.Idle.D(),
-		"`stopped` threshold":  poolconfig.DefaultTimeouts.Stopped.D(),
-		"terminated retention": state.TerminatedRetention,
-		"`poolWait`":           pool.DefaultWait,
-		"message visibility":   pool.DefaultVisibility,
+		"`created` threshold":          poolconfig.DefaultTimeouts.Created.D(),
+		"`claimed` threshold":          poolconfig.DefaultTimeouts.Claimed.D(),
+		"`running` threshold":          poolconfig.DefaultTimeouts.Running.D(),
+		"`idle` threshold":             poolconfig.DefaultTimeouts.Idle.D(),
+		"`stopped` threshold":          poolconfig.DefaultTimeouts.Stopped.D(),
+		"terminated retention":         state.TerminatedRetention,
+		"`poolWait`":                   pool.DefaultWait,
+		"message visibility":           pool.DefaultVisibility,
+		"`heartbeatInterval`":          agent.DefaultHeartbeatInterval,
+		"agent poll interval":          agent.DefaultPollInterval,
+		"agent self-termination grace": agent.DefaultTerminateGrace,
 	}
 	checked := 0
 	for _, row := range table(t, doc, "| name | default | where | why |") {
@@ -191,4 +195,16 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(code), checked, "every timeout the code has so far is in the table")
+}
+
+func TestAgentAttributesMatchDesign(t *testing.T) {
+	t.Parallel()
+	doc := readDoc(t)
+	i := strings.Index(doc, "Written only by the agent")
+	require.GreaterOrEqual(t, i, 0)
+	var documented []string
+	for _, row := range table(t, doc[i:], "| attribute | type | meaning |") {
+		documented = append(documented, codes(row[0])...)
+	}
+	require.ElementsMatch(t, state.AgentAttributes, documented, "docs/design.md's agent attributes and state.AgentAttributes")
 }
