@@ -236,7 +236,7 @@ func post(runnerURL, path, auth string, body, out any) error {
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(data, &e)
-		return fmt.Errorf("Http response code: %d from 'POST %s': %s", resp.StatusCode, path, e.Message)
+		return fmt.Errorf("http response code: %d from 'POST %s': %s", resp.StatusCode, path, e.Message)
 	}
 	if out != nil && len(data) > 0 {
 		return json.Unmarshal(data, out)

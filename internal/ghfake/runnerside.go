@@ -84,7 +84,7 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.refuseReg {
-			writeError(w, http.StatusNotFound, "Http response code: NotFound from 'POST "+req.URL+"' (registration refused)")
+			writeError(w, http.StatusNotFound, "http response code: NotFound from 'POST "+req.URL+"' (registration refused)")
 			return
 		}
 		if err := s.check(req.Token, "registration", scope); err != nil {

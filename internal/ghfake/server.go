@@ -186,13 +186,13 @@ func (s *Server) check(tok string, kind string, scope Scope) error {
 	t, ok := s.tokens[tok]
 	switch {
 	case !ok:
-		return fmt.Errorf("Http response code: NotFound from 'POST %s' (invalid %s token)", scope, kind)
+		return fmt.Errorf("http response code: NotFound from 'POST %s' (invalid %s token)", scope, kind)
 	case t.kind != kind:
-		return fmt.Errorf("Http response code: Forbidden: a %s token cannot be used for %s", t.kind, kind)
+		return fmt.Errorf("http response code: Forbidden: a %s token cannot be used for %s", t.kind, kind)
 	case !s.now().Before(t.expires):
-		return fmt.Errorf("Http response code: NotFound: the %s token expired at %s", kind, t.expires.Format(time.RFC3339))
+		return fmt.Errorf("http response code: NotFound: the %s token expired at %s", kind, t.expires.Format(time.RFC3339))
 	case !strings.EqualFold(string(t.scope), string(scope)):
-		return fmt.Errorf("Http response code: NotFound: the %s token is for %s, not %s", kind, t.scope, scope)
+		return fmt.Errorf("http response code: NotFound: the %s token is for %s, not %s", kind, t.scope, scope)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 )
@@ -54,10 +53,13 @@ func Build(pkg string) (string, error) {
 	return out, nil
 }
 
+// goTool is the go command: the one on PATH, or $GOROOT/bin/go.
 func goTool() string {
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
+	if p, err := exec.LookPath("go"); err == nil {
 		return p
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		return filepath.Join(root, "bin", "go")
 	}
 	return "go"
 }
