@@ -80,6 +80,8 @@ func configure(root string, args []string, out io.Writer) error {
 	if !*unattended {
 		return errors.New("interactive configuration is not supported by the stand-in; pass --unattended")
 	}
+	inputFromEnv(u, "URL")
+	inputFromEnv(tok, "TOKEN")
 	if *u == "" || *tok == "" || *name == "" {
 		return errors.New("--url, --token and --name are required")
 	}
@@ -122,6 +124,7 @@ func remove(root string, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	inputFromEnv(tok, "TOKEN")
 	st, err := readSettings(root)
 	if err != nil {
 		return err
@@ -242,6 +245,13 @@ func post(runnerURL, path, auth string, body, out any) error {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// inputFromEnv fills an unset flag from ACTIONS_RUNNER_INPUT_<name>, as the real runner does.
+func inputFromEnv(p *string, name string) {
+	if *p == "" {
+		*p = os.Getenv("ACTIONS_RUNNER_INPUT_" + name)
+	}
 }
 
 func readSettings(root string) (settings, error) {

@@ -80,8 +80,7 @@ func (a *Agent) now() time.Time {
 // Run runs the agent until ctx ends (a graceful stop: the runner is stopped, nothing is
 // deregistered) or the agent terminates its instance (ErrTerminated).
 func (a *Agent) Run(ctx context.Context) error {
-	item, err := a.boot(ctx)
-	if err != nil {
+	if _, err := a.boot(ctx); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -98,7 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		_, werr := a.waitFor(ctx, func(*state.Instance) bool { return false }, nil)
 		return werr
 	}
-	return a.loop(ctx, item)
+	return a.loop(ctx)
 }
 
 // boot waits for the instance's item: provision and refresh write it right after launch, but the

@@ -61,7 +61,7 @@ func assigned(it *state.Instance) bool {
 }
 
 // loop is the reuse loop: wait for a run, serve it, give it back, again.
-func (a *Agent) loop(ctx context.Context, _ *state.Instance) error {
+func (a *Agent) loop(ctx context.Context) error {
 	var failedVersion int64 // the assignment whose registration failed: not tried twice
 	for {
 		item, err := a.waitFor(ctx, func(it *state.Instance) bool {

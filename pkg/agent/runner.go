@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,8 +86,9 @@ func (r *scriptRunner) configure(ctx context.Context, url, token, name string, l
 	ctx, cancel := context.WithTimeout(ctx, configureTimeout)
 	defer cancel()
 	out := newTail(state.MaxLogTail)
-	cmd := r.command(ctx, "config.sh", "--unattended", "--url", url, "--token", token, "--name", name,
+	cmd := r.command(ctx, "config.sh", "--unattended", "--url", url, "--name", name,
 		"--labels", strings.Join(labels, ","), "--work", r.work, "--replace", "--no-default-labels", "--disableupdate")
+	cmd.Env = withToken(cmd.Env, token)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
 		return redact(out.String(), token), fmt.Errorf("config.sh: %w", err)
@@ -99,7 +101,8 @@ func (r *scriptRunner) remove(ctx context.Context, token string) (string, error)
 	ctx, cancel := context.WithTimeout(ctx, configureTimeout)
 	defer cancel()
 	out := newTail(state.MaxLogTail)
-	cmd := r.command(ctx, "config.sh", "remove", "--token", token)
+	cmd := r.command(ctx, "config.sh", "remove", "--unattended")
+	cmd.Env = withToken(cmd.Env, token)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
 		return redact(out.String(), token), fmt.Errorf("config.sh remove: %w", err)
@@ -117,6 +120,13 @@ func (r *scriptRunner) forget() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withToken passes a registration or remove token the way the runner reads inputs from its
+// environment (ACTIONS_RUNNER_INPUT_<NAME>), not on the command line, where any local user could
+// read it from the process list.
+func withToken(env []string, token string) []string {
+	return append(slices.Clone(env), "ACTIONS_RUNNER_INPUT_TOKEN="+token)
 }
 
 func redact(s, secret string) string {
