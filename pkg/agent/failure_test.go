@@ -5,9 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/fleetsim"
+	"github.com/hangar-ci/hangar/internal/localenv"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -140,4 +144,22 @@ func TestTerminatedItemEndsInstance(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestOrphanWithoutItem: an instance whose item never appears terminates itself after the boot
+// wait.
+func TestOrphanWithoutItem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Baked: true, AgentArgs: []string{"--boot-wait", "2s"}})
+	out, err := e.EC2.RunInstances(e.ctx, &ec2.RunInstancesInput{ImageId: aws.String(localenv.AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
+			Tags: []ec2types.Tag{{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool}}}}})
+	require.NoError(t, err)
+	id := aws.ToString(out.Instances[0].InstanceId)
+	deadline := time.Now().Add(30 * time.Second)
+	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
+		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Contains(t, e.Sim.AgentLog(id), "an orphan")
 }

@@ -4,12 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -149,4 +152,53 @@ func TestPreRunnerTimeout(t *testing.T) {
 	out, err = runPreRunner(t.Context(), "echo $HANGAR_POOL", time.Second, []string{"HANGAR_POOL=p1"})
 	require.NoError(t, err)
 	require.Equal(t, "p1\n", out)
+}
+
+// fakeMetadata serves a fixed identity document (fault injection: real metadata comes from the
+// metadata mock in the e2e tests).
+type fakeMetadata struct {
+	Metadata
+	doc imds.InstanceIdentityDocument
+	err error
+}
+
+func (f fakeMetadata) GetInstanceIdentityDocument(context.Context, *imds.GetInstanceIdentityDocumentInput, ...func(*imds.Options)) (*imds.GetInstanceIdentityDocumentOutput, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &imds.GetInstanceIdentityDocumentOutput{InstanceIdentityDocument: f.doc}, nil
+}
+
+func TestReadIdentity(t *testing.T) {
+	t.Parallel()
+	good := imds.InstanceIdentityDocument{InstanceID: "i-0123456789abcdef0", InstanceType: "m7g.large", Region: "cn-north-1",
+		AvailabilityZone: "cn-north-1a", AccountID: "123456789012", Architecture: "arm64"}
+	id, err := ReadIdentity(t.Context(), fakeMetadata{doc: good})
+	require.NoError(t, err)
+	require.Equal(t, "arm64", id.Arch)
+	require.Equal(t, "arn:aws-cn:ec2:cn-north-1:123456789012:instance/i-0123456789abcdef0", id.ARN())
+
+	tests := []struct {
+		name string
+		mut  func(*imds.InstanceIdentityDocument)
+		err  error
+		want string
+	}{
+		{"unreachable", nil, errors.New("connection refused"), "read instance identity document: connection refused"},
+		{"no instance id", func(d *imds.InstanceIdentityDocument) { d.InstanceID = "" }, nil, `instance id "" is malformed`},
+		{"bad account", func(d *imds.InstanceIdentityDocument) { d.AccountID = "0123456789" }, nil, `account "0123456789" is malformed`},
+		{"bad region", func(d *imds.InstanceIdentityDocument) { d.Region = "" }, nil, `region "" is malformed`},
+		{"unknown arch", func(d *imds.InstanceIdentityDocument) { d.Architecture = "ppc64le" }, nil, `architecture "ppc64le"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			doc := good
+			if tc.mut != nil {
+				tc.mut(&doc)
+			}
+			_, err := ReadIdentity(t.Context(), fakeMetadata{doc: doc, err: tc.err})
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
 }
