@@ -33,5 +33,6 @@ require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/google/go-querystring v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/sethvargo/go-githubactions v1.3.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/google/go-github/v66/github"
@@ -30,7 +33,9 @@ import (
 	"github.com/hangar-ci/hangar/internal/fakerunner"
 	"github.com/hangar-ci/hangar/internal/fleetsim"
 	"github.com/hangar-ci/hangar/internal/ghfake"
+	"github.com/hangar-ci/hangar/internal/step"
 	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -52,6 +57,8 @@ type Options struct {
 	BadChecksum bool     // publish a wrong SHA-256 for the runner download
 	Baked       bool     // bake the runner into the "image" instead of downloading it
 	AgentArgs   []string // extra agent flags
+	Market      string   // the pool's market (default on-demand)
+	Types       []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
 	Dir         string   // the simulator's directory (default: a temporary one, removed by Close)
 	Log         *slog.Logger
 }
@@ -69,6 +76,8 @@ type Env struct {
 	Table  string
 	// TarSum is the real SHA-256 of the runner tarball.
 	TarSum string
+	// Doc is the pool's published document.
+	Doc *poolconfig.Document
 
 	closers []func()
 }
@@ -144,7 +153,7 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 	if o.BadChecksum {
 		sum = strings.Repeat("0", 64)
 	}
-	if err := e.publishPool(ctx, dl.URL, sum, o.PreRunner); err != nil {
+	if err := e.publishPool(ctx, o, dl.URL, sum); err != nil {
 		return nil, err
 	}
 
@@ -172,25 +181,106 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 	return e, nil
 }
 
-// publishPool writes the pool document the agents read.
-func (e *Env) publishPool(ctx context.Context, runnerURL, sum, preRunner string) error {
+// publishPool creates the pool's queue and launch template in moto, as the stack does, and
+// publishes its document.
+func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string) error {
+	queueURL, dlqURL, err := e.createQueues(ctx, e.Stack+"-"+e.Pool)
+	if err != nil {
+		return err
+	}
+	lt, err := e.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(e.Stack + "-" + e.Pool),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(AMI), InstanceType: ec2types.InstanceTypeC7iLarge}})
+	if err != nil {
+		return fmt.Errorf("create launch template: %w", err)
+	}
+	subnets, err := e.subnets(ctx)
+	if err != nil {
+		return err
+	}
+	market := o.Market
+	if market == "" {
+		market = poolconfig.MarketOnDemand
+	}
+	types := o.Types
+	if len(types) == 0 {
+		types = []string{"c7i.large", "c6i.large", "m7i.large"}
+	}
 	doc := poolconfig.Document{
 		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
-		QueueURL: "http://127.0.0.1:5000/123456789012/" + e.Stack + "-" + e.Pool, LaunchTemplate: poolconfig.LaunchTemplate{ID: "lt-0123456789abcdef0", Version: "1"},
-		SpecHash: "local", InstanceTypes: []string{"c7i.large"}, Subnets: []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
-		Market: poolconfig.MarketOnDemand, Labels: []string{"linux"},
-		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: preRunner},
+		QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
+		LaunchTemplate: poolconfig.LaunchTemplate{ID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), Version: "1"},
+		SpecHash:       "local", InstanceTypes: types, Subnets: subnets, Market: market, Labels: []string{"linux"},
+		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
-	if _, err := poolconfig.Parse(body); err != nil {
+	if e.Doc, err = poolconfig.Parse(body); err != nil {
 		return fmt.Errorf("local pool document: %w", err)
 	}
 	_, err = ssm.NewFromConfig(e.AWS).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(e.Stack, e.Pool)),
 		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
 	return err
+}
+
+// createQueues makes a pool queue with its dead-letter queue, as the stack does.
+func (e *Env) createQueues(ctx context.Context, name string) (string, string, error) {
+	client := sqs.NewFromConfig(e.AWS)
+	dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+	if err != nil {
+		return "", "", fmt.Errorf("create queue: %w", err)
+	}
+	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return "", "", err
+	}
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": attrs.Attributes["QueueArn"], "maxReceiveCount": "50"})
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{"RedrivePolicy": string(redrive)}})
+	if err != nil {
+		return "", "", fmt.Errorf("create queue: %w", err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl})
+	})
+	return aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), nil
+}
+
+// subnets returns two subnets of the default VPC in different zones.
+func (e *Env) subnets(ctx context.Context) ([]poolconfig.Subnet, error) {
+	out, err := e.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+	if err != nil {
+		return nil, fmt.Errorf("describe subnets: %w", err)
+	}
+	var subnets []poolconfig.Subnet
+	seen := map[string]bool{}
+	for _, s := range out.Subnets {
+		az := aws.ToString(s.AvailabilityZone)
+		if !seen[az] && len(subnets) < 2 {
+			seen[az] = true
+			subnets = append(subnets, poolconfig.Subnet{ID: aws.ToString(s.SubnetId), AZ: az})
+		}
+	}
+	slices.SortFunc(subnets, func(a, b poolconfig.Subnet) int { return strings.Compare(a.AZ, b.AZ) })
+	if len(subnets) == 0 {
+		return nil, errors.New("moto has no default subnets")
+	}
+	return subnets, nil
+}
+
+// Wiring returns the steps' wiring for the local world; ec2Client replaces the EC2 client when
+// set (fault injection).
+func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error) {
+	owner, name, _ := strings.Cut(Repo, "/")
+	gh, err := ghapi.New(e.GH.URL(), AdminToken, ghapi.Scope{Owner: owner, Repo: name})
+	if err != nil {
+		return nil, err
+	}
+	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	clients := &step.Clients{AWS: e.AWS, DynamoDB: db, EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS)}
+	return &step.Wiring{Clients: clients, EC2: ec2Client, Stack: e.Stack, GitHub: gh, Log: log}, nil
 }
 
 // Close stops the simulator and the servers and removes what Start created.

@@ -61,9 +61,11 @@ type Stats struct {
 // Result is what a selection claimed.
 type Result struct {
 	// Instances are the claimed instances as written (state claimed, the request's run), hot
-	// ones first. Stopped ones must be started by the caller.
+	// ones first.
 	Instances []*state.Instance
-	Stats     Stats
+	// Stopped are the ids of the claimed instances that were stopped: the caller starts them.
+	Stopped []string
+	Stats   Stats
 }
 
 type received struct {
@@ -272,6 +274,9 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		case o.err == nil:
 			sel.res.Stats.Claimed++
 			sel.res.Instances = append(sel.res.Instances, o.in)
+			if o.r.msg.Stopped {
+				sel.res.Stopped = append(sel.res.Stopped, o.in.ID)
+			}
 			sel.drop = append(sel.drop, o.r.handle)
 		case errors.Is(o.err, state.ErrConflict):
 			// The instance moved on (claimed by someone else, expired, re-offered with a newer

@@ -152,6 +152,7 @@ func TestHotBeforeStopped(t *testing.T) {
 	require.Equal(t, hot.ID, res.Instances[0].ID, "the hot instance first")
 	require.Contains(t, stoppedIDs, res.Instances[1].ID)
 	require.Equal(t, state.Claimed, res.Instances[1].State)
+	require.Equal(t, []string{res.Instances[1].ID}, res.Stopped, "the caller learns which to start")
 
 	res, err = e.selector().Claim(ctx, request("16", 1))
 	require.NoError(t, err)

@@ -1,0 +1,149 @@
+// Command provision is the action's `mode: provision` step (package provision): it gives the
+// workflow run the instances it asks for and returns once every runner is registered with the
+// run's label. Inputs come from the action (INPUT_*), HANGAR_* variables or flags; run
+// `provision -h` for them. Outputs: runner-label, instance-ids (JSON), reused, created.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/hangar-ci/hangar/internal/step"
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/provision"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	gha := githubactions.New()
+	opts, err := parse(os.Args[1:], gha)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		gha.Errorf("provision: %v", err)
+		os.Exit(2)
+	}
+	gha.AddMask(opts.token)
+	if err := run(ctx, opts, gha); err != nil {
+		gha.Errorf("provision: %v", err)
+		os.Exit(1)
+	}
+}
+
+// options are the validated inputs.
+type options struct {
+	cfg           provision.Config
+	token, apiURL string
+}
+
+// parse reads and validates every input; it makes no request.
+func parse(args []string, gha *githubactions.Action) (options, error) {
+	in := step.NewInputs("provision", gha)
+	in.Declare("stack", "hangar", "the Hangar stack's name")
+	in.Declare("pool", "", "the pool to take instances from (required)")
+	in.Declare("instance-count", "1", "how many instances (1 to 100)")
+	in.Declare("usage-class", "", "spot, on-demand or spot-fallback (default: the pool's)")
+	in.Declare("allowed-instance-types", "", "instance type patterns, such as c* or m7g.* (default: any of the pool's)")
+	in.Declare("min-vcpu", "0", "minimum vCPUs")
+	in.Declare("min-memory-mib", "0", "minimum memory in MiB")
+	in.Declare("max-runtime", "", "how long the instances may serve the run (default: the pool's)")
+	in.Declare("registration-timeout", "5m", "how long to wait for every runner to register")
+	in.Declare("runner-scope", "repo", "register runners with the repository (repo) or the organisation (org)")
+	in.Declare("labels", "", "extra runner labels, comma-separated")
+	in.Declare("tags", "", "extra instance tags: key=value, comma-separated")
+	in.Declare("github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required)")
+	in.DeclareContext()
+	if err := in.Parse(args); err != nil {
+		return options{}, err
+	}
+	ctx := in.Context()
+	tags, tagErr := provision.ParseTags(in.String("tags"))
+	cfg := provision.Config{
+		Stack: in.String("stack"), Pool: in.String("pool"), Count: in.Int("instance-count", "a whole number from 1 to 100"),
+		UsageClass: in.String("usage-class"), InstanceTypes: provision.ParseList(in.String("allowed-instance-types")),
+		MinVCPU: in.Int("min-vcpu", "a whole number"), MinMemoryMiB: in.Int("min-memory-mib", "a whole number of MiB"),
+		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
+		Scope: in.String("runner-scope"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
+		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
+	}
+	cfg.ApplyDefaults()
+	errs := in.Err()
+	if tagErr != nil {
+		errs = append(errs, tagErr)
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	token := in.String("github-token")
+	if token == "" {
+		errs = append(errs, errors.New("github-token: empty: want a GitHub App installation token or a PAT with admin rights on the repository or organisation"))
+	}
+	if _, err := ghapi.New(ctx.APIURL, "x", ghapi.Scope{}); err != nil {
+		errs = append(errs, fmt.Errorf("GITHUB_API_URL: %w", err))
+	}
+	return options{cfg: cfg, token: token, apiURL: ctx.APIURL}, errors.Join(errs...)
+}
+
+func run(ctx context.Context, opts options, gha *githubactions.Action) error {
+	cfg := opts.cfg
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	gha.Group("Provision " + strconv.Itoa(cfg.Count) + " from pool " + cfg.Pool)
+	defer gha.EndGroup()
+	clients, err := step.NewClients(ctx)
+	if err != nil {
+		return err
+	}
+	scope, _ := ghapi.ParseScope(cfg.Repository, cfg.Scope)
+	gh, err := ghapi.New(opts.apiURL, opts.token, scope)
+	if err != nil {
+		return err
+	}
+	wiring := &step.Wiring{Clients: clients, Stack: cfg.Stack, GitHub: gh, Log: log, Mask: gha.AddMask}
+	deps, err := wiring.Provision(ctx, cfg.Pool)
+	if err != nil {
+		return err
+	}
+	res, err := provision.Run(ctx, cfg, deps)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		gha.Warningf("%s", w)
+	}
+	ids := make([]string, len(res.Instances))
+	rows := make([][]string, len(res.Instances))
+	for i, x := range res.Instances {
+		ids[i] = x.ID
+		how := "created"
+		if x.Reused {
+			how = "reused"
+		}
+		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, how, fmt.Sprintf("%.1f", x.Ready.Seconds())}
+	}
+	idsJSON, _ := json.Marshal(ids)
+	step.Output(gha, "runner-label", res.RunnerLabel)
+	step.Output(gha, "instance-ids", string(idsJSON))
+	step.Output(gha, "reused", strconv.Itoa(res.Reused))
+	step.Output(gha, "created", strconv.Itoa(res.Created))
+	t := res.Timing
+	step.Summary(gha, fmt.Sprintf("### Hangar: %d runners for run %s\n\nJobs target them with `runs-on: %s`.\n\n%s\nclaim %s · create %s · wait %s · total %s (%d reused, %d created, %d replaced)\n",
+		len(res.Instances), res.RunnerLabel, res.RunnerLabel,
+		step.Table([]string{"instance", "type", "AZ", "market", "source", "ready after (s)"}, rows),
+		round(t.Claim), round(t.Create), round(t.Wait), round(t.Total), res.Reused, res.Created, res.Replaced))
+	return nil
+}
+
+func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

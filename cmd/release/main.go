@@ -1,0 +1,112 @@
+// Command release is the action's `mode: release` step (package release): it gives the workflow
+// run's instances back to their pools once their agents have deregistered the runners. It fails
+// only when it cannot act at all; cleanup problems become warnings. Inputs come from the action
+// (INPUT_*), HANGAR_* variables or flags; run `release -h` for them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sethvargo/go-githubactions"
+
+	"github.com/hangar-ci/hangar/internal/step"
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/release"
+)
+
+// options are the validated inputs.
+type options struct {
+	cfg                  release.Config
+	stack, token, apiURL string
+	scope                ghapi.Scope
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	gha := githubactions.New()
+	opts, err := parse(os.Args[1:], gha)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		gha.Errorf("release: %v", err)
+		os.Exit(2)
+	}
+	gha.AddMask(opts.token)
+	if err := run(ctx, opts, gha); err != nil {
+		gha.Errorf("release: %v", err)
+		os.Exit(1)
+	}
+}
+
+// parse reads and validates every input; it makes no request.
+func parse(args []string, gha *githubactions.Action) (options, error) {
+	in := step.NewInputs("release", gha)
+	in.Declare("stack", "hangar", "the Hangar stack's name")
+	in.Declare("runner-scope", "repo", "where provision registered the runners: repo or org")
+	in.Declare("deregister-timeout", "2m", "how long agents have to deregister before their instances are terminated")
+	in.Declare("github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required)")
+	in.DeclareContext()
+	if err := in.Parse(args); err != nil {
+		return options{}, err
+	}
+	ctx := in.Context()
+	o := options{stack: in.String("stack"), token: in.String("github-token"), apiURL: ctx.APIURL,
+		cfg: release.Config{RunID: ctx.RunID, DeregisterTimeout: in.Duration("deregister-timeout")}}
+	errs := in.Err()
+	if err := o.cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if o.scope, err = ghapi.ParseScope(ctx.Repository, in.String("runner-scope")); err != nil {
+		errs = append(errs, fmt.Errorf("GITHUB_REPOSITORY / runner-scope: %w", err))
+	}
+	if o.token == "" {
+		errs = append(errs, errors.New("github-token: empty: want a GitHub App installation token or a PAT with admin rights on the repository or organisation"))
+	}
+	return o, errors.Join(errs...)
+}
+
+func run(ctx context.Context, o options, gha *githubactions.Action) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	gha.Group("Release the runners of run " + o.cfg.RunID)
+	defer gha.EndGroup()
+	clients, err := step.NewClients(ctx)
+	if err != nil {
+		return err
+	}
+	gh, err := ghapi.New(o.apiURL, o.token, o.scope)
+	if err != nil {
+		return err
+	}
+	wiring := &step.Wiring{Clients: clients, Stack: o.stack, GitHub: gh, Log: log, Mask: gha.AddMask}
+	deps, warnings, err := wiring.Release(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		gha.Warningf("%v", w)
+	}
+	res, err := release.Run(ctx, o.cfg, deps)
+	if err != nil {
+		return err
+	}
+	for _, w := range res.Warnings {
+		gha.Warningf("%s", w)
+	}
+	rows := make([][]string, len(res.Instances))
+	for i, x := range res.Instances {
+		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds)}
+	}
+	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%d leftover runners deleted · took %s\n", o.cfg.RunID,
+		step.Table([]string{"instance", "type", "AZ", "market", "result", "reason", "after (s)"}, rows), res.RunnersDeleted, res.Took.Round(10e6)))
+	return nil
+}

@@ -1,0 +1,90 @@
+package step
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/release"
+)
+
+// Clients are the AWS clients of a step, from the standard configuration chain (environment,
+// OIDC web identity, profiles; AWS_ENDPOINT_URL* for local emulators).
+type Clients struct {
+	AWS      aws.Config
+	DynamoDB *dynamodb.Client
+	EC2      *ec2.Client
+	SQS      *sqs.Client
+	SSM      *ssm.Client
+}
+
+// NewClients loads the AWS configuration.
+func NewClients(ctx context.Context) (*Clients, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("no AWS region: set AWS_REGION (aws-actions/configure-aws-credentials does)")
+	}
+	return &Clients{AWS: cfg, DynamoDB: dynamodb.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg),
+		SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
+}
+
+// Pools gives pool documents and queues by pool name (release.Pools).
+type Pools struct {
+	Loader *poolconfig.Loader
+	SQS    pool.SQS
+
+	mu     sync.Mutex
+	queues map[string]*pool.Queue
+}
+
+// Pool returns a pool's document.
+func (p *Pools) Pool(ctx context.Context, name string) (*poolconfig.Document, error) {
+	return p.Loader.Get(ctx, name)
+}
+
+// Queue returns a pool's queue.
+func (p *Pools) Queue(ctx context.Context, name string) (release.Publisher, error) {
+	q, err := p.queue(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+func (p *Pools) queue(ctx context.Context, name string) (*pool.Queue, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q, ok := p.queues[name]; ok {
+		return q, nil
+	}
+	doc, err := p.Loader.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	q, err := pool.NewQueue(p.SQS, name, doc.QueueURL, doc.DeadLetterQueueURL)
+	if err != nil {
+		return nil, err
+	}
+	if p.queues == nil {
+		p.queues = map[string]*pool.Queue{}
+	}
+	p.queues[name] = q
+	return q, nil
+}
+
+// PoolQueue returns a pool's queue as the concrete type (for the selector).
+func (p *Pools) PoolQueue(ctx context.Context, name string) (*pool.Queue, error) {
+	return p.queue(ctx, name)
+}

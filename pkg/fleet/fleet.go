@@ -1,0 +1,416 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/hangar-ci/hangar/pkg/awserr"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// EC2 is the part of the EC2 client launching uses.
+type EC2 interface {
+	CreateFleet(ctx context.Context, params *ec2.CreateFleetInput, optFns ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	DescribeInstanceTypes(ctx context.Context, params *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+}
+
+// Instance is one launched instance.
+type Instance struct {
+	ID, Type, AZ, Subnet string
+	UsageClass           string // spot or on-demand
+	VCPU, MemoryMiB      int
+}
+
+// Request is what to launch.
+type Request struct {
+	Pool  *poolconfig.Document
+	Count int
+	// Market is spot, on-demand or spot-fallback (the pool's when empty).
+	Market string
+	// Types are the instance types to use (the pool's when empty), in preference order.
+	Types []string
+	// Tags are applied to the instances and their volumes: Tags first, then Reserved, so that
+	// reserved (hangar:*) tags always win.
+	Tags, Reserved map[string]string
+	// Deadline bounds retries after capacity errors.
+	Deadline time.Time
+	// Token makes the requests idempotent: every CreateFleet carries Token-<attempt>.
+	Token string
+	// OnLaunch is called with the instances of every response, before the next request.
+	OnLaunch func(ctx context.Context, launched []Instance) error
+}
+
+// PermanentError is a launch failure that no retry can fix. Hint says what to change.
+type PermanentError struct {
+	Code, Message, Hint string
+}
+
+func (e *PermanentError) Error() string {
+	return fmt.Sprintf("EC2 refused to launch (%s: %s): %s", e.Code, e.Message, e.Hint)
+}
+
+// ErrNoCapacity is returned (wrapped) when the deadline passes with instances still missing
+// because no type, zone or market had capacity.
+var ErrNoCapacity = errors.New("no capacity")
+
+// Launcher launches instances. It is safe for concurrent use.
+type Launcher struct {
+	EC2 EC2
+	Log *slog.Logger
+	// MaxBackoff caps the wait between rounds once every override is out of capacity (default 30s).
+	MaxBackoff time.Duration
+
+	mu    sync.Mutex
+	specs map[string]ec2types.InstanceTypeInfo
+}
+
+type override struct{ typ, subnet, az string }
+
+// Launch launches req.Count instances and returns those it launched. When it returns an error,
+// the instances it did launch are still returned (and were handed to OnLaunch).
+func (l *Launcher) Launch(ctx context.Context, req Request) ([]Instance, error) {
+	p := req.Pool
+	market := req.Market
+	if market == "" {
+		market = p.Market
+	}
+	types := req.Types
+	if len(types) == 0 {
+		types = p.InstanceTypes
+	}
+	if req.Count < 1 {
+		return nil, fmt.Errorf("launch: count %d: want 1 or more", req.Count)
+	}
+	if len(types) == 0 || len(p.Subnets) == 0 {
+		return nil, errors.New("launch: the pool has no instance types or no subnets")
+	}
+	var all []override
+	for _, t := range types {
+		for _, s := range p.Subnets {
+			all = append(all, override{t, s.ID, s.AZ})
+		}
+	}
+	capacityType := ec2types.DefaultTargetCapacityTypeSpot
+	if market == poolconfig.MarketOnDemand {
+		capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
+	}
+	var out []Instance
+	exhausted := map[override]bool{}
+	backoff := time.Second
+	maxBackoff := l.MaxBackoff
+	if maxBackoff == 0 {
+		maxBackoff = 30 * time.Second
+	}
+	var lastCapacity string
+	for attempt := 1; len(out) < req.Count; attempt++ {
+		var avail []override
+		for _, o := range all {
+			if !exhausted[o] {
+				avail = append(avail, o)
+			}
+		}
+		if len(avail) == 0 {
+			if market == poolconfig.MarketSpotFallback && capacityType == ec2types.DefaultTargetCapacityTypeSpot {
+				l.log().Warn("spot has no capacity in any type and zone; falling back to on-demand", "pool", p.Name)
+				capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
+				clear(exhausted)
+				continue
+			}
+			wait := jitter(backoff)
+			if !req.Deadline.IsZero() && time.Now().Add(wait).After(req.Deadline) {
+				return out, fmt.Errorf("launch %d of %d instances of pool %s: %w in any of %d types × %d subnets before the deadline (last: %s)",
+					req.Count-len(out), req.Count, p.Name, ErrNoCapacity, len(types), len(p.Subnets), lastCapacity)
+			}
+			l.log().Warn("no capacity anywhere; backing off", "pool", p.Name, "wait", wait, "missing", req.Count-len(out))
+			if err := sleep(ctx, wait); err != nil {
+				return out, err
+			}
+			backoff = min(backoff*2, maxBackoff)
+			clear(exhausted)
+			if market == poolconfig.MarketSpotFallback {
+				capacityType = ec2types.DefaultTargetCapacityTypeSpot
+			}
+			continue
+		}
+		in := l.input(req, avail, capacityType, req.Count-len(out), attempt)
+		resp, err := l.EC2.CreateFleet(ctx, in)
+		if err != nil {
+			switch awserr.Classify(err) {
+			case awserr.Capacity, awserr.Throttled:
+				lastCapacity = awserr.Code(err)
+				for _, o := range avail {
+					exhausted[o] = true
+				}
+				continue
+			case awserr.Canceled:
+				return out, err
+			default:
+				return out, permanent(awserr.Code(err), err.Error(), err)
+			}
+		}
+		launched, err := l.launched(ctx, resp, avail, capacityType)
+		if len(launched) > 0 {
+			out = append(out, launched...)
+			if req.OnLaunch != nil {
+				if cbErr := req.OnLaunch(ctx, launched); cbErr != nil {
+					return out, fmt.Errorf("record launched instances: %w", cbErr)
+				}
+			}
+		}
+		if err != nil {
+			return out, err
+		}
+		for _, e := range resp.Errors {
+			code, msg := aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)
+			switch awserr.ClassifyCode(code) {
+			case awserr.Capacity, awserr.Throttled:
+				lastCapacity = code
+				for _, o := range overridesOf(e.LaunchTemplateAndOverrides, avail) {
+					exhausted[o] = true
+				}
+			default:
+				if len(out) < req.Count {
+					return out, permanent(code, msg, nil)
+				}
+			}
+		}
+		if len(launched) == 0 && len(resp.Errors) == 0 {
+			// Nothing launched and nothing said: treat every override tried as out of capacity.
+			for _, o := range avail {
+				exhausted[o] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+func (l *Launcher) log() *slog.Logger {
+	if l.Log != nil {
+		return l.Log
+	}
+	return slog.Default()
+}
+
+// input builds one instant CreateFleet request.
+func (l *Launcher) input(req Request, avail []override, capacityType ec2types.DefaultTargetCapacityType, n, attempt int) *ec2.CreateFleetInput {
+	p := req.Pool
+	overrides := make([]ec2types.FleetLaunchTemplateOverridesRequest, len(avail))
+	for i, o := range avail {
+		overrides[i] = ec2types.FleetLaunchTemplateOverridesRequest{InstanceType: ec2types.InstanceType(o.typ), SubnetId: aws.String(o.subnet)}
+		if p.AllocationStrategy == poolconfig.AllocationPriority {
+			overrides[i].Priority = aws.Float64(float64(slices.Index(p.InstanceTypes, o.typ) + 1))
+		}
+	}
+	in := &ec2.CreateFleetInput{
+		Type: ec2types.FleetTypeInstant,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity: aws.Int32(int32(n)), DefaultTargetCapacityType: capacityType,
+		},
+		LaunchTemplateConfigs: []ec2types.FleetLaunchTemplateConfigRequest{{
+			LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{
+				LaunchTemplateId: aws.String(p.LaunchTemplate.ID), Version: aws.String(p.LaunchTemplate.Version),
+			},
+			Overrides: overrides,
+		}},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags(req)},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags(req)},
+		},
+	}
+	if req.Token != "" {
+		in.ClientToken = aws.String(req.Token + "-" + strconv.Itoa(attempt))
+	}
+	if capacityType == ec2types.DefaultTargetCapacityTypeSpot {
+		strategy := ec2types.SpotAllocationStrategyPriceCapacityOptimized
+		if p.AllocationStrategy == poolconfig.AllocationPriority {
+			strategy = ec2types.SpotAllocationStrategyCapacityOptimizedPrioritized
+		}
+		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: strategy}
+	} else {
+		strategy := ec2types.FleetOnDemandAllocationStrategyLowestPrice
+		if p.AllocationStrategy == poolconfig.AllocationPriority {
+			strategy = ec2types.FleetOnDemandAllocationStrategyPrioritized
+		}
+		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: strategy}
+	}
+	return in
+}
+
+// tags merges the user tags (pool, then repository) and then the reserved ones, which win.
+func tags(req Request) []ec2types.Tag {
+	merged := map[string]string{}
+	for k, v := range req.Pool.Tags {
+		merged[k] = v
+	}
+	for k, v := range req.Tags {
+		if !strings.HasPrefix(strings.ToLower(k), poolconfig.ReservedTagPrefix) {
+			merged[k] = v
+		}
+	}
+	for k, v := range req.Reserved {
+		merged[k] = v
+	}
+	keys := make([]string, 0, len(merged))
+	for k := range merged {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]ec2types.Tag, len(keys))
+	for i, k := range keys {
+		out[i] = ec2types.Tag{Key: aws.String(k), Value: aws.String(merged[k])}
+	}
+	return out
+}
+
+// launched turns a response's instances into Instances, with each type's vCPU and memory.
+func (l *Launcher) launched(ctx context.Context, resp *ec2.CreateFleetOutput, avail []override, capacityType ec2types.DefaultTargetCapacityType) ([]Instance, error) {
+	azOf := map[string]string{}
+	for _, o := range avail {
+		azOf[o.subnet] = o.az
+	}
+	var out []Instance
+	var types []string
+	for _, f := range resp.Instances {
+		usage := state.UsageOnDemand
+		if f.Lifecycle == ec2types.InstanceLifecycleSpot || (f.Lifecycle == "" && capacityType == ec2types.DefaultTargetCapacityTypeSpot) {
+			usage = state.UsageSpot
+		}
+		var subnet, az string
+		if f.LaunchTemplateAndOverrides != nil && f.LaunchTemplateAndOverrides.Overrides != nil {
+			subnet = aws.ToString(f.LaunchTemplateAndOverrides.Overrides.SubnetId)
+			az = aws.ToString(f.LaunchTemplateAndOverrides.Overrides.AvailabilityZone)
+		}
+		if az == "" {
+			az = azOf[subnet]
+		}
+		for _, id := range f.InstanceIds {
+			out = append(out, Instance{ID: id, Type: string(f.InstanceType), AZ: az, Subnet: subnet, UsageClass: usage})
+		}
+		types = append(types, string(f.InstanceType))
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	specs, err := l.instanceTypes(ctx, types)
+	if err != nil {
+		// The instances exist: hand them over without sizes rather than lose them.
+		l.log().Warn("describe instance types", "error", err)
+	}
+	for i := range out {
+		if s, ok := specs[out[i].Type]; ok {
+			out[i].VCPU = int(aws.ToInt32(s.VCpuInfo.DefaultVCpus))
+			out[i].MemoryMiB = int(aws.ToInt64(s.MemoryInfo.SizeInMiB))
+		}
+	}
+	return out, nil
+}
+
+// Spec is an instance type's size.
+type Spec struct{ VCPU, MemoryMiB int }
+
+// Describe returns the sizes of types (from EC2, each type asked for once per Launcher).
+func (l *Launcher) Describe(ctx context.Context, types []string) (map[string]Spec, error) {
+	infos, err := l.instanceTypes(ctx, types)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Spec{}
+	for _, t := range types {
+		if it, ok := infos[t]; ok {
+			out[t] = Spec{VCPU: int(aws.ToInt32(it.VCpuInfo.DefaultVCpus)), MemoryMiB: int(aws.ToInt64(it.MemoryInfo.SizeInMiB))}
+		}
+	}
+	return out, nil
+}
+
+// instanceTypes returns the descriptions of types, asking EC2 only for those not seen before.
+func (l *Launcher) instanceTypes(ctx context.Context, types []string) (map[string]ec2types.InstanceTypeInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.specs == nil {
+		l.specs = map[string]ec2types.InstanceTypeInfo{}
+	}
+	var missing []ec2types.InstanceType
+	for _, t := range types {
+		if _, ok := l.specs[t]; !ok && !slices.Contains(missing, ec2types.InstanceType(t)) {
+			missing = append(missing, ec2types.InstanceType(t))
+		}
+	}
+	if len(missing) > 0 {
+		out, err := l.EC2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: missing})
+		if err != nil {
+			return l.specs, fmt.Errorf("describe instance types %v: %w", missing, err)
+		}
+		for _, it := range out.InstanceTypes {
+			l.specs[string(it.InstanceType)] = it
+		}
+	}
+	return l.specs, nil
+}
+
+// overridesOf returns the overrides an error entry is about (all of avail when it names none).
+func overridesOf(lo *ec2types.LaunchTemplateAndOverridesResponse, avail []override) []override {
+	if lo == nil || lo.Overrides == nil {
+		return avail
+	}
+	typ, subnet, az := string(lo.Overrides.InstanceType), aws.ToString(lo.Overrides.SubnetId), aws.ToString(lo.Overrides.AvailabilityZone)
+	var out []override
+	for _, o := range avail {
+		if (typ == "" || o.typ == typ) && (subnet == "" || o.subnet == subnet) && (az == "" || o.az == az) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// hints say what to fix for permanent errors.
+var hints = map[string]string{
+	"InvalidAMIID.NotFound":            "the pool's launch template names an AMI that does not exist in this region: update the pool's image and redeploy",
+	"InvalidAMIID.Malformed":           "the pool's launch template names a malformed AMI id: fix the pool's image and redeploy",
+	"InvalidLaunchTemplateId.NotFound": "the pool's launch template is gone: redeploy the stack",
+	"InvalidSubnetID.NotFound":         "a subnet of the pool does not exist: fix the pool's subnets and redeploy",
+	"InvalidIamInstanceProfile.Name":   "the instance profile of the launch template does not exist: redeploy the stack",
+	"UnauthorizedOperation":            "the provision role may not launch instances with this template: check the role the stack created and the repository's OIDC trust",
+	"InvalidParameterValue":            "EC2 rejected a launch parameter: check the pool's instance types, subnets and template",
+	"InvalidParameterCombination":      "EC2 rejected a combination of launch parameters: check the pool's instance types against its AMI's architecture",
+	"OptInRequired":                    "the account is not subscribed to the AMI or service: accept its terms in the console",
+	"InvalidKeyPair.NotFound":          "the launch template names a key pair that does not exist: fix the template",
+	"InvalidGroup.NotFound":            "a security group of the launch template does not exist: redeploy the stack",
+}
+
+func permanent(code, msg string, cause error) error {
+	hint, ok := hints[code]
+	if !ok {
+		hint = "not a capacity problem, so retrying will not help; check the pool's launch template, subnets and types"
+	}
+	if cause != nil {
+		msg = cause.Error()
+	}
+	return &PermanentError{Code: code, Message: msg, Hint: hint}
+}
+
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

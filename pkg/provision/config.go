@@ -1,0 +1,174 @@
+package provision
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Config is one provision request. Field comments name the action input each comes from; error
+// messages use the same names.
+type Config struct {
+	Stack string // stack
+	Pool  string // pool
+	Count int    // instance-count
+	// UsageClass is spot, on-demand or spot-fallback; empty takes the pool's market.
+	UsageClass          string            // usage-class
+	InstanceTypes       []string          // allowed-instance-types
+	MinVCPU             int               // min-vcpu
+	MinMemoryMiB        int               // min-memory-mib
+	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
+	RegistrationTimeout time.Duration     // registration-timeout
+	Scope               string            // runner-scope: repo or org
+	Labels              []string          // labels: extra runner labels
+	Tags                map[string]string // tags: extra instance tags
+	// From the workflow's environment.
+	RunID      string // GITHUB_RUN_ID
+	RunAttempt int    // GITHUB_RUN_ATTEMPT
+	Repository string // GITHUB_REPOSITORY
+	ServerURL  string // GITHUB_SERVER_URL
+	// PollInterval is how often items are read while waiting (default 100ms).
+	PollInterval time.Duration
+}
+
+// Defaults.
+const (
+	DefaultRegistrationTimeout = 5 * time.Minute
+	DefaultPollInterval        = 100 * time.Millisecond
+	maxRegistrationTimeout     = time.Hour
+)
+
+var (
+	labelRe  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	tagKeyRe = regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`)
+	stackRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
+)
+
+// ApplyDefaults fills unset fields.
+func (c *Config) ApplyDefaults() {
+	if c.Stack == "" {
+		c.Stack = "hangar"
+	}
+	if c.RegistrationTimeout == 0 {
+		c.RegistrationTimeout = DefaultRegistrationTimeout
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Scope == "" {
+		c.Scope = "repo"
+	}
+	if c.ServerURL == "" {
+		c.ServerURL = "https://github.com"
+	}
+	if c.RunAttempt == 0 {
+		c.RunAttempt = 1
+	}
+}
+
+// Validate checks every input and reports all problems at once, each naming the input, the bad
+// value and what is accepted. It makes no request.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(input, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", input, fmt.Sprintf(format, a...)))
+	}
+	if !stackRe.MatchString(c.Stack) {
+		bad("stack", "%q: want the Hangar stack's name (letters, digits and '-')", c.Stack)
+	}
+	if c.Pool == "" {
+		bad("pool", "empty: want the name of a pool of the stack")
+	} else if err := state.ValidatePool(c.Pool); err != nil {
+		bad("pool", "%v", err)
+	}
+	if c.Count < 1 || c.Count > pool.MaxCount {
+		bad("instance-count", "%d: want 1 to %d", c.Count, pool.MaxCount)
+	}
+	switch c.UsageClass {
+	case "", poolconfig.MarketSpot, poolconfig.MarketOnDemand, poolconfig.MarketSpotFallback:
+	default:
+		bad("usage-class", "%q: want spot, on-demand or spot-fallback (or leave it empty for the pool's)", c.UsageClass)
+	}
+	for _, p := range c.InstanceTypes {
+		if err := pool.ValidateTypePattern(p); err != nil {
+			bad("allowed-instance-types", "%v", err)
+		}
+	}
+	if c.MinVCPU < 0 || c.MinVCPU > 1024 {
+		bad("min-vcpu", "%d: want 0 to 1024", c.MinVCPU)
+	}
+	if c.MinMemoryMiB < 0 || c.MinMemoryMiB > 24<<20 {
+		bad("min-memory-mib", "%d: want 0 to %d", c.MinMemoryMiB, 24<<20)
+	}
+	if c.MaxRuntime < 0 || (c.MaxRuntime > 0 && c.MaxRuntime < time.Minute) {
+		bad("max-runtime", "%s: want a duration of at least 1m, such as 2h (or leave it empty for the pool's)", c.MaxRuntime)
+	}
+	if c.RegistrationTimeout < 10*time.Second || c.RegistrationTimeout > maxRegistrationTimeout {
+		bad("registration-timeout", "%s: want 10s to %s", c.RegistrationTimeout, maxRegistrationTimeout)
+	}
+	if c.Scope != "repo" && c.Scope != "org" {
+		bad("runner-scope", "%q: want repo or org", c.Scope)
+	}
+	for _, l := range c.Labels {
+		if !labelRe.MatchString(l) {
+			bad("labels", "%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
+		switch {
+		case strings.HasPrefix(strings.ToLower(k), poolconfig.ReservedTagPrefix):
+			bad("tags", "%q: the %s prefix is reserved for Hangar's own tags", k, poolconfig.ReservedTagPrefix)
+		case !tagKeyRe.MatchString(k) || strings.HasPrefix(strings.ToLower(k), "aws:"):
+			bad("tags", "%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @, not starting with aws:", k)
+		case len(c.Tags[k]) > 256:
+			bad("tags", "%q: the value is longer than 256 characters", k)
+		}
+	}
+	if err := state.ValidateRunID(c.RunID); err != nil {
+		bad("GITHUB_RUN_ID", "%v", err)
+	}
+	if c.RunAttempt < 1 {
+		bad("GITHUB_RUN_ATTEMPT", "%d: want 1 or more", c.RunAttempt)
+	}
+	if _, err := ghapi.ParseScope(c.Repository, c.Scope); err != nil && (c.Scope == "repo" || c.Scope == "org") {
+		bad("GITHUB_REPOSITORY", "%v", err)
+	}
+	if !strings.HasPrefix(c.ServerURL, "https://") && !strings.HasPrefix(c.ServerURL, "http://127.") && !strings.HasPrefix(c.ServerURL, "http://localhost") {
+		bad("GITHUB_SERVER_URL", "%q: want an https URL such as https://github.com", c.ServerURL)
+	}
+	if c.PollInterval < 10*time.Millisecond {
+		bad("poll interval", "%s: want 10ms or more", c.PollInterval)
+	}
+	return errors.Join(errs...)
+}
+
+// ParseTags reads key=value pairs separated by commas or new lines.
+func ParseTags(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("tags: %q: want key=value pairs separated by commas or new lines", f)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
+
+// ParseList reads a list separated by commas, spaces or new lines.
+func ParseList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+}
