@@ -83,7 +83,7 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.refuseReg {
+		if s.refuseReg || slices.ContainsFunc(s.refuseNames, func(p string) bool { return strings.HasPrefix(req.Name, p) }) {
 			writeError(w, http.StatusNotFound, "http response code: NotFound from 'POST "+req.URL+"' (registration refused)")
 			return
 		}

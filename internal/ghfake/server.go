@@ -62,21 +62,22 @@ type token struct {
 
 // Server is the stand-in. Create it with New; it is safe for concurrent use.
 type Server struct {
-	mu         sync.Mutex
-	srv        *httptest.Server
-	admin      map[string]bool
-	tokens     map[string]token
-	runners    map[int64]*Runner
-	jobs       map[int64]*Job
-	nextRunner int64
-	jobSeq     int64
-	registered int // registrations ever made
-	refuseReg  bool
-	jobWaiters chan struct{}
-	requests   map[string]int // REST requests by "METHOD pattern"
-	tokenTTL   time.Duration
-	now        func() time.Time
-	perPage    int
+	mu          sync.Mutex
+	srv         *httptest.Server
+	admin       map[string]bool
+	tokens      map[string]token
+	runners     map[int64]*Runner
+	jobs        map[int64]*Job
+	nextRunner  int64
+	jobSeq      int64
+	registered  int // registrations ever made
+	refuseReg   bool
+	refuseNames []string
+	jobWaiters  chan struct{}
+	requests    map[string]int // REST requests by "METHOD pattern"
+	tokenTTL    time.Duration
+	now         func() time.Time
+	perPage     int
 }
 
 // New starts a stand-in on a random loopback port that accepts the given admin tokens. Close it
@@ -131,6 +132,13 @@ func (s *Server) RefuseRegistrations(refuse bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuseReg = refuse
+}
+
+// RefuseRunners makes registrations of runners whose name starts with prefix fail.
+func (s *Server) RefuseRunners(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refuseNames = append(s.refuseNames, prefix)
 }
 
 // Runners returns a copy of the runners registered in scope (all scopes when empty).

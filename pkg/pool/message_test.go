@@ -147,6 +147,7 @@ func TestFits(t *testing.T) {
 		{"memory ok", Request{MinMemoryMiB: 4096}, true},
 		{"memory short", Request{MinMemoryMiB: 4097}, false},
 		{"all", Request{UsageClass: "spot", InstanceTypes: []string{"c*"}, MinVCPU: 1, MinMemoryMiB: 1024}, true},
+		{"excluded", Request{Exclude: []string{"i-0123456789abcdef0"}}, false},
 	}
 	for _, tc := range tests {
 		require.Equal(t, tc.want, tc.req.Fits(m), tc.name)

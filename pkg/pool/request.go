@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,8 @@ type Request struct {
 	Assign state.Assignment
 	// ClaimDeadline is the threshold the claimed instances get.
 	ClaimDeadline time.Time
+	// Exclude lists instances not to claim (ones that already failed this request).
+	Exclude []string
 }
 
 // ParseTypePatterns splits a comma- or space-separated list of instance type patterns and checks
@@ -91,6 +94,9 @@ func (r Request) Validate() error {
 
 // Fits reports whether the instance a message offers satisfies the request.
 func (r Request) Fits(m Message) bool {
+	if slices.Contains(r.Exclude, m.InstanceID) {
+		return false
+	}
 	if r.UsageClass != UsageAny && m.UsageClass != r.UsageClass {
 		return false
 	}

@@ -32,6 +32,8 @@ type countingEC2 struct {
 	noCap     map[string]bool // "type/az" or "*" with no capacity
 	subnetAZ  map[string]string
 	fleetReqs []*ec2.CreateFleetInput
+	partial   int  // when > 0, the next CreateFleet launches at most this many
+	spotOut   bool // no spot capacity anywhere
 }
 
 func (c *countingEC2) count(op string) {
@@ -59,12 +61,17 @@ func (c *countingEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput,
 	c.mu.Lock()
 	c.fleetReqs = append(c.fleetReqs, in)
 	noCap := c.noCap
+	partial := c.partial
+	c.partial = 0
 	c.mu.Unlock()
 	var keep []ec2types.FleetLaunchTemplateOverridesRequest
 	var errs []ec2types.CreateFleetError
+	c.mu.Lock()
+	spotOut := c.spotOut && in.TargetCapacitySpecification.DefaultTargetCapacityType == ec2types.DefaultTargetCapacityTypeSpot
+	c.mu.Unlock()
 	for _, ov := range in.LaunchTemplateConfigs[0].Overrides {
 		az := c.subnetAZ[aws.ToString(ov.SubnetId)]
-		if noCap["*"] || noCap[string(ov.InstanceType)+"/"+az] || noCap[string(ov.InstanceType)+"/*"] {
+		if spotOut || noCap["*"] || noCap[string(ov.InstanceType)+"/"+az] || noCap[string(ov.InstanceType)+"/*"] {
 			errs = append(errs, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"),
 				ErrorMessage: aws.String("We currently do not have sufficient " + string(ov.InstanceType) + " capacity in " + az),
 				LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
@@ -80,6 +87,16 @@ func (c *countingEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput,
 	cfgs := slices.Clone(in.LaunchTemplateConfigs)
 	cfgs[0].Overrides = keep
 	cp.LaunchTemplateConfigs = cfgs
+	if want := aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity); partial > 0 && int(want) > partial {
+		spec := *in.TargetCapacitySpecification
+		spec.TotalTargetCapacity = aws.Int32(int32(partial))
+		cp.TargetCapacitySpecification = &spec
+		first := keep[0]
+		errs = append(errs, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"),
+			ErrorMessage: aws.String("partial fulfilment"),
+			LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
+				InstanceType: first.InstanceType, SubnetId: first.SubnetId}}})
+	}
 	out, err := c.EC2.CreateFleet(ctx, &cp, o...)
 	if err == nil {
 		out.Errors = append(out.Errors, errs...)

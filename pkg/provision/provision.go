@@ -118,6 +118,7 @@ type provisioning struct {
 	mu       sync.Mutex
 	members  map[string]*member
 	order    []string
+	failed   []string // instances that failed this provision: never claimed again
 	res      *Result
 	replaced int
 }
@@ -263,7 +264,7 @@ func (p *provisioning) acquire(ctx context.Context, n int) error {
 	}
 	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: usage, InstanceTypes: p.types,
 		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign,
-		ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed))})
+		ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	for _, in := range res.Instances {
 		p.add(*in, true)
 	}
@@ -331,6 +332,12 @@ func (p *provisioning) warn(format string, a ...any) {
 	p.mu.Lock()
 	p.res.Warnings = append(p.res.Warnings, msg)
 	p.mu.Unlock()
+}
+
+func (p *provisioning) failedIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.failed)
 }
 
 // pending returns the members not yet ready.
@@ -425,6 +432,7 @@ func (p *provisioning) toRunning(ctx context.Context, m *member, it *state.Insta
 // forgets it.
 func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason string) {
 	p.mu.Lock()
+	p.failed = append(p.failed, it.ID)
 	delete(p.members, it.ID)
 	p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == it.ID })
 	p.mu.Unlock()
