@@ -114,8 +114,12 @@ func (in *Inputs) DeclareContext() {
 
 // Context reads the context.
 func (in *Inputs) Context() Context {
+	attempt := 1 // outside a workflow there is one attempt
+	if in.String("run-attempt") != "" {
+		attempt = in.Int("run-attempt", "a whole number (GITHUB_RUN_ATTEMPT)")
+	}
 	return Context{
-		RunID: in.String("run-id"), RunAttempt: in.Int("run-attempt", "a whole number (GITHUB_RUN_ATTEMPT)"),
+		RunID: in.String("run-id"), RunAttempt: attempt,
 		Repository: in.String("repository"), ServerURL: in.String("server-url"), APIURL: in.String("api-url"),
 	}
 }

@@ -70,9 +70,6 @@ func (c *Config) ApplyDefaults() {
 	if c.ServerURL == "" {
 		c.ServerURL = "https://github.com"
 	}
-	if c.RunAttempt == 0 {
-		c.RunAttempt = 1
-	}
 }
 
 // Validate checks every input and reports all problems at once, each naming the input, the bad

@@ -1,0 +1,180 @@
+package main_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// baseEnv is a valid set of inputs and context, as a workflow would give them.
+func baseEnv() map[string]string {
+	return map[string]string{
+		"HANGAR_POOL": "linux-x64", "HANGAR_INSTANCE_COUNT": "2", "HANGAR_GITHUB_TOKEN": "ghs_test",
+		"GITHUB_RUN_ID": "123456", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_REPOSITORY": "octo/app",
+		"GITHUB_SERVER_URL": "https://github.com", "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+	}
+}
+
+// cleanEnviron is the test's environment without anything that would feed the command inputs.
+func cleanEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "HANGAR_") && !strings.HasPrefix(k, "GITHUB_") &&
+			!strings.HasPrefix(k, "INPUT_") && !strings.HasPrefix(k, "AWS_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// TestBadInputs: every bad input is refused with a message that names the input and what it
+// accepts, and no request reaches AWS or GitHub.
+func TestBadInputs(t *testing.T) {
+	t.Parallel()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+	var requests atomic.Int64
+	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer trap.Close()
+
+	tests := []struct {
+		name, key, value string
+		want             []string // substrings of the error
+	}{
+		{"no pool", "HANGAR_POOL", "", []string{"pool: empty", "want the name of a pool"}},
+		{"malformed pool", "HANGAR_POOL", "Linux_X64", []string{"pool:", `"Linux_X64" is malformed`}},
+		{"zero count", "HANGAR_INSTANCE_COUNT", "0", []string{"instance-count: 0: want 1 to 100"}},
+		{"negative count", "HANGAR_INSTANCE_COUNT", "-1", []string{"instance-count: -1"}},
+		{"too many", "HANGAR_INSTANCE_COUNT", "101", []string{"instance-count: 101: want 1 to 100"}},
+		{"count not a number", "HANGAR_INSTANCE_COUNT", "three", []string{`instance-count: "three": want a whole number`}},
+		{"usage class", "HANGAR_USAGE_CLASS", "cheap", []string{`usage-class: "cheap": want spot, on-demand or spot-fallback`}},
+		{"type pattern", "HANGAR_ALLOWED_INSTANCE_TYPES", "c[5]*", []string{"allowed-instance-types:", `"c[5]*" is malformed`}},
+		{"negative vcpu", "HANGAR_MIN_VCPU", "-2", []string{"min-vcpu: -2: want 0 to 1024"}},
+		{"vcpu not a number", "HANGAR_MIN_VCPU", "x", []string{`min-vcpu: "x": want a whole number`}},
+		{"negative memory", "HANGAR_MIN_MEMORY_MIB", "-1", []string{"min-memory-mib: -1"}},
+		{"runtime syntax", "HANGAR_MAX_RUNTIME", "forever", []string{`max-runtime: "forever": want a duration`}},
+		{"runtime too short", "HANGAR_MAX_RUNTIME", "10s", []string{"max-runtime: 10s: want a duration of at least 1m"}},
+		{"timeout too short", "HANGAR_REGISTRATION_TIMEOUT", "1s", []string{"registration-timeout: 1s: want 10s to 1h0m0s"}},
+		{"timeout too long", "HANGAR_REGISTRATION_TIMEOUT", "2h", []string{"registration-timeout: 2h0m0s"}},
+		{"scope", "HANGAR_RUNNER_SCOPE", "enterprise", []string{`runner-scope: "enterprise": want repo or org`}},
+		{"label", "HANGAR_LABELS", "gpu,bad label!", []string{`labels: "label!"`}},
+		{"reserved tag", "HANGAR_TAGS", "hangar:pool=x", []string{`tags: "hangar:pool": the hangar: prefix is reserved`}},
+		{"aws tag", "HANGAR_TAGS", "aws:cost=1", []string{`tags: "aws:cost"`}},
+		{"tag without value", "HANGAR_TAGS", "team", []string{`tags: "team": want key=value pairs`}},
+		{"no token", "HANGAR_GITHUB_TOKEN", "", []string{"github-token: empty"}},
+		{"run id", "GITHUB_RUN_ID", "abc", []string{`GITHUB_RUN_ID: run id "abc" is malformed`}},
+		{"no run id", "GITHUB_RUN_ID", "", []string{"GITHUB_RUN_ID: run id is empty"}},
+		{"attempt", "GITHUB_RUN_ATTEMPT", "0", []string{"GITHUB_RUN_ATTEMPT: 0: want 1 or more"}},
+		{"repository", "GITHUB_REPOSITORY", "noslash", []string{`GITHUB_REPOSITORY: repository "noslash": want owner/name`}},
+		{"server url", "GITHUB_SERVER_URL", "ftp://example.com", []string{`GITHUB_SERVER_URL: "ftp://example.com": want an https URL`}},
+		{"stack", "HANGAR_STACK", "bad stack", []string{`stack: "bad stack"`}},
+	}
+	require.GreaterOrEqual(t, len(tests), 20)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := baseEnv()
+			env[tc.key] = tc.value
+			env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"], env["GITHUB_API_URL"] = trap.URL, trap.URL, trap.URL
+			cmd := exec.Command(bin)
+			cmd.Env = cleanEnviron()
+			for k, v := range env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%s", out)
+			require.Equal(t, 2, exit.ExitCode(), "%s", out)
+			require.Contains(t, string(out), "::error::provision: ")
+			for _, w := range tc.want {
+				require.Contains(t, string(out), w)
+			}
+		})
+	}
+	t.Cleanup(func() { require.Zero(t, requests.Load(), "a bad input reached AWS or GitHub") })
+}
+
+// TestCancelledMidway: provision is cancelled (as a cancelled workflow does, by signal) after it
+// has launched instances; every launched instance has an item, and nothing is left running.
+func TestCancelledMidway(t *testing.T) {
+	t.Parallel()
+	testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The agents take ten seconds to look at their items: provision is still waiting when cancelled.
+	e, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "cancel"), Baked: true, AgentArgs: []string{"--poll-interval", "10s"}})
+	require.NoError(t, err)
+	defer e.Close()
+
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+	env := baseEnv()
+	env["HANGAR_STACK"], env["HANGAR_POOL"], env["HANGAR_INSTANCE_COUNT"] = e.Stack, e.Pool, "3"
+	env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"], env["HANGAR_GITHUB_TOKEN"] = e.GH.URL(), e.GH.URL(), localenv.AdminToken
+	env["GITHUB_RUN_ID"] = "8801"
+	cmd := exec.Command(bin)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+
+	launched := func() []string {
+		res, err := e.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("tag:hangar:run-id"), Values: []string{"8801"}}, {Name: aws.String("tag:hangar:stack"), Values: []string{e.Stack}}}})
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range res.Reservations {
+			for _, in := range r.Instances {
+				ids = append(ids, aws.ToString(in.InstanceId))
+			}
+		}
+		return ids
+	}
+	deadline := time.Now().Add(time.Minute)
+	for len(launched()) < 3 {
+		require.True(t, time.Now().Before(deadline), "nothing launched:\n%s", out.String())
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "provision was cancelled, it must fail: %s", out.String())
+
+	ids := launched()
+	items, err := e.Store.GetMany(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, items, len(ids), "every launched instance has an item")
+	for id, it := range items {
+		require.Equal(t, state.Terminated, it.State, "%s: given back by the cancelled provision", id)
+	}
+	res, err := e.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	require.NoError(t, err)
+	for _, r := range res.Reservations {
+		for _, in := range r.Instances {
+			require.Contains(t, []ec2types.InstanceStateName{ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown},
+				in.State.Name, "%s is still %s", aws.ToString(in.InstanceId), in.State.Name)
+		}
+	}
+	require.Empty(t, e.GH.Runners(""))
+}
