@@ -173,9 +173,9 @@ func (sel *selection) receive(ctx context.Context) ([]received, int, error) {
 	if vis == 0 {
 		vis = DefaultVisibility
 	}
-	// Ask for a few more than needed, so that a mixed pool is searched quickly, but not so many
-	// that concurrent claimers find the queue emptied by one that needed a single instance.
-	max := int32(min(sqsBatch, max(2*sel.need(), 2)))
+	// Ask for exactly what is still needed: a surplus would only be handed back (a request) and
+	// hidden meanwhile from concurrent claimers. Messages that do not fit make another receive.
+	max := int32(min(sqsBatch, sel.need()))
 	out, err := sel.Queue.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 		QueueUrl:            &sel.Queue.url,
 		MaxNumberOfMessages: max,

@@ -36,14 +36,14 @@ type Config struct {
 	RunAttempt int    // GITHUB_RUN_ATTEMPT
 	Repository string // GITHUB_REPOSITORY
 	ServerURL  string // GITHUB_SERVER_URL
-	// PollInterval is how often items are read while waiting (default 100ms).
+	// PollInterval caps the wait between reads while waiting (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
 }
 
 // Defaults.
 const (
 	DefaultRegistrationTimeout = 5 * time.Minute
-	DefaultPollInterval        = 100 * time.Millisecond
+	DefaultPollInterval        = 200 * time.Millisecond
 	maxRegistrationTimeout     = time.Hour
 )
 

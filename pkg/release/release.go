@@ -63,14 +63,14 @@ type Config struct {
 	RunID string
 	// DeregisterTimeout is how long agents have to deregister (default 2 min).
 	DeregisterTimeout time.Duration
-	// PollInterval is how often the items are read while waiting (default 100ms).
+	// PollInterval caps the wait between reads of the items (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
 }
 
 // Defaults.
 const (
 	DefaultDeregisterTimeout = 2 * time.Minute
-	DefaultPollInterval      = 100 * time.Millisecond
+	DefaultPollInterval      = 200 * time.Millisecond
 )
 
 // Validate checks the configuration before any request.

@@ -7,15 +7,17 @@ import (
 	"time"
 )
 
-// Poll reads the items of ids (one BatchGetItem per 100) every interval, jittered, until check
-// returns true. It honours ctx (give it the deadline). Items that do not exist are absent from
-// the map check gets. A read that fails is retried at the next tick; the last error is returned
-// if ctx ends first.
+// Poll reads the items of ids (one BatchGetItem per 100) until check returns true. The first
+// read is at once; the wait between reads starts at interval/4 and grows by half each time up to
+// interval (jittered): a quick answer is seen quickly, a slow one costs few reads. It honours ctx
+// (give it the deadline). Items that do not exist are absent from the map check gets. A failed
+// read is retried at the next tick; the last error is returned if ctx ends first.
 func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*Instance) bool) error {
 	if interval <= 0 {
 		return fmt.Errorf("poll: interval %s: want more than 0", interval)
 	}
 	var lastErr error
+	wait := max(interval/4, time.Millisecond)
 	for {
 		items, err := s.GetMany(ctx, ids)
 		if err == nil {
@@ -26,8 +28,8 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		} else {
 			lastErr = err
 		}
-		wait := interval/2 + rand.N(interval/2+1)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		wait = min(wait*3/2, interval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
