@@ -1,0 +1,102 @@
+package release_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/pkg/release"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+type env struct {
+	*localenv.Env
+	t   *testing.T
+	ctx context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "rel"), Baked: true, AgentArgs: []string{"--poll-interval", "250ms"}})
+	require.NoError(t, err)
+	t.Cleanup(le.Close)
+	return &env{Env: le, t: t, ctx: ctx}
+}
+
+// running brings up an instance serving run, as provision leaves it.
+func (e *env) running(run string) *state.Instance {
+	e.t.Helper()
+	id, err := e.Launch(e.ctx, time.Time{})
+	require.NoError(e.t, err)
+	idle, err := e.Warm(e.ctx, id)
+	require.NoError(e.t, err)
+	claimed, err := e.Claim(e.ctx, idle, run)
+	require.NoError(e.t, err)
+	reg, err := e.WaitSignal(e.ctx, id, state.SignalRegistered, run, claimed.Version)
+	require.NoError(e.t, err)
+	in, err := e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: reg.Version, RunID: run})
+	require.NoError(e.t, err)
+	return in
+}
+
+func (e *env) release(run string, timeout time.Duration) *release.Result {
+	e.t.Helper()
+	w, err := e.Wiring(nil, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	require.NoError(e.t, err)
+	deps, _, err := w.Release(e.ctx)
+	require.NoError(e.t, err)
+	res, err := release.Run(e.ctx, release.Config{RunID: run, DeregisterTimeout: timeout}, deps)
+	require.NoError(e.t, err)
+	return res
+}
+
+// TestStragglerTerminated: an agent that cannot see the release does not deregister; its
+// instance is terminated when the deadline passes and its runner is deleted through the API.
+func TestStragglerTerminated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	good, stuck := e.running("9001"), e.running("9001")
+	require.NoError(t, e.Sim.SetDynamoDB(stuck.ID, false))
+
+	res := e.release("9001", 4*time.Second)
+	outcomes := map[string]release.Outcome{}
+	for _, o := range res.Instances {
+		outcomes[o.ID] = o
+	}
+	require.Equal(t, release.Returned, outcomes[good.ID].Result)
+	require.Equal(t, release.Terminated, outcomes[stuck.ID].Result)
+	require.Contains(t, outcomes[stuck.ID].Reason, "did not deregister within 4s")
+	require.Equal(t, 1, res.RunnersDeleted, "the stuck instance's runner is deleted through the API")
+	require.Empty(t, e.GH.Runners(""))
+	st, err := e.InstanceState(e.ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Contains(t, []string{"terminated", "shutting-down"}, string(st))
+	it, err := e.Store.Get(e.ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+}
+
+// TestInstanceAlreadyGone: an instance refresh already terminated is skipped; a stray runner
+// with the run's label is removed; release succeeds without warnings.
+func TestInstanceAlreadyGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := e.running("9101")
+	_, err := e.Transition(e.ctx, state.Change{InstanceID: in.ID, From: state.Running, To: state.Terminated, Version: in.Version, RunID: "9101"})
+	require.NoError(t, err)
+
+	res := e.release("9101", 10*time.Second)
+	require.Empty(t, res.Instances, "a terminated instance no longer holds the run")
+	require.Equal(t, 1, res.RunnersDeleted, "its runner, left registered, is removed")
+	require.Empty(t, e.GH.Runners(""))
+	require.Empty(t, res.Warnings)
+}
