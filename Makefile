@@ -17,7 +17,7 @@ GOLANGCI  := $(TOOLS_BIN)/golangci-lint
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 
-.PHONY: help build test test-short testbed-up testbed-down testbed-status lint bench tidy clean
+.PHONY: help build dist test test-short testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +34,12 @@ build: ## build every binary (CGO_ENABLED=0); agent and refresh bootstrap for li
 	  esac; \
 	done
 	@[ -n "$(CMDS)" ] || echo "no binaries yet"
+
+dist: ## the action's binaries for a release tag: dist/hangar-{provision,release}-linux-{amd64,arm64}
+	@mkdir -p dist
+	@for c in provision release; do for a in $(ARCHES); do \
+	  echo "build dist/hangar-$$c-linux-$$a"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/hangar-$$c-linux-$$a ./cmd/$$c || exit 1; \
+	done; done
 
 test: testbed-up ## start the local emulators if needed, then run every test with -race
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...

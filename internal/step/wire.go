@@ -84,8 +84,11 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 func (w *Wiring) Release(ctx context.Context) (release.Deps, []error, error) {
 	w.init()
 	docs, err := w.loader.LoadAll(ctx)
+	if len(docs) == 0 && err != nil {
+		return release.Deps{}, nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", w.Stack, poolconfig.ParameterPath(w.Stack), err)
+	}
 	if len(docs) == 0 {
-		return release.Deps{}, nil, fmt.Errorf("stack %q: no pool documents under %s: %v", w.Stack, poolconfig.ParameterPath(w.Stack), err)
+		return release.Deps{}, nil, fmt.Errorf("stack %q: no pool documents under %s: is the stack name right?", w.Stack, poolconfig.ParameterPath(w.Stack))
 	}
 	var warnings []error
 	if err != nil {

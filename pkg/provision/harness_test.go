@@ -135,7 +135,6 @@ type env struct {
 	ctx context.Context
 	ec2 *countingEC2
 	w   *step.Wiring
-	seq atomic.Int64
 }
 
 func newEnv(t *testing.T, o localenv.Options) *env {

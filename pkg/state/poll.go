@@ -34,7 +34,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		case <-ctx.Done():
 			t.Stop()
 			if lastErr != nil {
-				return fmt.Errorf("%w (last read: %v)", ctx.Err(), lastErr)
+				return fmt.Errorf("%w (last read: %w)", ctx.Err(), lastErr)
 			}
 			return ctx.Err()
 		case <-t.C:
