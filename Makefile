@@ -17,7 +17,7 @@ GOLANGCI  := $(TOOLS_BIN)/golangci-lint
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 
-.PHONY: help build dist test test-short testbed-up testbed-down testbed-status lint bench tidy clean
+.PHONY: help build dist demo test test-short testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -43,6 +43,9 @@ dist: ## the action's binaries for a release tag: dist/hangar-{provision,release
 
 test: testbed-up ## start the local emulators if needed, then run every test with -race
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
+
+demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → provision (reused) → jobs → release
+	$(WITH_TESTBED) $(GO) run ./internal/cmd/demo
 
 test-short: ## unit tests only, no emulators
 	$(GO) test -race -short ./...

@@ -161,7 +161,7 @@ wait_http() {
 # emulator, say)? Checked by a request only that service answers so.
 is_service() {
   case $1 in
-    moto) curl -sf --max-time 1 "http://127.0.0.1:$MOTO_PORT/moto-api/data.json" -o /dev/null ;;
+    moto) curl -sf --max-time 2 "http://127.0.0.1:$MOTO_PORT/moto-api/" | grep -qi moto ;;
     dynamodb-local) curl -s --max-time 1 -X POST "http://127.0.0.1:$DDB_PORT/" -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
         -H 'Content-Type: application/x-amz-json-1.0' -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x' \
         -d '{}' | grep -q TableNames ;;

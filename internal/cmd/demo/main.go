@@ -1,0 +1,133 @@
+// Command demo runs Hangar's whole lifecycle locally, on the emulators, with no AWS account and no
+// GitHub: the real provision and release binaries, as the action runs them, against a simulated
+// fleet of real agents and the GitHub stand-in. make demo starts the emulators and runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, a ...any) { fmt.Printf("\n==> "+format+"\n", a...) }
+
+func run(ctx context.Context) error {
+	say("building the binaries and starting a local world (table, pool queue, launch template, GitHub stand-in, fleet simulator)")
+	provisionBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/provision")
+	if err != nil {
+		return err
+	}
+	releaseBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/release")
+	if err != nil {
+		return err
+	}
+	e, err := localenv.Start(ctx, localenv.Options{Baked: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	dir, err := os.MkdirTemp("", "hangar-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Printf("    stack %s, pool %s (%s), repository %s\n", e.Stack, e.Pool, strings.Join(e.Doc.InstanceTypes, ", "), localenv.Repo)
+
+	var first []string
+	for i, run := range []string{"4001", "4002"} {
+		say("workflow run %s: provision 3 runners (%s)", run, map[int]string{0: "the pool is empty: EC2 Fleet creates them", 1: "the pool has them: they are reused"}[i])
+		start := time.Now()
+		res, err := localenv.RunStep(ctx, provisionBin, e.StepEnv(run, 3, dir), dir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    provision took %s; outputs: runner-label=%s reused=%s created=%s\n", time.Since(start).Round(time.Millisecond),
+			res.Outputs["runner-label"], res.Outputs["reused"], res.Outputs["created"])
+		fmt.Print(indent(res.Summary))
+		var ids []string
+		if err := json.Unmarshal([]byte(res.Outputs["instance-ids"]), &ids); err != nil {
+			return fmt.Errorf("instance-ids output %q: %w", res.Outputs["instance-ids"], err)
+		}
+		if i == 0 {
+			first = ids
+		} else {
+			fmt.Printf("    the same machines as run %s: %v\n", "4001", sameSet(first, ids))
+		}
+
+		say("run %s: six jobs with runs-on: %s (and one for another run, which must not land here)", run, run)
+		stray := e.GH.QueueJob(localenv.Repo, []string{"9999"}, "echo stray")
+		var jobs []int64
+		for range 6 {
+			jobs = append(jobs, e.GH.QueueJob(localenv.Repo, []string{run}, "echo built on $RUNNER_NAME; ls -A | wc -l"))
+		}
+		for _, j := range jobs {
+			done, err := e.GH.WaitJob(ctx, j)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("    job %d: %s on %s\n", done.ID, done.Conclusion, done.RunnerName)
+		}
+		s, _ := e.GH.Job(stray)
+		fmt.Printf("    the other run's job is still %s\n", s.Status)
+
+		say("run %s: release (the agents deregister, wipe, and the instances go back to the pool)", run)
+		start = time.Now()
+		rel, err := localenv.RunStep(ctx, releaseBin, e.StepEnv(run, 0, dir), dir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("    release took %s; runners left on GitHub: %d\n", time.Since(start).Round(time.Millisecond), len(e.GH.Runners("")))
+		fmt.Print(indent(rel.Summary))
+	}
+
+	say("the pool now holds the three idle instances, each with an idle deadline:")
+	items, err := e.Store.InPoolState(ctx, e.Pool, state.Idle)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		fmt.Printf("    %s %s idle until %s (served run %s)\n", it.ID, it.InstanceType, it.Threshold.Format(time.RFC3339), it.LastRunID)
+	}
+	say("done: %d runs served by %d machines, %d runner registrations, nothing left registered", 2, len(items), e.GH.Registrations())
+	return nil
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, x := range a {
+		seen[x] = true
+	}
+	for _, x := range b {
+		if !seen[x] {
+			return false
+		}
+	}
+	return true
+}
