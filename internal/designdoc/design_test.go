@@ -15,6 +15,8 @@ import (
 	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/provision"
+	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -186,6 +188,8 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 		"`heartbeatInterval`":          agent.DefaultHeartbeatInterval,
 		"agent poll interval":          agent.DefaultPollInterval,
 		"agent self-termination grace": agent.DefaultTerminateGrace,
+		"registration wait":            provision.DefaultRegistrationTimeout,
+		"deregistration wait":          release.DefaultDeregisterTimeout,
 	}
 	checked := 0
 	for _, row := range table(t, doc, "| name | default | where | why |") {
