@@ -1,0 +1,60 @@
+package main_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testbuild"
+)
+
+// TestBadInputs: release refuses bad inputs with a message naming the input, before any request.
+func TestBadInputs(t *testing.T) {
+	t.Parallel()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/release")
+	var requests atomic.Int64
+	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer trap.Close()
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"no run id", "GITHUB_RUN_ID", "", "run-id: run id is empty"},
+		{"bad run id", "GITHUB_RUN_ID", "12x", `run-id: run id "12x" is malformed`},
+		{"no token", "HANGAR_GITHUB_TOKEN", "", "github-token: empty"},
+		{"scope", "HANGAR_RUNNER_SCOPE", "team", `runner-scope "team": want repo or org`},
+		{"repository", "GITHUB_REPOSITORY", "x", `repository "x": want owner/name`},
+		{"timeout", "HANGAR_DEREGISTER_TIMEOUT", "soon", `deregister-timeout: "soon": want a duration`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"HANGAR_GITHUB_TOKEN": "ghs_x", "GITHUB_RUN_ID": "77", "GITHUB_REPOSITORY": "octo/app",
+				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
+			env[tc.key] = tc.value
+			cmd := exec.Command(bin)
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "HANGAR_") && !strings.HasPrefix(k, "GITHUB_") && !strings.HasPrefix(k, "AWS_") {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			for k, v := range env {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%s", out)
+			require.Equal(t, 2, exit.ExitCode(), "%s", out)
+			require.Contains(t, string(out), tc.want)
+		})
+	}
+	t.Cleanup(func() { require.Zero(t, requests.Load(), "a bad input reached AWS or GitHub") })
+}
