@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -364,14 +365,13 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	for i, m := range pending {
 		ids[i] = m.inst.ID
 	}
-	failed := 0
+	var failed atomic.Int64
 	open := map[string]*member{}
 	for _, m := range pending {
 		open[m.inst.ID] = m
 	}
 	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
 		var wg sync.WaitGroup
-		var mu sync.Mutex
 		for id, m := range open {
 			it, ok := items[id]
 			if !ok {
@@ -383,20 +383,18 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 				wg.Go(func() {
 					if err := p.toRunning(ctx, m, it); err != nil {
 						p.warn("%s registered but could not be marked running: %v", id, err)
-						mu.Lock()
-						failed++
-						mu.Unlock()
+						failed.Add(1)
 						p.drop(ctx, it, err.Error())
 					}
 				})
 			case it.SignalFor(state.SignalRegisterFailed, p.cfg.RunID, m.version):
 				delete(open, id)
-				failed++
+				failed.Add(1)
 				p.warn("%s could not register its runner: %s", id, lastLine(it.SignalLog))
 				wg.Go(func() { p.drop(ctx, it, "runner registration failed") })
 			case it.Signal == state.SignalFailed || it.Signal == state.SignalSpotInterrupted || it.State == state.Terminated:
 				delete(open, id)
-				failed++
+				failed.Add(1)
 				reason := "its agent reported " + string(it.Signal)
 				if it.State == state.Terminated {
 					reason = "terminated meanwhile: " + it.StateReason
@@ -409,10 +407,10 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		return len(open) == 0
 	})
 	if err != nil {
-		return failed, fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
+		return int(failed.Load()), fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
 			len(open), p.cfg.Count, p.cfg.RegistrationTimeout, err)
 	}
-	return failed, nil
+	return int(failed.Load()), nil
 }
 
 // toRunning moves a registered instance to running.
@@ -506,7 +504,9 @@ func (p *provisioning) replaceEarlierAttempt(ctx context.Context) {
 	}
 	p.d.Log.Info("giving back the instances of earlier attempts", "count", len(earlier))
 	res := release.GiveBack(ctx, release.Config{RunID: p.cfg.RunID, PollInterval: p.cfg.PollInterval}, p.d.Release, earlier)
-	p.res.Warnings = append(p.res.Warnings, res.Warnings...)
+	for _, w := range res.Warnings {
+		p.warn("giving back an earlier attempt's instances: %s", w)
+	}
 }
 
 // removeOfflineRunners deletes offline runners Hangar registered earlier for this scope whose
