@@ -224,6 +224,21 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	return err
 }
 
+// UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
+func (e *Env) UpdatePool(ctx context.Context, change func(*poolconfig.Document)) error {
+	change(e.Doc)
+	body, err := json.Marshal(e.Doc)
+	if err != nil {
+		return err
+	}
+	if _, err := poolconfig.Parse(body); err != nil {
+		return fmt.Errorf("updated pool document: %w", err)
+	}
+	_, err = ssm.NewFromConfig(e.AWS).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(e.Stack, e.Pool)),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+	return err
+}
+
 // createQueues makes a pool queue with its dead-letter queue, as the stack does.
 func (e *Env) createQueues(ctx context.Context, name string) (string, string, error) {
 	client := sqs.NewFromConfig(e.AWS)

@@ -3,7 +3,6 @@ package step
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -42,11 +41,7 @@ func NewClients(ctx context.Context) (*Clients, error) {
 
 // Pools gives pool documents and queues by pool name (release.Pools).
 type Pools struct {
-	Loader *poolconfig.Loader
-	SQS    pool.SQS
-
-	mu     sync.Mutex
-	queues map[string]*pool.Queue
+	pool.Directory
 }
 
 // Pool returns a pool's document.
@@ -56,35 +51,9 @@ func (p *Pools) Pool(ctx context.Context, name string) (*poolconfig.Document, er
 
 // Queue returns a pool's queue.
 func (p *Pools) Queue(ctx context.Context, name string) (release.Publisher, error) {
-	q, err := p.queue(ctx, name)
+	q, err := p.Directory.Queue(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	return q, nil
-}
-
-func (p *Pools) queue(ctx context.Context, name string) (*pool.Queue, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if q, ok := p.queues[name]; ok {
-		return q, nil
-	}
-	doc, err := p.Loader.Get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	q, err := pool.NewQueue(p.SQS, name, doc.QueueURL, doc.DeadLetterQueueURL)
-	if err != nil {
-		return nil, err
-	}
-	if p.queues == nil {
-		p.queues = map[string]*pool.Queue{}
-	}
-	p.queues[name] = q
-	return q, nil
-}
-
-// PoolQueue returns a pool's queue as the concrete type (for the selector).
-func (p *Pools) PoolQueue(ctx context.Context, name string) (*pool.Queue, error) {
-	return p.queue(ctx, name)
 }

@@ -43,7 +43,7 @@ type Wiring struct {
 func (w *Wiring) init() {
 	if w.loader == nil {
 		w.loader = &poolconfig.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
-		w.pools = &Pools{Loader: w.loader, SQS: w.Clients.SQS}
+		w.pools = &Pools{pool.Directory{Loader: w.loader, SQS: w.Clients.SQS}}
 	}
 	if w.EC2 == nil {
 		w.EC2 = w.Clients.EC2
@@ -68,7 +68,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, err
 	}
-	queue, err := w.pools.queue(ctx, poolName)
+	queue, err := w.pools.Directory.Queue(ctx, poolName)
 	if err != nil {
 		return provision.Deps{}, err
 	}

@@ -62,6 +62,28 @@ func (e *PermanentError) Error() string {
 	return fmt.Sprintf("EC2 refused to launch (%s: %s): %s", e.Code, e.Message, e.Hint)
 }
 
+// TagUnrecorded marks an instance whose state item may not exist yet: every launch carries it,
+// and the caller removes it (MarkRecorded) once the items are written. Refresh looks only at
+// instances still carrying it, past a grace period, to find orphans.
+const TagUnrecorded = "hangar:unrecorded"
+
+// Tagger removes tags.
+type Tagger interface {
+	DeleteTags(ctx context.Context, params *ec2.DeleteTagsInput, optFns ...func(*ec2.Options)) (*ec2.DeleteTagsOutput, error)
+}
+
+// MarkRecorded removes TagUnrecorded from instances whose items now exist (one request).
+func MarkRecorded(ctx context.Context, ec2Client Tagger, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := ec2Client.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: ids, Tags: []ec2types.Tag{{Key: aws.String(TagUnrecorded)}}})
+	if err != nil {
+		return fmt.Errorf("mark %d instances recorded: %w", len(ids), err)
+	}
+	return nil
+}
+
 // ErrNoCapacity is returned (wrapped) when the deadline passes with instances still missing
 // because no type, zone or market had capacity.
 var ErrNoCapacity = errors.New("no capacity")
@@ -263,6 +285,7 @@ func tags(req Request) []ec2types.Tag {
 	for k, v := range req.Reserved {
 		merged[k] = v
 	}
+	merged[TagUnrecorded] = "true"
 	keys := make([]string, 0, len(merged))
 	for k := range merged {
 		keys = append(keys, k)

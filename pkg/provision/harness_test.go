@@ -114,6 +114,11 @@ func (c *countingEC2) TerminateInstances(ctx context.Context, in *ec2.TerminateI
 	return c.EC2.TerminateInstances(ctx, in, o...)
 }
 
+func (c *countingEC2) DeleteTags(ctx context.Context, in *ec2.DeleteTagsInput, o ...func(*ec2.Options)) (*ec2.DeleteTagsOutput, error) {
+	c.count("DeleteTags")
+	return c.EC2.DeleteTags(ctx, in, o...)
+}
+
 func (c *countingEC2) StartInstances(ctx context.Context, in *ec2.StartInstancesInput, o ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error) {
 	c.count("StartInstances")
 	return c.EC2.StartInstances(ctx, in, o...)

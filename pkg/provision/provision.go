@@ -47,8 +47,9 @@ type Launcher interface {
 	Describe(ctx context.Context, types []string) (map[string]fleet.Spec, error)
 }
 
-// EC2 starts and terminates instances.
+// EC2 starts, untags and terminates instances.
 type EC2 interface {
+	fleet.Tagger
 	StartInstances(ctx context.Context, params *ec2.StartInstancesInput, optFns ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error)
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
@@ -312,6 +313,13 @@ func (p *provisioning) record(ctx context.Context, launched []fleet.Instance) er
 	defer cancel()
 	if err := p.d.Store.Create(wctx, items); err != nil {
 		return err
+	}
+	ids := make([]string, len(items))
+	for i, in := range items {
+		ids[i] = in.ID
+	}
+	if err := fleet.MarkRecorded(wctx, p.d.EC2, ids); err != nil {
+		p.warn("%v (refresh removes the tag once it sees the items)", err) // harmless: refresh finds the items
 	}
 	for _, in := range items {
 		p.add(*in, false)

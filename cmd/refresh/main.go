@@ -1,0 +1,141 @@
+// Command refresh is Hangar's refresh (package refresh). As the Lambda's bootstrap
+// (provided.al2023) it handles EventBridge's schedule, EC2 spot interruption warnings and
+// state-change notifications, and manual invokes ({"action":"refresh","dryRun":true}), which get
+// the report back. From a shell it runs once:
+//
+//	refresh --once [--dry-run] [--stack hangar]
+//
+// The stack comes from --stack or HANGAR_STACK.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/hangar-ci/hangar/internal/refreshwire"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		lambda.Start(func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return handle(ctx, os.Getenv("HANGAR_STACK"), raw, log, os.Stdout) // metrics: the log is CloudWatch's
+		})
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cli(ctx, os.Args[1:], log); err != nil {
+		fmt.Fprintln(os.Stderr, "refresh:", err)
+		os.Exit(1)
+	}
+}
+
+func cli(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("refresh", flag.ContinueOnError)
+	stack := fs.String("stack", os.Getenv("HANGAR_STACK"), "the Hangar stack (HANGAR_STACK)")
+	once := fs.Bool("once", false, "refresh once and exit (the only mode outside Lambda)")
+	dry := fs.Bool("dry-run", false, "report what would be done; change nothing")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !*once {
+		return errors.New("outside Lambda, run with --once")
+	}
+	out, err := handle(ctx, *stack, json.RawMessage(`{"action":"refresh","dryRun":`+strconv.FormatBool(*dry)+`}`), log, os.Stderr)
+	if err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	fmt.Println(string(b))
+	return nil
+}
+
+// event is every shape refresh is invoked with.
+type event struct {
+	Source     string          `json:"source"`
+	DetailType string          `json:"detail-type"`
+	Detail     json.RawMessage `json:"detail"`
+	Action     string          `json:"action"`
+	DryRun     bool            `json:"dryRun"`
+	Pools      []string        `json:"pools"`
+}
+
+// Event kinds.
+const (
+	scheduled  = "Scheduled Event"
+	spotNotice = "EC2 Spot Instance Interruption Warning"
+	stateEvent = "EC2 Instance State-change Notification"
+)
+
+// handle decodes an invocation and does what it asks. A malformed event changes nothing.
+func handle(ctx context.Context, stack string, raw json.RawMessage, log *slog.Logger, metrics io.Writer) (any, error) {
+	if stack == "" {
+		return nil, errors.New("HANGAR_STACK is not set: the Lambda's environment names the stack it refreshes")
+	}
+	var ev event
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("malformed event: %w: want a scheduled event, an EC2 spot interruption warning or state-change notification, or {\"action\":\"refresh\"}", err)
+	}
+	var detail struct {
+		InstanceID string `json:"instance-id"`
+		State      string `json:"state"`
+	}
+	kind := ev.DetailType
+	switch {
+	case ev.Action == "refresh":
+		kind = "manual"
+	case ev.Source == "aws.events" && kind == scheduled:
+	case ev.Source == "aws.ec2" && (kind == spotNotice || kind == stateEvent):
+		if err := json.Unmarshal(ev.Detail, &detail); err != nil || detail.InstanceID == "" {
+			return nil, fmt.Errorf("malformed %s: detail.instance-id is missing", kind)
+		}
+		if err := state.ValidateInstanceID(detail.InstanceID); err != nil {
+			return nil, fmt.Errorf("malformed %s: %w", kind, err)
+		}
+	default:
+		return nil, fmt.Errorf("unrecognised event (source %q, detail-type %q, action %q): want a scheduled event, an EC2 spot interruption warning or state-change notification, or {\"action\":\"refresh\"}",
+			ev.Source, ev.DetailType, ev.Action)
+	}
+
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	w, err := refreshwire.New(ctx, cfg, stack, nil, log, metrics)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case spotNotice:
+		return refresh.Interrupted(ctx, w.Deps, detail.InstanceID)
+	case stateEvent:
+		return refresh.StateChanged(ctx, w.Deps, detail.InstanceID, detail.State)
+	}
+	docs := w.Docs
+	if len(ev.Pools) > 0 {
+		docs = slices.DeleteFunc(slices.Clone(docs), func(d *poolconfig.Document) bool { return !slices.Contains(ev.Pools, d.Name) })
+	}
+	rep, err := refresh.Run(ctx, refresh.Config{Stack: stack, Pools: docs, DryRun: ev.DryRun}, w.Deps)
+	if err != nil {
+		return nil, err
+	}
+	rep.Errors = append(w.Warnings, rep.Errors...)
+	return rep, nil
+}

@@ -1,0 +1,112 @@
+package refresh_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/refreshwire"
+	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/provision"
+	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+type env struct {
+	*localenv.Env
+	t       *testing.T
+	ctx     context.Context
+	metrics bytes.Buffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "refresh"), Baked: true, AgentArgs: []string{"--poll-interval", "250ms"}})
+	require.NoError(t, err)
+	e := &env{Env: le, t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, id := range e.Sim.Running() {
+				t.Logf("agent log of %s:\n%s", id, e.Sim.AgentLog(id))
+			}
+		}
+		le.Close()
+	})
+	return e
+}
+
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// refresh runs one refresh of the stack, as the Lambda does.
+func (e *env) refresh(cfg refresh.Config) *refresh.Report {
+	e.t.Helper()
+	w, err := refreshwire.New(e.ctx, e.AWS, e.Stack, nil, quiet, &e.metrics, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	require.NoError(e.t, err)
+	cfg.Stack, cfg.Pools = e.Stack, w.Docs
+	rep, err := refresh.Run(e.ctx, cfg, w.Deps)
+	require.NoError(e.t, err)
+	require.Empty(e.t, rep.Errors)
+	return rep
+}
+
+func (e *env) schedule(hot, stopped int) {
+	e.t.Helper()
+	require.NoError(e.t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
+		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: hot, Stopped: stopped}}}
+	}))
+}
+
+// inState returns the pool's instances in a state.
+func (e *env) inState(st state.State) []state.Instance {
+	e.t.Helper()
+	out, err := e.Store.InPoolState(e.ctx, e.Pool, st)
+	require.NoError(e.t, err)
+	return out
+}
+
+// waitReady waits for every warming instance's READY.
+func (e *env) waitReady() {
+	e.t.Helper()
+	for _, in := range e.inState(state.Created) {
+		_, err := e.WaitSignal(e.ctx, in.ID, state.SignalReady, "", 1)
+		require.NoError(e.t, err)
+	}
+}
+
+func (e *env) provision(run string, n int) *provision.Result {
+	e.t.Helper()
+	w, err := e.Wiring(nil, quiet)
+	require.NoError(e.t, err)
+	deps, err := w.Provision(e.ctx, e.Pool)
+	require.NoError(e.t, err)
+	res, err := provision.Run(e.ctx, provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1,
+		Repository: localenv.Repo, ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}, deps)
+	require.NoError(e.t, err)
+	return res
+}
+
+func ids(insts []state.Instance) []string {
+	out := make([]string, len(insts))
+	for i, in := range insts {
+		out[i] = in.ID
+	}
+	return out
+}
+
+func (e *env) refreshDeps() refresh.Deps {
+	e.t.Helper()
+	w, err := refreshwire.New(e.ctx, e.AWS, e.Stack, nil, quiet, &e.metrics, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	require.NoError(e.t, err)
+	return w.Deps
+}

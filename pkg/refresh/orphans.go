@@ -1,0 +1,76 @@
+package refresh
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/hangar-ci/hangar/pkg/fleet"
+)
+
+// orphans terminates the stack's instances that still carry the unrecorded tag past the grace and
+// have no item; those that do have one (the untagging failed) are untagged.
+func (r *run) orphans(ctx context.Context) {
+	now := r.d.Now()
+	p := ec2.NewDescribeInstancesPaginator(r.d.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:hangar:stack"), Values: []string{r.cfg.Stack}},
+		{Name: aws.String("tag-key"), Values: []string{fleet.TagUnrecorded}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	var ids []string
+	pools := map[string]string{}
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			r.fail("look for orphans: %v", err)
+			return
+		}
+		for _, res := range page.Reservations {
+			for _, in := range res.Instances {
+				if in.LaunchTime != nil && now.Sub(*in.LaunchTime) < r.cfg.OrphanGrace {
+					continue // provision may be writing its item right now
+				}
+				id := aws.ToString(in.InstanceId)
+				ids = append(ids, id)
+				for _, t := range in.Tags {
+					if aws.ToString(t.Key) == "hangar:pool" {
+						pools[id] = aws.ToString(t.Value)
+					}
+				}
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	items, err := r.d.Store.GetMany(ctx, ids)
+	if err != nil {
+		r.fail("look up possible orphans: %v", err)
+		return
+	}
+	var orphans, recorded []string
+	for _, id := range ids {
+		if _, ok := items[id]; ok {
+			recorded = append(recorded, id)
+			r.act(Action{Instance: id, Pool: pools[id], Do: "untag", Reason: "it has an item; the tag was left behind"})
+		} else {
+			orphans = append(orphans, id)
+			r.act(Action{Instance: id, Pool: pools[id], Do: "terminate",
+				Reason: "orphan: launched more than " + r.cfg.OrphanGrace.String() + " ago and never recorded"})
+		}
+	}
+	r.mu.Lock()
+	r.report.Orphans = len(orphans)
+	r.mu.Unlock()
+	if r.cfg.DryRun {
+		return
+	}
+	if err := fleet.MarkRecorded(ctx, r.d.EC2, recorded); err != nil {
+		r.fail("%v", err)
+	}
+	if err := r.terminateEC2(ctx, orphans); err != nil {
+		r.fail("terminate orphans: %v", err)
+	}
+}

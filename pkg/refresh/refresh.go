@@ -1,0 +1,244 @@
+package refresh
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Store is the part of the state store refresh uses.
+type Store interface {
+	Expired(ctx context.Context, pool string, st state.State, now time.Time) ([]state.Instance, error)
+	InPoolState(ctx context.Context, pool string, st state.State) ([]state.Instance, error)
+	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	Create(ctx context.Context, insts []*state.Instance) error
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+	Get(ctx context.Context, id string) (*state.Instance, error)
+	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
+}
+
+// EC2 is the part of the EC2 client refresh uses.
+type EC2 interface {
+	fleet.Tagger
+	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	StopInstances(ctx context.Context, params *ec2.StopInstancesInput, optFns ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error)
+	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
+// Launcher creates instances (fleet.Launcher).
+type Launcher interface {
+	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
+}
+
+// Publisher offers instances to a pool (pool.Queue).
+type Publisher interface {
+	Publish(ctx context.Context, insts ...*state.Instance) error
+}
+
+// Deps are refresh's collaborators.
+type Deps struct {
+	Store    Store
+	EC2      EC2
+	Launcher Launcher
+	// Queue returns a pool's queue.
+	Queue func(pool string) (Publisher, error)
+	// Depth returns how many messages a pool's queue holds (for metrics); nil skips it.
+	Depth func(ctx context.Context, pool string) (int, error)
+	Log   *slog.Logger
+	// Metrics receives one CloudWatch embedded-metric-format line per pool; nil skips them.
+	Metrics io.Writer
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Config is one refresh.
+type Config struct {
+	Stack string
+	Pools []*poolconfig.Document
+	// DryRun reports what would be done and changes nothing.
+	DryRun bool
+	// OrphanGrace is how old an unrecorded instance must be before it counts as an orphan.
+	OrphanGrace time.Duration
+	// HeartbeatStale is how old a heartbeat may be before an idle instance counts as unhealthy.
+	HeartbeatStale time.Duration
+}
+
+// Defaults.
+const (
+	DefaultOrphanGrace    = 5 * time.Minute
+	DefaultHeartbeatStale = 3 * time.Minute
+)
+
+// Action is one thing refresh did (or, dry, would do) to an instance.
+type Action struct {
+	Instance string `json:"instance"`
+	Pool     string `json:"pool"`
+	Do       string `json:"do"` // terminate, launch, promote, stop, untag
+	Reason   string `json:"reason"`
+}
+
+// PoolReport is one pool's part of a refresh.
+type PoolReport struct {
+	Pool      string            `json:"pool"`
+	Target    poolconfig.Target `json:"target"`
+	Idle      int               `json:"idle"`
+	Stopped   int               `json:"stopped"`
+	Warming   int               `json:"warming"`
+	Depth     int               `json:"depth"`
+	Expired   int               `json:"expired"`
+	Launched  int               `json:"launched"`
+	Stops     int               `json:"stops"`
+	ItemsRead int               `json:"itemsRead"`
+	Errors    []string          `json:"errors,omitempty"`
+}
+
+// Report is what a refresh did.
+type Report struct {
+	Stack   string       `json:"stack"`
+	DryRun  bool         `json:"dryRun"`
+	Pools   []PoolReport `json:"pools"`
+	Orphans int          `json:"orphans"`
+	Actions []Action     `json:"actions"`
+	Errors  []string     `json:"errors,omitempty"`
+	TookMs  int64        `json:"tookMs"`
+}
+
+// Run refreshes every pool of cfg (in parallel) and the stack's orphans. It returns an error only
+// when nothing could be done; per-pool failures are in the report.
+func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
+	if cfg.Stack == "" {
+		return nil, errors.New("refresh: stack is empty")
+	}
+	if cfg.OrphanGrace == 0 {
+		cfg.OrphanGrace = DefaultOrphanGrace
+	}
+	if cfg.HeartbeatStale == 0 {
+		cfg.HeartbeatStale = DefaultHeartbeatStale
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	start := d.Now()
+	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder()}
+	var wg sync.WaitGroup
+	reports := make([]PoolReport, len(cfg.Pools))
+	for i, doc := range cfg.Pools {
+		wg.Go(func() { reports[i] = r.pool(ctx, doc) })
+	}
+	wg.Go(func() { r.orphans(ctx) })
+	wg.Wait()
+	r.report.Pools = reports
+	slices.SortFunc(r.report.Actions, func(a, b Action) int {
+		if a.Pool != b.Pool {
+			return compare(a.Pool, b.Pool)
+		}
+		return compare(a.Instance, b.Instance)
+	})
+	r.report.TookMs = d.Now().Sub(start).Milliseconds()
+	for _, p := range reports {
+		r.emitMetrics(p)
+	}
+	return r.report, nil
+}
+
+func randomHolder() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func compare(a, b string) int {
+	if a < b {
+		return -1
+	}
+	if a > b {
+		return 1
+	}
+	return 0
+}
+
+// run is one refresh in progress.
+type run struct {
+	holder string // this refresh's name on leases
+	cfg    Config
+	d      Deps
+	mu     sync.Mutex
+	report *Report
+}
+
+func (r *run) act(a Action) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report.Actions = append(r.report.Actions, a)
+	r.d.Log.Info("refresh", "do", a.Do, "instance", a.Instance, "pool", a.Pool, "reason", a.Reason, "dryRun", r.cfg.DryRun)
+}
+
+func (r *run) fail(format string, a ...any) {
+	msg := fmt.Sprintf(format, a...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report.Errors = append(r.report.Errors, msg)
+	r.d.Log.Error(msg)
+}
+
+// terminate marks instances terminated (each conditional on the version read) and terminates the
+// ones whose write won on EC2, in one request. It returns how many it ended.
+func (r *run) terminate(ctx context.Context, insts []state.Instance, reason func(state.Instance) string) (int, error) {
+	var ids []string
+	for _, in := range insts {
+		why := reason(in)
+		r.act(Action{Instance: in.ID, Pool: in.Pool, Do: "terminate", Reason: why})
+		if r.cfg.DryRun {
+			continue
+		}
+		_, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+			Version: in.Version, RunID: in.RunID, Reason: why})
+		switch {
+		case err == nil:
+			ids = append(ids, in.ID)
+		case errors.Is(err, state.ErrConflict):
+			// Someone moved it first (a claim, another refresh): it is theirs now.
+		default:
+			return len(ids), err
+		}
+	}
+	return len(ids), r.terminateEC2(ctx, ids)
+}
+
+// terminateEC2 terminates instances on EC2, 500 to a request; instances already gone are fine.
+func (r *run) terminateEC2(ctx context.Context, ids []string) error {
+	for start := 0; start < len(ids); start += 500 {
+		chunk := ids[start:min(start+500, len(ids))]
+		if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk}); err != nil {
+			if len(chunk) == 1 || !isNotFound(err) {
+				if isNotFound(err) {
+					continue
+				}
+				return fmt.Errorf("terminate %d instances: %w", len(chunk), err)
+			}
+			for _, id := range chunk { // one of them is gone: the rest one by one
+				if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && !isNotFound(err) {
+					return fmt.Errorf("terminate %s: %w", id, err)
+				}
+			}
+		}
+	}
+	return nil
+}

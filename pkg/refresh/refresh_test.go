@@ -1,0 +1,260 @@
+package refresh_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/fleetsim"
+	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// TestExpiryInEveryState: an instance past its deadline in any live state is terminated, item
+// and machine; one within its deadline is left alone.
+func TestExpiryInEveryState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	past := time.Now().Add(-time.Second)
+	expired := map[state.State]string{}
+	for _, st := range state.LiveStates {
+		id, err := e.Launch(e.ctx, time.Time{})
+		require.NoError(t, err)
+		in, err := e.Warm(e.ctx, id) // idle
+		require.NoError(t, err)
+		switch st {
+		case state.Created:
+			id, err = e.Launch(e.ctx, past)
+			require.NoError(t, err)
+		case state.Idle:
+			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version})
+			require.NoError(t, err)
+			in, err = e.Store.Get(e.ctx, id)
+			require.NoError(t, err)
+			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Stopped, To: state.Idle, Version: in.Version, Threshold: past})
+		case state.Stopped:
+			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version, Threshold: past})
+		case state.Claimed, state.Running:
+			in, err = e.Claim(e.ctx, in, "6100")
+			require.NoError(t, err)
+			if st == state.Running {
+				in, err = e.WaitSignal(e.ctx, id, state.SignalRegistered, "6100", in.Version)
+				require.NoError(t, err)
+				_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: in.Version, RunID: "6100", Threshold: past})
+			} else {
+				_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Idle, Version: in.Version, RunID: "6100"})
+				require.NoError(t, err)
+				in, err = e.Store.Get(e.ctx, id)
+				require.NoError(t, err)
+				_, err = e.Store.Transition(e.ctx, state.Change{InstanceID: id, Pool: e.Pool, From: state.Idle, To: state.Claimed, Version: in.Version,
+					Assign: &state.Assignment{RunID: "6101"}, Threshold: past})
+			}
+		}
+		require.NoError(t, err)
+		expired[st] = id
+	}
+	fresh, err := e.Launch(e.ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	rep := e.refresh(refresh.Config{})
+	require.Equal(t, 5, rep.Pools[0].Expired)
+	for st, id := range expired {
+		it, err := e.Store.Get(e.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, state.Terminated, it.State, "expired in %s", st)
+		require.Contains(t, it.StateReason, "expired in "+string(st))
+		ec2State, err := e.InstanceState(e.ctx, id)
+		require.NoError(t, err)
+		require.Contains(t, []ec2types.InstanceStateName{"terminated", "shutting-down"}, ec2State)
+	}
+	it, err := e.Store.Get(e.ctx, fresh)
+	require.NoError(t, err)
+	require.Equal(t, state.Created, it.State, "an instance within its deadline stays")
+	require.Contains(t, e.metrics.String(), `"CloudWatchMetrics"`, "metrics in embedded metric format")
+	require.Contains(t, e.metrics.String(), `"Expired":5`)
+}
+
+// TestOrphansAndGhosts: a launched instance that never got an item is terminated; one whose item
+// exists only loses the tag; an item whose instance is gone is marked terminated.
+func TestOrphansAndGhosts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	launch := func() string {
+		out, err := e.EC2.RunInstances(e.ctx, &ec2.RunInstancesInput{ImageId: aws.String(localenv.AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
+				{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool},
+				{Key: aws.String(fleet.TagUnrecorded), Value: aws.String("true")}}}}})
+		require.NoError(t, err)
+		return aws.ToString(out.Instances[0].InstanceId)
+	}
+	orphan, recorded := launch(), launch()
+	require.NoError(t, e.Store.Create(e.ctx, []*state.Instance{{ID: recorded, Pool: e.Pool, Threshold: time.Now().Add(time.Hour)}}))
+	ghost := &state.Instance{ID: "i-0fedcba9876543210", Pool: e.Pool, Threshold: time.Now().Add(time.Hour)}
+	require.NoError(t, e.Store.Create(e.ctx, []*state.Instance{ghost}))
+
+	rep := e.refresh(refresh.Config{OrphanGrace: time.Nanosecond})
+	require.Equal(t, 1, rep.Orphans)
+	st, err := e.InstanceState(e.ctx, orphan)
+	require.NoError(t, err)
+	require.Contains(t, []ec2types.InstanceStateName{"terminated", "shutting-down"}, st)
+	st, err = e.InstanceState(e.ctx, recorded)
+	require.NoError(t, err)
+	require.Equal(t, ec2types.InstanceStateNameRunning, st, "an instance with an item is no orphan")
+	out, err := e.EC2.DescribeInstances(e.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{recorded}})
+	require.NoError(t, err)
+	for _, tag := range out.Reservations[0].Instances[0].Tags {
+		require.NotEqual(t, fleet.TagUnrecorded, aws.ToString(tag.Key), "the leftover tag is removed")
+	}
+	it, err := e.Store.Get(e.ctx, ghost.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+	require.Contains(t, it.StateReason, "missing on EC2")
+}
+
+// TestWarmPool: filled from empty, topped up after a claim, shrunk when the schedule shrinks,
+// rolled when the spec changes.
+func TestWarmPool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.schedule(2, 0)
+
+	rep := e.refresh(refresh.Config{})
+	require.Equal(t, 2, rep.Pools[0].Launched, "filled from empty in one request")
+	require.Len(t, e.inState(state.Created), 2)
+	e.waitReady()
+	rep = e.refresh(refresh.Config{})
+	require.Equal(t, 2, rep.Pools[0].Idle, "READY warm instances join the pool")
+	require.Zero(t, rep.Pools[0].Launched)
+	warm := ids(e.inState(state.Idle))
+
+	res := e.provision("6201", 1)
+	require.Equal(t, 1, res.Reused, "a warm instance is claimed")
+	rep = e.refresh(refresh.Config{})
+	require.Equal(t, 1, rep.Pools[0].Launched, "topped up after the claim")
+	e.waitReady()
+	e.refresh(refresh.Config{})
+	require.Len(t, e.inState(state.Idle), 2)
+
+	e.schedule(0, 0)
+	rep = e.refresh(refresh.Config{})
+	require.Empty(t, e.inState(state.Idle), "shrunk: warm instances that never served a run go")
+	running := e.inState(state.Running)
+	require.Len(t, running, 1, "the claimed instance is never touched")
+	for _, a := range rep.Actions {
+		require.NotEqual(t, running[0].ID, a.Instance)
+	}
+
+	e.schedule(1, 0)
+	e.refresh(refresh.Config{})
+	e.waitReady()
+	e.refresh(refresh.Config{})
+	old := ids(e.inState(state.Idle))
+	require.Len(t, old, 1)
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) { d.SpecHash = "v2" }))
+	rep = e.refresh(refresh.Config{})
+	require.Equal(t, 1, rep.Pools[0].Launched, "rolled: the outdated instance is replaced")
+	it, err := e.Store.Get(e.ctx, old[0])
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+	require.Contains(t, it.StateReason, "outdated spec local")
+	_ = warm
+}
+
+// TestStoppedWarmInstanceClaimed: the stopped part of a warm pool is stopped on EC2; provision
+// claims a stopped instance, starts it and gets its runner.
+func TestStoppedWarmInstanceClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.schedule(0, 1)
+	e.refresh(refresh.Config{})
+	e.waitReady()
+	rep := e.refresh(refresh.Config{})
+	require.Equal(t, 1, rep.Pools[0].Stops)
+	stopped := e.inState(state.Stopped)
+	require.Len(t, stopped, 1)
+	st, err := e.InstanceState(e.ctx, stopped[0].ID)
+	require.NoError(t, err)
+	require.Contains(t, []ec2types.InstanceStateName{"stopped", "stopping"}, st)
+
+	res := e.provision("6301", 1)
+	require.Equal(t, 1, res.Reused)
+	require.Equal(t, stopped[0].ID, res.Instances[0].ID, "the stopped instance is claimed and started")
+	st, err = e.InstanceState(e.ctx, stopped[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, ec2types.InstanceStateNameRunning, st)
+}
+
+// TestConcurrentRefreshes: two refreshes at once terminate each expired instance once and fill a
+// deficit once.
+func TestConcurrentRefreshes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.schedule(2, 0)
+	var expired []string
+	for range 3 {
+		id, err := e.Launch(e.ctx, time.Now().Add(-time.Second))
+		require.NoError(t, err)
+		expired = append(expired, id)
+	}
+	var wg sync.WaitGroup
+	reports := make([]*refresh.Report, 2)
+	for i := range reports {
+		wg.Go(func() { reports[i] = e.refresh(refresh.Config{}) })
+	}
+	wg.Wait()
+	require.Equal(t, 3, reports[0].Pools[0].Expired+reports[1].Pools[0].Expired, "each expired instance terminated once")
+	require.Equal(t, 2, reports[0].Pools[0].Launched+reports[1].Pools[0].Launched, "the deficit filled once")
+	require.Len(t, e.inState(state.Created), 2)
+}
+
+// TestDryRun changes nothing and says what it would do.
+func TestDryRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.schedule(1, 0)
+	id, err := e.Launch(e.ctx, time.Now().Add(-time.Second))
+	require.NoError(t, err)
+	rep := e.refresh(refresh.Config{DryRun: true})
+	require.True(t, rep.DryRun)
+	var did []string
+	for _, a := range rep.Actions {
+		did = append(did, a.Do+" "+a.Instance)
+	}
+	require.Contains(t, did, "terminate "+id)
+	require.Contains(t, strings.Join(did, ","), "launch")
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Created, it.State, "dry: nothing changed")
+	require.Len(t, e.inState(state.Created), 1)
+}
+
+// TestSpotInterruption: a spot interruption warning marks the instance terminated at once; its
+// pool offer goes stale.
+func TestSpotInterruption(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id, err := e.Launch(e.ctx, time.Time{})
+	require.NoError(t, err)
+	_, err = e.Warm(e.ctx, id)
+	require.NoError(t, err)
+	w := e.refreshDeps()
+	act, err := refresh.Interrupted(e.ctx, w, id)
+	require.NoError(t, err)
+	require.Equal(t, "terminate", act.Do)
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+	require.Equal(t, "spot interruption warning", it.StateReason)
+	act, err = refresh.Interrupted(e.ctx, w, "i-0123456789abcdef9")
+	require.NoError(t, err)
+	require.Nil(t, act, "an instance Hangar does not know is ignored")
+}
