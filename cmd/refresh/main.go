@@ -34,9 +34,7 @@ import (
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		lambda.Start(func(ctx context.Context, raw json.RawMessage) (any, error) {
-			return handle(ctx, os.Getenv("HANGAR_STACK"), raw, log, os.Stdout) // metrics: the log is CloudWatch's
-		})
+		lambda.Start(invoker{stack: os.Getenv("HANGAR_STACK"), log: log})
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -45,6 +43,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "refresh:", err)
 		os.Exit(1)
 	}
+}
+
+// invoker is the Lambda handler. It takes the raw payload (lambda.Handler), so that even a
+// payload that is not JSON gets refresh's own message.
+type invoker struct {
+	stack string
+	log   *slog.Logger
+}
+
+// Invoke handles one invocation; metrics go to stdout, which Lambda sends to CloudWatch.
+func (h invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := handle(ctx, h.stack, payload, h.log, os.Stdout)
+	if err != nil {
+		h.log.Error("refresh", "error", err)
+		return nil, err
+	}
+	return json.Marshal(out)
 }
 
 func cli(ctx context.Context, args []string, log *slog.Logger) error {
