@@ -44,7 +44,7 @@ dist: ## the action's binaries for a release tag: dist/hangar-{provision,release
 test: testbed-up ## start the local emulators if needed, then run every test with -race
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
 
-demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → provision (reused) → jobs → release
+demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → reuse → expiry → warm pool
 	$(WITH_TESTBED) $(GO) run ./internal/cmd/demo
 
 test-short: ## unit tests only, no emulators

@@ -8,12 +8,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/localenv"
 	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -35,6 +38,10 @@ func run(ctx context.Context) error {
 		return err
 	}
 	releaseBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/release")
+	if err != nil {
+		return err
+	}
+	refreshBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/refresh")
 	if err != nil {
 		return err
 	}
@@ -87,6 +94,12 @@ func run(ctx context.Context) error {
 		s, _ := e.GH.Job(stray)
 		fmt.Printf("    the other run's job is still %s\n", s.Status)
 
+		if i == 1 {
+			// Short idle deadlines from here on, so that the demo can show expiry.
+			if err := e.UpdatePool(ctx, func(d *poolconfig.Document) { d.Timeouts.Idle = poolconfig.Duration(8 * time.Second) }); err != nil {
+				return err
+			}
+		}
 		say("run %s: release (the agents deregister, wipe, and the instances go back to the pool)", run)
 		start = time.Now()
 		rel, err := localenv.RunStep(ctx, releaseBin, e.StepEnv(run, 0, dir), dir)
@@ -97,16 +110,88 @@ func run(ctx context.Context) error {
 		fmt.Print(indent(rel.Summary))
 	}
 
-	say("the pool now holds the three idle instances, each with an idle deadline:")
+	say("the pool now holds the three idle instances, each with an idle deadline (8 s in this demo, 30 min by default):")
 	items, err := e.Store.InPoolState(ctx, e.Pool, state.Idle)
 	if err != nil {
 		return err
 	}
+	var last time.Time
 	for _, it := range items {
 		fmt.Printf("    %s %s idle until %s (served run %s)\n", it.ID, it.InstanceType, it.Threshold.Format(time.RFC3339), it.LastRunID)
+		if it.Threshold.After(last) {
+			last = it.Threshold
+		}
 	}
-	say("done: %d runs served by %d machines, %d runner registrations, nothing left registered", 2, len(items), e.GH.Registrations())
+	if err := sleepUntil(ctx, last.Add(time.Second)); err != nil {
+		return err
+	}
+	say("expiry: the deadlines have passed; refresh (the scheduled Lambda, here run once from the shell) terminates them")
+	if err := runRefresh(ctx, e, refreshBin); err != nil {
+		return err
+	}
+
+	say("warm pool: the schedule now wants 2 hot instances; refresh launches them in one request")
+	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
+		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "working-hours", Hot: 2}}}
+		d.Timeouts.Idle = poolconfig.DefaultTimeouts.Idle
+	}); err != nil {
+		return err
+	}
+	if err := runRefresh(ctx, e, refreshBin); err != nil {
+		return err
+	}
+	warming, err := e.Store.InPoolState(ctx, e.Pool, state.Created)
+	if err != nil {
+		return err
+	}
+	for _, in := range warming {
+		if _, err := e.WaitSignal(ctx, in.ID, state.SignalReady, "", 1); err != nil {
+			return err
+		}
+	}
+	say("their agents are READY; the next refresh puts them in the pool, ready to be claimed")
+	if err := runRefresh(ctx, e, refreshBin); err != nil {
+		return err
+	}
+	say("done: %d runs served by 3 machines with %d runner registrations, nothing left registered on GitHub (%d)",
+		2, e.GH.Registrations(), len(e.GH.Runners("")))
 	return nil
+}
+
+// runRefresh runs `refresh --once` and prints what it did.
+func runRefresh(ctx context.Context, e *localenv.Env, bin string) error {
+	cmd := exec.CommandContext(ctx, bin, "--once", "--stack", e.Stack)
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("refresh: %w", err)
+	}
+	var rep refresh.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return fmt.Errorf("refresh report: %w", err)
+	}
+	for _, a := range rep.Actions {
+		what := a.Instance
+		if what == "" {
+			what = "pool " + a.Pool
+		}
+		fmt.Printf("    %-9s %-20s %s\n", a.Do, what, a.Reason)
+	}
+	for _, p := range rep.Pools {
+		fmt.Printf("    pool %s: %d idle, %d warming, %d expired, %d launched (target: %d hot, %d stopped) in %d ms, %d items read\n",
+			p.Pool, p.Idle, p.Warming, p.Expired, p.Launched, p.Target.Hot, p.Target.Stopped, rep.TookMs, p.ItemsRead)
+	}
+	return nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
 
 func indent(s string) string {
