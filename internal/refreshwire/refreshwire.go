@@ -47,8 +47,11 @@ func New(ctx context.Context, cfg aws.Config, stack string, ec2Client EC2, log *
 	if err != nil {
 		w.Warnings = append(w.Warnings, err.Error()) // a broken pool does not stop the others
 	}
+	if len(docs) == 0 && err != nil {
+		return nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", stack, poolconfig.ParameterPath(stack), err)
+	}
 	if len(docs) == 0 {
-		return nil, fmt.Errorf("stack %q: no readable pool document under %s (%v)", stack, poolconfig.ParameterPath(stack), err)
+		return nil, fmt.Errorf("stack %q: no pool documents under %s: is HANGAR_STACK right?", stack, poolconfig.ParameterPath(stack))
 	}
 	if w.Store, err = state.NewStore(dynamodb.NewFromConfig(cfg, ddbOpts...), docs[0].Table, docs[0].StateAccount()); err != nil {
 		return nil, err

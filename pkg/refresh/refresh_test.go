@@ -147,6 +147,13 @@ func TestWarmPool(t *testing.T) {
 	e.schedule(0, 0)
 	rep = e.refresh(refresh.Config{})
 	require.Empty(t, e.inState(state.Idle), "shrunk: warm instances that never served a run go")
+	left := 0
+	for _, id := range warm {
+		if it, err := e.Store.Get(e.ctx, id); err == nil && it.State != state.Terminated {
+			left++
+		}
+	}
+	require.Equal(t, 1, left, "of the first two warm instances only the claimed one remains")
 	running := e.inState(state.Running)
 	require.Len(t, running, 1, "the claimed instance is never touched")
 	for _, a := range rep.Actions {
@@ -166,7 +173,6 @@ func TestWarmPool(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Terminated, it.State)
 	require.Contains(t, it.StateReason, "outdated spec local")
-	_ = warm
 }
 
 // TestStoppedWarmInstanceClaimed: the stopped part of a warm pool is stopped on EC2; provision
@@ -214,6 +220,11 @@ func TestConcurrentRefreshes(t *testing.T) {
 	require.Equal(t, 3, reports[0].Pools[0].Expired+reports[1].Pools[0].Expired, "each expired instance terminated once")
 	require.Equal(t, 2, reports[0].Pools[0].Launched+reports[1].Pools[0].Launched, "the deficit filled once")
 	require.Len(t, e.inState(state.Created), 2)
+	for _, id := range expired {
+		it, err := e.Store.Get(e.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, state.Terminated, it.State)
+	}
 }
 
 // TestDryRun changes nothing and says what it would do.
