@@ -8,13 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
@@ -24,24 +21,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/provision"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	gha := githubactions.New()
-	opts, err := parse(os.Args[1:], gha)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		gha.Errorf("provision: %v", err)
-		os.Exit(2)
-	}
-	gha.AddMask(opts.token)
-	if err := run(ctx, opts, gha); err != nil {
-		gha.Errorf("provision: %v", err)
-		os.Exit(1)
-	}
-}
+func main() { step.Main("provision", parse, func(o options) string { return o.token }, run) }
 
 // options are the validated inputs.
 type options struct {

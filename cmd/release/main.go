@@ -7,12 +7,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sethvargo/go-githubactions"
 
@@ -28,24 +25,7 @@ type options struct {
 	scope                ghapi.Scope
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	gha := githubactions.New()
-	opts, err := parse(os.Args[1:], gha)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		gha.Errorf("release: %v", err)
-		os.Exit(2)
-	}
-	gha.AddMask(opts.token)
-	if err := run(ctx, opts, gha); err != nil {
-		gha.Errorf("release: %v", err)
-		os.Exit(1)
-	}
-}
+func main() { step.Main("release", parse, func(o options) string { return o.token }, run) }
 
 // parse reads and validates every input; it makes no request.
 func parse(args []string, gha *githubactions.Action) (options, error) {

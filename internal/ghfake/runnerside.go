@@ -69,16 +69,26 @@ func scopeOf(raw string) (Scope, error) {
 	return Scope(p), nil
 }
 
+// decodeScoped decodes a runner-side request into v and returns the scope of the URL url gives
+// (read after decoding); on failure it has written a 400.
+func decodeScoped(w http.ResponseWriter, r *http.Request, v any, url func() string) (Scope, bool) {
+	if err := decode(r, v); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	scope, err := scopeOf(url())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	return scope, true
+}
+
 func (s *Server) runnerSide(mux *http.ServeMux) {
 	mux.HandleFunc("POST /_fake/register", func(w http.ResponseWriter, r *http.Request) {
 		var req RegisterRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		scope, err := scopeOf(req.URL)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+		scope, ok := decodeScoped(w, r, &req, func() string { return req.URL })
+		if !ok {
 			return
 		}
 		s.mu.Lock()
@@ -110,13 +120,8 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 
 	mux.HandleFunc("POST /_fake/remove", func(w http.ResponseWriter, r *http.Request) {
 		var req RemoveRequest
-		if err := decode(r, &req); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		scope, err := scopeOf(req.URL)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+		scope, ok := decodeScoped(w, r, &req, func() string { return req.URL })
+		if !ok {
 			return
 		}
 		s.mu.Lock()
