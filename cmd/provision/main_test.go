@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -138,7 +137,7 @@ func TestCancelledMidway(t *testing.T) {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var out lockedBuffer
+	var out testbed.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 
@@ -208,22 +207,4 @@ func TestActionScript(t *testing.T) {
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, "Building the provision step from source")
 	require.Contains(t, out, "::error::provision: pool: empty")
-}
-
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

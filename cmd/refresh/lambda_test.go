@@ -126,7 +126,7 @@ func TestLambdaBootstrap(t *testing.T) {
 	fn := exec.Command(buildBootstrap(t))
 	fn.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(api.srv.URL, "http://"), "HANGAR_STACK="+e.Stack,
 		"AWS_LAMBDA_FUNCTION_NAME=hangar-refresh", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256")
-	var logs strings.Builder
+	var logs testbed.Buffer
 	fn.Stdout, fn.Stderr = &logs, &logs
 	require.NoError(t, fn.Start())
 	defer func() { _ = fn.Process.Kill(); _ = fn.Wait() }()
@@ -154,17 +154,18 @@ func TestLambdaBootstrap(t *testing.T) {
 		DryRun bool `json:"dryRun"`
 		Pools  []struct {
 			Pool    string `json:"pool"`
+			Idle    int    `json:"idle"`
 			Warming int    `json:"warming"`
 		} `json:"pools"`
 	}
 	require.NoError(t, json.Unmarshal(res.body, &report))
 	require.True(t, report.DryRun)
 	require.Len(t, report.Pools, 1)
-	require.Equal(t, 1, report.Pools[0].Warming, "the scheduled refresh launched the warm instance")
+	require.Equal(t, 1, report.Pools[0].Warming+report.Pools[0].Idle, "the scheduled refresh launched the warm instance (warming, or ready to promote)")
 
 	warm, err := e.Store.InPoolState(ctx, e.Pool, state.Created)
 	require.NoError(t, err)
-	require.Len(t, warm, 1)
+	require.Len(t, warm, 1, "the dry run promoted nothing")
 	res = api.invoke(t, fmt.Sprintf(`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":%q,"instance-action":"terminate"}}`, warm[0].ID))
 	require.False(t, res.error, "%s", res.body)
 	it, err = e.Store.Get(ctx, warm[0].ID)

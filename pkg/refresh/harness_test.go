@@ -1,7 +1,6 @@
 package refresh_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -24,7 +23,7 @@ type env struct {
 	*localenv.Env
 	t       *testing.T
 	ctx     context.Context
-	metrics bytes.Buffer
+	metrics testbed.Buffer
 }
 
 func newEnv(t *testing.T) *env {
