@@ -74,7 +74,6 @@ type Server struct {
 	refuseReg   bool
 	refuseNames []string
 	jobWaiters  chan struct{}
-	requests    map[string]int // REST requests by "METHOD pattern"
 	tokenTTL    time.Duration
 	now         func() time.Time
 	perPage     int
@@ -95,7 +94,7 @@ func NewUnstarted(adminTokens ...string) *Server { return newServer(adminTokens)
 func newServer(adminTokens []string) *Server {
 	s := &Server{
 		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{},
-		jobWaiters: make(chan struct{}), requests: map[string]int{}, tokenTTL: time.Hour, now: time.Now, perPage: 30,
+		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30,
 	}
 	for _, t := range adminTokens {
 		s.admin[t] = true
@@ -162,13 +161,6 @@ func (s *Server) Registrations() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.registered
-}
-
-// Requests returns how many REST requests were served for "METHOD pattern".
-func (s *Server) Requests(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.requests[key]
 }
 
 func randomToken(prefix string) string {

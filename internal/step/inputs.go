@@ -90,9 +90,6 @@ func (in *Inputs) Duration(name string) time.Duration {
 // Err returns the malformed values met so far.
 func (in *Inputs) Err() []error { return in.errs }
 
-// Usage prints the flags.
-func (in *Inputs) Usage() { in.fs.PrintDefaults() }
-
 // Context is the part of the workflow's context a step needs, from GITHUB_* variables (each
 // overridable by a flag of Inputs, for local use).
 type Context struct {

@@ -93,34 +93,36 @@ func (c *Client) Scope() Scope { return c.scope }
 
 // RegistrationToken mints a runner registration token (valid one hour).
 func (c *Client) RegistrationToken(ctx context.Context) (Token, error) {
-	var (
-		t   *github.RegistrationToken
-		err error
-	)
-	if c.scope.Repo != "" {
-		t, _, err = c.gh.Actions.CreateRegistrationToken(ctx, c.scope.Owner, c.scope.Repo)
-	} else {
-		t, _, err = c.gh.Actions.CreateOrganizationRegistrationToken(ctx, c.scope.Owner)
-	}
-	if err != nil {
-		return Token{}, fmt.Errorf("create a runner registration token for %s: %w", c.scope, err)
-	}
-	return Token{Value: t.GetToken(), ExpiresAt: t.GetExpiresAt().Time}, nil
+	return mint(ctx, c, "registration", c.gh.Actions.CreateRegistrationToken, c.gh.Actions.CreateOrganizationRegistrationToken)
 }
 
 // RemoveToken mints a runner remove token (valid one hour).
 func (c *Client) RemoveToken(ctx context.Context) (Token, error) {
+	return mint(ctx, c, "remove", c.gh.Actions.CreateRemoveToken, c.gh.Actions.CreateOrganizationRemoveToken)
+}
+
+// apiToken is what go-github's registration and remove tokens have in common.
+type apiToken interface {
+	GetToken() string
+	GetExpiresAt() github.Timestamp
+}
+
+// mint asks for a token of kind for the client's scope, through the repository or the
+// organisation endpoint.
+func mint[T apiToken](ctx context.Context, c *Client, kind string,
+	repo func(context.Context, string, string) (T, *github.Response, error),
+	org func(context.Context, string) (T, *github.Response, error)) (Token, error) {
 	var (
-		t   *github.RemoveToken
+		t   T
 		err error
 	)
 	if c.scope.Repo != "" {
-		t, _, err = c.gh.Actions.CreateRemoveToken(ctx, c.scope.Owner, c.scope.Repo)
+		t, _, err = repo(ctx, c.scope.Owner, c.scope.Repo)
 	} else {
-		t, _, err = c.gh.Actions.CreateOrganizationRemoveToken(ctx, c.scope.Owner)
+		t, _, err = org(ctx, c.scope.Owner)
 	}
 	if err != nil {
-		return Token{}, fmt.Errorf("create a runner remove token for %s: %w", c.scope, err)
+		return Token{}, fmt.Errorf("create a runner %s token for %s: %w", kind, c.scope, err)
 	}
 	return Token{Value: t.GetToken(), ExpiresAt: t.GetExpiresAt().Time}, nil
 }
