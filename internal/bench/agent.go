@@ -13,6 +13,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/localenv"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 func init() { register("agent", benchAgent) }
@@ -46,7 +47,7 @@ func benchAgent(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	for round := range cfg.rounds {
 		// Claims arrive at any moment relative to the agent's polls: wait a random part of a
 		// poll interval, or every claim would land just after the poll that saw the release.
-		if err := sleepCtx(ctx, rand.N(time.Second)); err != nil {
+		if err := wait.Sleep(ctx, rand.N(time.Second)); err != nil {
 			return nil, err
 		}
 		run := strconv.Itoa(5000 + round)
@@ -79,7 +80,7 @@ func benchAgent(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	}
 
 	before := e.Sim.RequestCount(id)
-	if err := sleepCtx(ctx, idleWindow); err != nil {
+	if err := wait.Sleep(ctx, idleWindow); err != nil {
 		return nil, err
 	}
 	perHour := float64(e.Sim.RequestCount(id)-before) * float64(time.Hour) / float64(idleWindow)
@@ -134,15 +135,4 @@ func rssMiB(pid int) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

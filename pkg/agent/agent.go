@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // Store is the agent's own item: package state's Agent satisfies it.
@@ -104,7 +105,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // instance may boot first. No item within BootWait makes the instance an orphan, and it goes.
 func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 	limit := a.now().Add(a.cfg.BootWait)
-	wait := a.cfg.PollInterval
+	delay := a.cfg.PollInterval
 	for attempt := 0; ; attempt++ {
 		item, err := a.poll(ctx)
 		if err == nil {
@@ -117,8 +118,8 @@ func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 		if a.now().After(limit) {
 			return nil, a.terminate(ctx, fmt.Sprintf("no item for this instance within %s of boot: an orphan", a.cfg.BootWait))
 		}
-		wait = min(wait*2, maxBackoff)
-		if err := sleep(ctx, jitter(wait)); err != nil {
+		delay = min(delay*2, maxBackoff)
+		if err := wait.Sleep(ctx, wait.Jitter(delay)); err != nil {
 			return nil, err
 		}
 	}
@@ -161,7 +162,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 	failures := 0
 	next := a.now()
 	for {
-		if err := sleep(ctx, next.Sub(a.now())); err != nil {
+		if err := wait.Sleep(ctx, next.Sub(a.now())); err != nil {
 			return nil, err
 		}
 		if a.terminating.Load() {
@@ -182,7 +183,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 					"deadline", time.UnixMilli(a.deadline.Load()).UTC())
 			}
 			backoff = min(backoff*2, maxBackoff)
-			next = a.now().Add(jitter(backoff))
+			next = a.now().Add(wait.Jitter(backoff))
 			continue
 		}
 		if failures > 0 {
@@ -200,21 +201,6 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 			interval = a.cfg.IdlePollInterval
 		}
 		next = start.Add(interval)
-	}
-}
-
-// sleep waits d (nothing when d <= 0) or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

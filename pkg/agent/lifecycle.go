@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // init runs once: the pre-runner script, then the runner install, then READY. A failure is
@@ -127,7 +128,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		}
 		restarts++
 		log.Warn("runner exited while serving; restarting it", "error", proc.err, "output", proc.out.String(), "restarts", restarts)
-		if sleep(ctx, jitter(min(time.Duration(restarts)*time.Second, maxBackoff))) != nil {
+		if wait.Sleep(ctx, wait.Jitter(min(time.Duration(restarts)*time.Second, maxBackoff))) != nil {
 			return
 		}
 		if p, err := a.runner.start(); err == nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // watchSpot asks the metadata service for a spot interruption notice every SpotInterval. On a
@@ -31,7 +32,7 @@ func (a *Agent) watchSpot(ctx context.Context) {
 			} else {
 				a.log.Warn("signal spot interruption", "error", err)
 			}
-			if sleep(ctx, jitter(maxBackoff)) != nil {
+			if wait.Sleep(ctx, wait.Jitter(maxBackoff)) != nil {
 				return
 			}
 		}

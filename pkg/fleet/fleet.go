@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/awserr"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // EC2 is the part of the EC2 client launching uses.
@@ -151,13 +151,13 @@ func (l *Launcher) Launch(ctx context.Context, req Request) ([]Instance, error) 
 				clear(exhausted)
 				continue
 			}
-			wait := jitter(backoff)
-			if !req.Deadline.IsZero() && time.Now().Add(wait).After(req.Deadline) {
+			delay := wait.Jitter(backoff)
+			if !req.Deadline.IsZero() && time.Now().Add(delay).After(req.Deadline) {
 				return out, fmt.Errorf("launch %d of %d instances of pool %s: %w in any of %d types × %d subnets before the deadline (last: %s)",
 					req.Count-len(out), req.Count, p.Name, ErrNoCapacity, len(types), len(p.Subnets), lastCapacity)
 			}
-			l.log().Warn("no capacity anywhere; backing off", "pool", p.Name, "wait", wait, "missing", req.Count-len(out))
-			if err := sleep(ctx, wait); err != nil {
+			l.log().Warn("no capacity anywhere; backing off", "pool", p.Name, "wait", delay, "missing", req.Count-len(out))
+			if err := wait.Sleep(ctx, delay); err != nil {
 				return out, err
 			}
 			backoff = min(backoff*2, maxBackoff)
@@ -423,17 +423,4 @@ func permanent(code, msg string, cause error) error {
 		msg = cause.Error()
 	}
 	return &PermanentError{Code: code, Message: msg, Hint: hint}
-}
-
-func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

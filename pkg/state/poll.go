@@ -3,8 +3,9 @@ package state
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // Poll reads the items of ids (one BatchGetItem per 100) until check returns true. The first
@@ -17,7 +18,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		return fmt.Errorf("poll: interval %s: want more than 0", interval)
 	}
 	var lastErr error
-	wait := max(interval/4, time.Millisecond)
+	delay := max(interval/4, time.Millisecond)
 	for {
 		items, err := s.GetMany(ctx, ids)
 		if err == nil {
@@ -28,16 +29,12 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		} else {
 			lastErr = err
 		}
-		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
-		wait = min(wait*3/2, interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if err := wait.Sleep(ctx, wait.Jitter(delay)); err != nil {
 			if lastErr != nil {
-				return fmt.Errorf("%w (last read: %w)", ctx.Err(), lastErr)
+				return fmt.Errorf("%w (last read: %w)", err, lastErr)
 			}
-			return ctx.Err()
-		case <-t.C:
+			return err
 		}
+		delay = min(delay*3/2, interval)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 func main() {
@@ -122,7 +123,7 @@ func run(ctx context.Context) error {
 			last = it.Threshold
 		}
 	}
-	if err := sleepUntil(ctx, last.Add(time.Second)); err != nil {
+	if err := wait.Sleep(ctx, time.Until(last.Add(time.Second))); err != nil {
 		return err
 	}
 	say("expiry: the deadlines have passed; refresh (the scheduled Lambda, here run once from the shell) terminates them")
@@ -181,17 +182,6 @@ func runRefresh(ctx context.Context, e *localenv.Env, bin string) error {
 			p.Pool, p.Idle, p.Warming, p.Expired, p.Launched, p.Target.Hot, p.Target.Stopped, rep.TookMs, p.ItemsRead)
 	}
 	return nil
-}
-
-func sleepUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 func indent(s string) string {

@@ -1,0 +1,32 @@
+// Package wait is the one way Hangar's code waits: for a duration that honours cancellation, with
+// jitter so that many waiters do not act in step.
+package wait
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Sleep waits d, or until ctx ends (returning its error). A d of zero or less returns at once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Jitter returns a duration spread evenly over [d/2, d].
+func Jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d/2+1)
+}
