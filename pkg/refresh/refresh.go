@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,9 +148,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	r.report.Pools = reports
 	slices.SortFunc(r.report.Actions, func(a, b Action) int {
 		if a.Pool != b.Pool {
-			return compare(a.Pool, b.Pool)
+			return strings.Compare(a.Pool, b.Pool)
 		}
-		return compare(a.Instance, b.Instance)
+		return strings.Compare(a.Instance, b.Instance)
 	})
 	r.report.TookMs = d.Now().Sub(start).Milliseconds()
 	for _, p := range reports {
@@ -162,16 +163,6 @@ func randomHolder() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func compare(a, b string) int {
-	if a < b {
-		return -1
-	}
-	if a > b {
-		return 1
-	}
-	return 0
 }
 
 // run is one refresh in progress.
