@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -35,16 +34,7 @@ func baseEnv() map[string]string {
 }
 
 // cleanEnviron is the test's environment without anything that would feed the command inputs.
-func cleanEnviron() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "HANGAR_") && !strings.HasPrefix(k, "GITHUB_") &&
-			!strings.HasPrefix(k, "INPUT_") && !strings.HasPrefix(k, "AWS_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
+func cleanEnviron() []string { return testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_") }
 
 // TestBadInputs: every bad input is refused with a message that names the input and what it
 // accepts, and no request reaches AWS or GitHub.

@@ -3,14 +3,13 @@ package main_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testbed"
 	"github.com/hangar-ci/hangar/internal/testbuild"
 )
 
@@ -41,11 +40,7 @@ func TestBadInputs(t *testing.T) {
 				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
 			env[tc.key] = tc.value
 			cmd := exec.Command(bin)
-			for _, kv := range os.Environ() {
-				if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "HANGAR_") && !strings.HasPrefix(k, "GITHUB_") && !strings.HasPrefix(k, "AWS_") {
-					cmd.Env = append(cmd.Env, kv)
-				}
-			}
+			cmd.Env = testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_")
 			for k, v := range env {
 				cmd.Env = append(cmd.Env, k+"="+v)
 			}

@@ -121,3 +121,23 @@ func Region() string {
 	}
 	return "us-east-1"
 }
+
+// Environ returns the test's environment without the variables whose names start with any of
+// drop: for a child process whose inputs the test sets itself.
+func Environ(drop ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, p := range drop {
+			if strings.HasPrefix(k, p) {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

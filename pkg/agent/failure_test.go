@@ -103,11 +103,7 @@ func TestSelfTerminationWithDynamoDBDown(t *testing.T) {
 	e.waitSignal(id, state.SignalReady, "", 1) // the agent has read its deadline
 	require.NoError(t, e.Sim.SetDynamoDB(id, false))
 
-	deadline := time.Now().Add(30 * time.Second)
-	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
-		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
-		time.Sleep(200 * time.Millisecond)
-	}
+	e.waitTerminated(id, 30*time.Second)
 	require.Contains(t, e.Sim.AgentLog(id), "past its deadline")
 }
 
@@ -139,11 +135,7 @@ func TestTerminatedItemEndsInstance(t *testing.T) {
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 	e.transition(state.Change{InstanceID: id, From: state.Idle, To: state.Terminated, Version: in.Version})
-	deadline := time.Now().Add(20 * time.Second)
-	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
-		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
-		time.Sleep(200 * time.Millisecond)
-	}
+	e.waitTerminated(id, 20*time.Second)
 }
 
 // TestOrphanWithoutItem: an instance whose item never appears terminates itself after the boot
@@ -156,10 +148,6 @@ func TestOrphanWithoutItem(t *testing.T) {
 			Tags: []ec2types.Tag{{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool}}}}})
 	require.NoError(t, err)
 	id := aws.ToString(out.Instances[0].InstanceId)
-	deadline := time.Now().Add(30 * time.Second)
-	for e.instanceState(id) != ec2types.InstanceStateNameTerminated {
-		require.True(t, time.Now().Before(deadline), "not terminated; agent log:\n%s", e.Sim.AgentLog(id))
-		time.Sleep(200 * time.Millisecond)
-	}
+	e.waitTerminated(id, 30*time.Second)
 	require.Contains(t, e.Sim.AgentLog(id), "an orphan")
 }

@@ -89,3 +89,13 @@ func (e *env) instanceState(id string) ec2types.InstanceStateName {
 	require.NoError(e.t, err)
 	return s
 }
+
+// waitTerminated waits until EC2 reports the instance terminated (the harness logs the agents'
+// output if it never is).
+func (e *env) waitTerminated(id string, within time.Duration) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		st, err := e.InstanceState(e.ctx, id)
+		return err == nil && st == ec2types.InstanceStateNameTerminated
+	}, within, 200*time.Millisecond, "%s not terminated within %s", id, within)
+}
