@@ -171,7 +171,7 @@ func (r *run) outcome(in state.Instance, result, reason string) {
 }
 
 func (r *run) giveBack(ctx context.Context, insts []state.Instance) {
-	var back []state.Instance
+	var back, booting []state.Instance
 	for _, in := range insts {
 		switch {
 		case in.RunID != r.cfg.RunID:
@@ -179,11 +179,12 @@ func (r *run) giveBack(ctx context.Context, insts []state.Instance) {
 		case in.State == state.Running || in.State == state.Claimed:
 			back = append(back, in)
 		case in.State == state.Created:
-			r.terminate(ctx, in, "still booting for the run")
+			booting = append(booting, in)
 		default:
 			r.outcome(in, Already, "")
 		}
 	}
+	r.terminate(ctx, "still booting for the run", booting...)
 	if len(back) == 0 {
 		return
 	}
@@ -218,7 +219,7 @@ func (r *run) giveBack(ctx context.Context, insts []state.Instance) {
 func (r *run) toIdle(ctx context.Context, in state.Instance, removeToken string) (int64, bool) {
 	doc, err := r.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
-		r.terminate(ctx, in, fmt.Sprintf("its pool document is unreadable (%v)", err))
+		r.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
 		return 0, false
 	}
 	for range 3 {
@@ -277,7 +278,7 @@ func (r *run) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 				r.outcome(*it, Already, "")
 			case it.Signal == state.SignalSpotInterrupted || it.Signal == state.SignalFailed:
 				w.done = true
-				r.terminate(ctx, *it, "its agent reported "+string(it.Signal))
+				r.terminate(ctx, "its agent reported "+string(it.Signal), *it)
 			default:
 				left++
 			}
@@ -290,14 +291,15 @@ func (r *run) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 	if err == nil {
 		return
 	}
+	var stuck []state.Instance
 	for _, w := range waiting {
-		if w.done {
-			continue
+		if !w.done {
+			in := w.inst
+			in.Version, in.State, in.RunID = w.version, state.Idle, ""
+			stuck = append(stuck, in)
 		}
-		in := w.inst
-		in.Version, in.State, in.RunID = w.version, state.Idle, ""
-		r.terminate(ctx, in, fmt.Sprintf("its agent did not deregister within %s", r.cfg.DeregisterTimeout))
 	}
+	r.terminate(ctx, fmt.Sprintf("its agent did not deregister within %s", r.cfg.DeregisterTimeout), stuck...)
 }
 
 func (r *run) publish(ctx context.Context, pool string, insts []*state.Instance) {
@@ -314,20 +316,36 @@ func (r *run) publish(ctx context.Context, pool string, insts []*state.Instance)
 	}
 }
 
-// terminate ends an instance: its item first (so nothing claims it), then EC2.
-func (r *run) terminate(ctx context.Context, in state.Instance, reason string) {
-	r.d.Log.Info("terminating", "instance", in.ID, "reason", reason)
-	if in.State != state.Terminated {
-		_, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-			Version: in.Version, RunID: in.RunID, Reason: reason})
-		if err != nil && !errors.Is(err, state.ErrConflict) {
-			r.warn("mark %s terminated: %v", in.ID, err)
+// terminate ends instances: their items first (so nothing claims them), then EC2, in one
+// request (one by one if that fails: one instance already gone fails a whole request).
+func (r *run) terminate(ctx context.Context, reason string, insts ...state.Instance) {
+	if len(insts) == 0 {
+		return
+	}
+	ids := make([]string, len(insts))
+	for i, in := range insts {
+		ids[i] = in.ID
+		r.d.Log.Info("terminating", "instance", in.ID, "reason", reason)
+		if in.State != state.Terminated {
+			_, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+				Version: in.Version, RunID: in.RunID, Reason: reason})
+			if err != nil && !errors.Is(err, state.ErrConflict) {
+				r.warn("mark %s terminated: %v", in.ID, err)
+			}
 		}
 	}
-	if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{in.ID}}); err != nil {
-		r.warn("terminate %s: %v (refresh will retry)", in.ID, err)
+	if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil && len(ids) > 1 {
+		for _, id := range ids {
+			if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+				r.warn("terminate %s: %v (its item is terminated, so its agent ends it; refresh retries)", id, err)
+			}
+		}
+	} else if err != nil {
+		r.warn("terminate %s: %v (its item is terminated, so its agent ends it; refresh retries)", ids[0], err)
 	}
-	r.outcome(in, Terminated, reason)
+	for _, in := range insts {
+		r.outcome(in, Terminated, reason)
+	}
 }
 
 // cleanGitHub deletes every runner still carrying the run's label.
