@@ -83,13 +83,6 @@ func (e *env) release(in *state.Instance) *state.Instance {
 	return e.must(e.Release(e.ctx, in))
 }
 
-func (e *env) instanceState(id string) ec2types.InstanceStateName {
-	e.t.Helper()
-	s, err := e.InstanceState(e.ctx, id)
-	require.NoError(e.t, err)
-	return s
-}
-
 // waitTerminated waits until EC2 reports the instance terminated (the harness logs the agents'
 // output if it never is).
 func (e *env) waitTerminated(id string, within time.Duration) {
