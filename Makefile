@@ -45,7 +45,7 @@ test: testbed-up ## start the local emulators if needed, then run every test wit
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
 
 demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → reuse → expiry → warm pool
-	$(WITH_TESTBED) $(GO) run ./internal/cmd/demo
+	$(WITH_TESTBED) $(GO) run ./internal/tools/demo
 
 test-short: ## unit tests only, no emulators
 	$(GO) test -race -short ./...
@@ -70,7 +70,7 @@ $(GOLANGCI): tools/go.mod tools/go.sum
 	cd tools && CGO_ENABLED=0 $(GO) build -o ../$(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 bench: testbed-up ## measure against the targets on the emulators; prints a markdown table
-	$(WITH_TESTBED) $(GO) run ./internal/bench
+	$(WITH_TESTBED) $(GO) run ./internal/tools/bench
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

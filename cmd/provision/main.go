@@ -16,7 +16,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/hangar-ci/hangar/internal/step"
+	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/provision"
 )

@@ -25,7 +25,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/hangar-ci/hangar/internal/refreshwire"
+	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testbed"
-	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 )
 
 // TestBadInputs: release refuses bad inputs with a message naming the input, before any request.

@@ -8,8 +8,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/localenv"
-	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 

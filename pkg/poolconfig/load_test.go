@@ -11,7 +11,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/localenv"
-	"github.com/hangar-ci/hangar/internal/refreshwire"
-	"github.com/hangar-ci/hangar/internal/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/refresh"

@@ -11,8 +11,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/fleetsim"
-	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"

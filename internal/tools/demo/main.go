@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/internal/localenv"
-	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"

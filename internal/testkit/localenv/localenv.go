@@ -30,11 +30,11 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/google/go-github/v66/github"
 
-	"github.com/hangar-ci/hangar/internal/fakerunner"
-	"github.com/hangar-ci/hangar/internal/fleetsim"
-	"github.com/hangar-ci/hangar/internal/ghfake"
-	"github.com/hangar-ci/hangar/internal/step"
-	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/internal/testkit/fakerunner"
+	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -104,7 +104,7 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	runnerBin, err := testbuild.Build("github.com/hangar-ci/hangar/internal/cmd/fake-runner")
+	runnerBin, err := testbuild.Build("github.com/hangar-ci/hangar/internal/testkit/cmd/fake-runner")
 	if err != nil {
 		return nil, err
 	}

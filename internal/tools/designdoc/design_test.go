@@ -22,7 +22,7 @@ import (
 
 func readDoc(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../docs/design.md")
+	b, err := os.ReadFile("../../../docs/design.md")
 	require.NoError(t, err)
 	return string(b)
 }

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hangar-ci/hangar/internal/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 )
 
 // settings is what config writes to .runner.

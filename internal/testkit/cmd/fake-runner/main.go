@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/hangar-ci/hangar/internal/fakerunner"
+	"github.com/hangar-ci/hangar/internal/testkit/fakerunner"
 )
 
 func main() {

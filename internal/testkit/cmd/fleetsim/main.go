@@ -21,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	"github.com/hangar-ci/hangar/internal/fleetsim"
-	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 )
 
 type options struct {

@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/fakerunner"
-	"github.com/hangar-ci/hangar/internal/ghfake"
-	"github.com/hangar-ci/hangar/internal/testbuild"
+	"github.com/hangar-ci/hangar/internal/testkit/fakerunner"
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 )
 
 func client(t *testing.T, s *ghfake.Server, tok string) *github.Client {
@@ -29,7 +29,7 @@ func client(t *testing.T, s *ghfake.Server, tok string) *github.Client {
 func runnerDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, fakerunner.Install(dir, testbuild.Binary(t, "github.com/hangar-ci/hangar/internal/cmd/fake-runner")))
+	require.NoError(t, fakerunner.Install(dir, testbuild.Binary(t, "github.com/hangar-ci/hangar/internal/testkit/cmd/fake-runner")))
 	return dir
 }
 

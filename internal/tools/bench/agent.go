@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/internal/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
