@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -30,7 +29,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 
 		runners := e.GH.Runners(repo)
 		require.Len(t, runners, 1, "run %s", run)
-		require.Equal(t, agent.RunnerName(id, run), runners[0].Name)
+		require.Equal(t, state.RunnerName(id, run), runners[0].Name)
 		require.Equal(t, []string{run, "linux"}, runners[0].Labels, "the run id first, the pool's labels, no GitHub defaults")
 
 		other := e.GH.QueueJob(repo, []string{"9" + run}, "echo not mine")
@@ -39,7 +38,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "success", done.Conclusion, "run %s: a previous run's file was left in the workspace:\n%s", run, done.Output)
 		require.Contains(t, done.Output, "clean")
-		require.Equal(t, agent.RunnerName(id, run), done.RunnerName)
+		require.Equal(t, state.RunnerName(id, run), done.RunnerName)
 		j, _ := e.GH.Job(other)
 		require.Equal(t, "queued", j.Status, "a job of another run never lands here")
 

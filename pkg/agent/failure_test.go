@@ -10,8 +10,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -145,7 +145,7 @@ func TestOrphanWithoutItem(t *testing.T) {
 	e := newEnv(t, envOptions{Baked: true, AgentArgs: []string{"--boot-wait", "2s"}})
 	out, err := e.EC2.RunInstances(e.ctx, &ec2.RunInstancesInput{ImageId: aws.String(localenv.AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
-			Tags: []ec2types.Tag{{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool}}}}})
+			Tags: []ec2types.Tag{{Key: aws.String(fleet.TagStack), Value: &e.Stack}, {Key: aws.String(fleet.TagPool), Value: &e.Pool}}}}})
 	require.NoError(t, err)
 	id := aws.ToString(out.Instances[0].InstanceId)
 	e.waitTerminated(id, 30*time.Second)

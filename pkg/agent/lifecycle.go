@@ -89,7 +89,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
 
-	name := RunnerName(a.cfg.Identity.InstanceID, run)
+	name := state.RunnerName(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
 	if !a.configuredFor(name) {
 		if err := a.runner.forget(); err != nil { // a registration for another run never serves this one

@@ -75,10 +75,6 @@ func (r *scriptRunner) command(ctx context.Context, script string, args ...strin
 	return cmd
 }
 
-// RunnerName is the runner's name on GitHub: derived from the instance and the run, so that a
-// stale registration of the same pair is replaced rather than duplicated.
-func RunnerName(instanceID, run string) string { return "hangar-" + instanceID + "-" + run }
-
 // configure registers the runner for run with the given labels (the run id first). The GitHub
 // default labels (self-hosted, Linux, X64) are left off: with them, any job of the repository
 // asking for `self-hosted` could land on a run's machine.

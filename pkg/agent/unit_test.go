@@ -81,7 +81,6 @@ func TestRunnerLabels(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, []string{"42", "linux", "gpu"}, runnerLabels("42", []string{"linux", "42"}, []string{"gpu", "linux", ""}))
 	require.Equal(t, []string{"7"}, runnerLabels("7", nil, nil))
-	require.Equal(t, "hangar-i-0123456789abcdef0-42", RunnerName("i-0123456789abcdef0", "42"))
 }
 
 func validConfig() Config {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -61,11 +60,6 @@ type PermanentError struct {
 func (e *PermanentError) Error() string {
 	return fmt.Sprintf("EC2 refused to launch (%s: %s): %s", e.Code, e.Message, e.Hint)
 }
-
-// TagUnrecorded marks an instance whose state item may not exist yet: every launch carries it,
-// and the caller removes it (MarkRecorded) once the items are written. Refresh looks only at
-// instances still carrying it, past a grace period, to find orphans.
-const TagUnrecorded = "hangar:unrecorded"
 
 // Tagger removes tags.
 type Tagger interface {
@@ -269,33 +263,6 @@ func (l *Launcher) input(req Request, avail []override, capacityType ec2types.De
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: strategy}
 	}
 	return in
-}
-
-// tags merges the user tags (pool, then repository) and then the reserved ones, which win.
-func tags(req Request) []ec2types.Tag {
-	merged := map[string]string{}
-	for k, v := range req.Pool.Tags {
-		merged[k] = v
-	}
-	for k, v := range req.Tags {
-		if !strings.HasPrefix(strings.ToLower(k), poolconfig.ReservedTagPrefix) {
-			merged[k] = v
-		}
-	}
-	for k, v := range req.Reserved {
-		merged[k] = v
-	}
-	merged[TagUnrecorded] = "true"
-	keys := make([]string, 0, len(merged))
-	for k := range merged {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	out := make([]ec2types.Tag, len(keys))
-	for i, k := range keys {
-		out[i] = ec2types.Tag{Key: aws.String(k), Value: aws.String(merged[k])}
-	}
-	return out
 }
 
 // launched turns a response's instances into Instances, with each type's vCPU and memory.

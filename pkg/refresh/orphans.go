@@ -15,7 +15,7 @@ import (
 func (r *run) orphans(ctx context.Context) {
 	now := r.d.Now()
 	p := ec2.NewDescribeInstancesPaginator(r.d.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:hangar:stack"), Values: []string{r.cfg.Stack}},
+		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{r.cfg.Stack}},
 		{Name: aws.String("tag-key"), Values: []string{fleet.TagUnrecorded}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
 	}})
@@ -35,7 +35,7 @@ func (r *run) orphans(ctx context.Context) {
 				id := aws.ToString(in.InstanceId)
 				ids = append(ids, id)
 				for _, t := range in.Tags {
-					if aws.ToString(t.Key) == "hangar:pool" {
+					if aws.ToString(t.Key) == fleet.TagPool {
 						pools[id] = aws.ToString(t.Value)
 					}
 				}

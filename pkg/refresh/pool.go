@@ -342,7 +342,7 @@ func (r *run) launch(ctx context.Context, doc *poolconfig.Document, n int, now t
 	}
 	launched, err := r.d.Launcher.Launch(ctx, fleet.Request{
 		Pool: doc, Count: n, Deadline: deadline,
-		Reserved: map[string]string{"hangar:stack": r.cfg.Stack, "hangar:pool": doc.Name, "hangar:managed-by": "hangar", "hangar:warm": "true"},
+		Reserved: fleet.ForWarmPool(r.cfg.Stack, doc.Name),
 		Token:    fmt.Sprintf("hangar-warm-%s-%d", doc.Name, now.Unix()/60),
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			items := make([]*state.Instance, len(launched))

@@ -11,7 +11,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -93,7 +92,7 @@ func TestOrphansAndGhosts(t *testing.T) {
 	launch := func() string {
 		out, err := e.EC2.RunInstances(e.ctx, &ec2.RunInstancesInput{ImageId: aws.String(localenv.AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-				{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool},
+				{Key: aws.String(fleet.TagStack), Value: &e.Stack}, {Key: aws.String(fleet.TagPool), Value: &e.Pool},
 				{Key: aws.String(fleet.TagUnrecorded), Value: aws.String("true")}}}}})
 		require.NoError(t, err)
 		return aws.ToString(out.Instances[0].InstanceId)

@@ -16,12 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-)
 
-// Tags Hangar puts on instances, which the simulator reads.
-const (
-	TagStack = "hangar:stack"
-	TagPool  = "hangar:pool"
+	"github.com/hangar-ci/hangar/pkg/fleet"
 )
 
 // EC2 is the part of the EC2 client the simulator uses.
@@ -109,7 +105,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 
 func (s *Simulator) reconcile(ctx context.Context) error {
 	p := ec2.NewDescribeInstancesPaginator(s.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + TagStack), Values: []string{s.cfg.Stack}},
+		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{s.cfg.Stack}},
 	}})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -171,7 +167,7 @@ func (s *Simulator) apply(ctx context.Context, in ec2types.Instance, owner strin
 			if in.Placement != nil {
 				az = aws.ToString(in.Placement.AvailabilityZone)
 			}
-			inst = &instance{id: id, pool: tag(in, TagPool), dir: filepath.Join(s.cfg.Dir, id), ident: identity{
+			inst = &instance{id: id, pool: tag(in, fleet.TagPool), dir: filepath.Join(s.cfg.Dir, id), ident: identity{
 				ID: id, Type: string(in.InstanceType), AZ: az, Region: s.cfg.Region, Account: account, Lifecycle: lifecycle, Arch: arch,
 			}}
 			s.insts[id] = inst

@@ -35,6 +35,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
+	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -314,7 +315,7 @@ func (e *Env) RunnerURL() string { return e.GH.URL() + "/" + Repo }
 func (e *Env) Launch(ctx context.Context, deadline time.Time) (string, error) {
 	out, err := e.EC2.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		InstanceType: ec2types.InstanceTypeC7iLarge, TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance,
-			Tags: []ec2types.Tag{{Key: aws.String(fleetsim.TagStack), Value: &e.Stack}, {Key: aws.String(fleetsim.TagPool), Value: &e.Pool}}}}})
+			Tags: []ec2types.Tag{{Key: aws.String(fleet.TagStack), Value: &e.Stack}, {Key: aws.String(fleet.TagPool), Value: &e.Pool}}}}})
 	if err != nil {
 		return "", fmt.Errorf("launch: %w", err)
 	}
