@@ -157,3 +157,19 @@ func ClassifyCode(code string) Kind {
 	}
 	return Unknown
 }
+
+// IsNotFound reports whether err says the resource does not exist.
+func IsNotFound(err error) bool { return Classify(err) == NotFound }
+
+// IgnoreNotFound returns nil when err says the resource does not exist, and err otherwise: for
+// callers to whom a resource already gone is the outcome they wanted (a terminated instance, a
+// deleted message).
+func IgnoreNotFound(err error) error {
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// IsConditionFailed reports whether err is a conditional write that lost.
+func IsConditionFailed(err error) bool { return Classify(err) == ConditionFailed }

@@ -56,3 +56,17 @@ func TestCode(t *testing.T) {
 	require.Empty(t, Code(errors.New("plain")))
 	require.Equal(t, "capacity", Capacity.String())
 }
+
+func TestIgnoreNotFound(t *testing.T) {
+	t.Parallel()
+	gone := fmt.Errorf("terminate: %w", &smithy.GenericAPIError{Code: "InvalidInstanceID.NotFound"})
+	denied := fmt.Errorf("terminate: %w", &smithy.GenericAPIError{Code: "UnauthorizedOperation"})
+	lost := fmt.Errorf("update: %w", &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"})
+	require.NoError(t, IgnoreNotFound(gone))
+	require.NoError(t, IgnoreNotFound(nil))
+	require.Same(t, denied, IgnoreNotFound(denied))
+	require.True(t, IsNotFound(gone))
+	require.False(t, IsNotFound(denied))
+	require.True(t, IsConditionFailed(lost))
+	require.False(t, IsConditionFailed(gone))
+}

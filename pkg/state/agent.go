@@ -1,6 +1,8 @@
 package state
 
 import (
+	"github.com/hangar-ci/hangar/pkg/awserr"
+
 	"context"
 	"errors"
 	"fmt"
@@ -149,14 +151,13 @@ func (a *Agent) write(ctx context.Context, what string, cond expression.Conditio
 		ReturnValues:                        ret,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return out, nil
-	case errors.As(err, &ccf) && len(ccf.Item) == 0:
+	case awserr.IsConditionFailed(err) && len(conditionItem(err)) == 0:
 		return nil, fmt.Errorf("%s of %s: %w", what, a.id, ErrNotFound)
-	case errors.As(err, &ccf):
-		cur, _ := unmarshalItem(ccf.Item)
+	case awserr.IsConditionFailed(err):
+		cur, _ := unmarshalItem(conditionItem(err))
 		holder := "unreadable"
 		if cur != nil {
 			holder = cur.Holder()

@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // ErrNotFound is returned when an instance has no item.
@@ -42,4 +44,15 @@ func (i *Instance) Holder() string {
 		return fmt.Sprintf("%s by run %s (version %d)", i.State, i.RunID, i.Version)
 	}
 	return fmt.Sprintf("%s (version %d)", i.State, i.Version)
+}
+
+// conditionItem returns the item a lost conditional write found (DynamoDB returns it with
+// ReturnValuesOnConditionCheckFailure ALL_OLD; empty when there was none). Whether err is a lost
+// conditional write at all is awserr's to say.
+func conditionItem(err error) map[string]types.AttributeValue {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item
+	}
+	return nil
 }

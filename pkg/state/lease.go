@@ -1,8 +1,9 @@
 package state
 
 import (
+	"github.com/hangar-ci/hangar/pkg/awserr"
+
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -37,11 +38,10 @@ func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duratio
 		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.As(err, &ccf):
+	case awserr.IsConditionFailed(err):
 		return false, nil
 	}
 	return false, fmt.Errorf("take lease %s: %w", name, err)
@@ -60,8 +60,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if err != nil && !awserr.IsConditionFailed(err) {
 		return fmt.Errorf("release lease %s: %w", name, err)
 	}
 	return nil

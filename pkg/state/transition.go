@@ -1,8 +1,9 @@
 package state
 
 import (
+	"github.com/hangar-ci/hangar/pkg/awserr"
+
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -155,11 +156,10 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
+		if awserr.IsConditionFailed(err) {
 			conflict := &ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
-			if len(ccf.Item) > 0 {
-				if conflict.Current, err = unmarshalItem(ccf.Item); err != nil {
+			if old := conditionItem(err); len(old) > 0 {
+				if conflict.Current, err = unmarshalItem(old); err != nil {
 					return nil, fmt.Errorf("%s → %s of %s: lost, and the current item is unreadable: %w", c.From, c.To, c.InstanceID, err)
 				}
 			}
