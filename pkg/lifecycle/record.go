@@ -1,0 +1,78 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Creator writes new items.
+type Creator interface {
+	Create(ctx context.Context, insts []*state.Instance) error
+}
+
+// Recorder records launched instances.
+type Recorder struct {
+	Store Creator
+	EC2   fleet.Tagger
+	Log   *slog.Logger
+}
+
+// Launch is what was launched, for whom.
+type Launch struct {
+	Pool      *poolconfig.Document
+	Instances []fleet.Instance
+	// At is when they were launched; their created deadline counts from it.
+	At time.Time
+	// Assignment is the run they were created for (nil for a warm pool).
+	Assignment *state.Assignment
+	// Reason is the items' state reason.
+	Reason string
+}
+
+// recordTimeout bounds the writes of one Record, which outlive the caller's context.
+const recordTimeout = 30 * time.Second
+
+// Record writes the items of launched instances, in state created, in a context of its own (the
+// items must be written even when the caller is being cancelled, or the instances would run
+// without one), then removes their hangar:unrecorded tag. It returns the items written. A tag
+// that cannot be removed is only logged: refresh removes it once it sees the item.
+func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, error) {
+	if len(l.Instances) == 0 {
+		return nil, nil
+	}
+	doc := l.Pool
+	items := make([]*state.Instance, len(l.Instances))
+	ids := make([]string, len(l.Instances))
+	for i, in := range l.Instances {
+		ids[i] = in.ID
+		items[i] = &state.Instance{ID: in.ID, Pool: doc.Name, Threshold: l.At.Add(doc.Timeout(state.Created)), LaunchedAt: l.At,
+			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
+				SpecHash: doc.SpecHash},
+			StateReason: l.Reason}
+		if l.Assignment != nil {
+			items[i].Assignment = *l.Assignment
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := r.Store.Create(wctx, items); err != nil {
+		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
+	}
+	if err := fleet.MarkRecorded(wctx, r.EC2, ids); err != nil {
+		r.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)
+	}
+	return items, nil
+}
+
+func (r *Recorder) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}

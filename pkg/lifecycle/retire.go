@@ -1,0 +1,189 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/hangar-ci/hangar/pkg/awserr"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Store is the part of the state store retiring uses.
+type Store interface {
+	Get(ctx context.Context, id string) (*state.Instance, error)
+	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+}
+
+// Terminator terminates instances on EC2.
+type Terminator interface {
+	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// Retirer ends instances: item first, then EC2.
+type Retirer struct {
+	Store Store
+	EC2   Terminator
+	Log   *slog.Logger
+}
+
+// Retired is what a Retire did.
+type Retired struct {
+	// Ended are the instances whose item is terminated (by this call, or already) and that were
+	// handed to EC2, as they were given.
+	Ended []state.Instance
+	// Lost are the instances someone else moved first, as they are now (as given when unknown):
+	// not terminated.
+	Lost []state.Instance
+	// Err joins the failures: items that could not be written, EC2 requests that failed.
+	Err error
+}
+
+// Reason says why an instance is retired.
+type Reason func(state.Instance) string
+
+// Because is a Reason that is the same for every instance.
+func Because(why string) Reason { return func(state.Instance) string { return why } }
+
+// markConcurrency bounds the conditional writes in flight for one Retire.
+const markConcurrency = 8
+
+// Retire marks each instance terminated, conditional on its state, run and version as given,
+// then terminates on EC2 those whose item is now terminated. An instance given in state
+// terminated is not written again but still handed to EC2 (terminating twice is harmless).
+func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Reason) Retired {
+	var (
+		mu   sync.Mutex
+		out  Retired
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, markConcurrency)
+	)
+	for _, in := range insts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ended, lost, err := r.mark(ctx, in, reason(in))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case ended:
+				out.Ended = append(out.Ended, in)
+			default:
+				out.Lost = append(out.Lost, lost)
+			}
+		})
+	}
+	wg.Wait()
+	ids := make([]string, len(out.Ended))
+	for i, in := range out.Ended {
+		ids[i] = in.ID
+	}
+	errs = append(errs, r.Terminate(ctx, ids))
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// mark writes one instance's terminated state. ended is true when the item is terminated
+// afterwards; otherwise lost is the instance as someone else left it.
+func (r *Retirer) mark(ctx context.Context, in state.Instance, why string) (ended bool, lost state.Instance, err error) {
+	if in.State == state.Terminated {
+		return true, in, nil
+	}
+	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
+	_, err = r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+		Version: in.Version, RunID: in.RunID, Reason: why})
+	var conflict *state.ConflictError
+	switch {
+	case err == nil:
+		return true, in, nil
+	case !errors.As(err, &conflict):
+		return false, in, fmt.Errorf("retire %s: %w", in.ID, err)
+	case conflict.Current != nil && conflict.Current.State == state.Terminated:
+		return true, in, nil // someone ended it first: terminating it on EC2 too is harmless
+	case conflict.Current != nil:
+		r.log().Info("not retiring an instance someone else moved first", "instance", in.ID, "now", conflict.Current.Holder())
+		return false, *conflict.Current, nil
+	default:
+		return false, in, nil // no item: not Hangar's to end
+	}
+}
+
+// MarkTerminated marks one instance's item terminated from whatever live state it is in (read
+// first, read again when it moves meanwhile), for events that tell of a machine EC2 is ending
+// already (a spot interruption, an instance shutting down): nothing is asked of EC2. It returns
+// the instance as marked, or nil when it has no item or is terminated already.
+func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.Instance, error) {
+	if err := state.ValidateInstanceID(id); err != nil {
+		return nil, err
+	}
+	for range 3 {
+		in, err := r.Store.Get(ctx, id)
+		if errors.Is(err, state.ErrNotFound) {
+			return nil, nil // not Hangar's
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", id, err)
+		}
+		if in.State == state.Terminated {
+			return nil, nil
+		}
+		ended, _, err := r.mark(ctx, *in, why)
+		if err != nil {
+			return nil, err
+		}
+		if ended {
+			return in, nil
+		}
+	}
+	return nil, fmt.Errorf("mark %s terminated: its item kept changing", id)
+}
+
+// terminateBatch is how many instances one TerminateInstances request names at most.
+const terminateBatch = 500
+
+// Terminate terminates instances on EC2: one request per batch, and when a batch fails, each of
+// its instances alone, so that one instance already gone (or one refused) does not keep the
+// others alive. Instances EC2 no longer knows are not an error. The caller must own the
+// instances: their items are terminated, or they have none (orphans).
+func (r *Retirer) Terminate(ctx context.Context, ids []string) error {
+	var errs []error
+	for start := 0; start < len(ids); start += terminateBatch {
+		batch := ids[start:min(start+terminateBatch, len(ids))]
+		err := r.terminate(ctx, batch)
+		if err == nil || len(batch) == 1 {
+			errs = append(errs, awserr.IgnoreNotFound(err))
+			continue
+		}
+		for _, id := range batch {
+			errs = append(errs, awserr.IgnoreNotFound(r.terminate(ctx, []string{id})))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Retirer) terminate(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := r.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+		if len(ids) == 1 {
+			return fmt.Errorf("terminate %s: %w", ids[0], err)
+		}
+		return fmt.Errorf("terminate %d instances: %w", len(ids), err)
+	}
+	return nil
+}
+
+func (r *Retirer) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
