@@ -58,6 +58,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
 		Scope: in.String("runner-scope"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
 		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
+		AllowLoopbackGitHub: ctx.AllowLoopbackGitHub,
 	}
 	cfg.ApplyDefaults()
 	errs := in.Err()
@@ -71,9 +72,6 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 	if token == "" {
 		errs = append(errs, errors.New("github-token: empty: want a GitHub App installation token or a PAT with admin rights on the repository or organisation"))
 	}
-	if _, err := ghapi.New(ctx.APIURL, "x", ghapi.Scope{}); err != nil {
-		errs = append(errs, fmt.Errorf("GITHUB_API_URL: %w", err))
-	}
 	return options{cfg: cfg, token: token, apiURL: ctx.APIURL}, errors.Join(errs...)
 }
 
@@ -86,8 +84,7 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	if err != nil {
 		return err
 	}
-	scope, _ := ghapi.ParseScope(cfg.Repository, cfg.Scope)
-	gh, err := ghapi.New(opts.apiURL, opts.token, scope)
+	gh, err := ghapi.New(opts.apiURL, opts.token, cfg.RunnerScope())
 	if err != nil {
 		return err
 	}

@@ -34,27 +34,47 @@ import (
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		lambda.Start(invoker{stack: os.Getenv("HANGAR_STACK"), log: log})
+		// Wired once, before the first invoke; each invoke reads the stack's documents anew.
+		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), log, os.Stdout)
+		if err != nil {
+			log.Error("refresh: init", "error", err)
+			os.Exit(1)
+		}
+		lambda.Start(h)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cli(ctx, os.Args[1:], log); err != nil {
 		fmt.Fprintln(os.Stderr, "refresh:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-// invoker is the Lambda handler. It takes the raw payload (lambda.Handler), so that even a
-// payload that is not JSON gets refresh's own message.
+// invoker handles invocations for one stack. It takes the raw payload (lambda.Handler), so that
+// even a payload that is not JSON gets refresh's own message.
 type invoker struct {
-	stack string
-	log   *slog.Logger
+	wire *refreshwire.Wiring
+	log  *slog.Logger
 }
 
-// Invoke handles one invocation; metrics go to stdout, which Lambda sends to CloudWatch.
-func (h invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
-	out, err := handle(ctx, h.stack, payload, h.log, os.Stdout)
+// newInvoker checks the stack's name and builds the clients; it makes no request. Metrics go to
+// metrics (in Lambda, stdout, which Lambda sends to CloudWatch).
+func newInvoker(ctx context.Context, stack string, log *slog.Logger, metrics io.Writer) (*invoker, error) {
+	if stack == "" {
+		return nil, errors.New("HANGAR_STACK is not set: the environment names the stack to refresh")
+	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return &invoker{wire: refreshwire.New(cfg, stack, refreshwire.Options{Log: log, Metrics: metrics}), log: log}, nil
+}
+
+// Invoke handles one invocation.
+func (h *invoker) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	out, err := h.handle(ctx, payload)
 	if err != nil {
 		h.log.Error("refresh", "error", err)
 		return nil, err
@@ -73,7 +93,11 @@ func cli(ctx context.Context, args []string, log *slog.Logger) error {
 	if !*once {
 		return errors.New("outside Lambda, run with --once")
 	}
-	out, err := handle(ctx, *stack, json.RawMessage(`{"action":"refresh","dryRun":`+strconv.FormatBool(*dry)+`}`), log, os.Stderr)
+	h, err := newInvoker(ctx, *stack, log, os.Stderr)
+	if err != nil {
+		return err
+	}
+	out, err := h.handle(ctx, json.RawMessage(`{"action":"refresh","dryRun":`+strconv.FormatBool(*dry)+`}`))
 	if err != nil {
 		return err
 	}
@@ -100,10 +124,7 @@ const (
 )
 
 // handle decodes an invocation and does what it asks. A malformed event changes nothing.
-func handle(ctx context.Context, stack string, raw json.RawMessage, log *slog.Logger, metrics io.Writer) (any, error) {
-	if stack == "" {
-		return nil, errors.New("HANGAR_STACK is not set: the Lambda's environment names the stack it refreshes")
-	}
+func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) {
 	var ev event
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, fmt.Errorf("malformed event: %w: want a scheduled event, an EC2 spot interruption warning or state-change notification, or {\"action\":\"refresh\"}", err)
@@ -129,28 +150,26 @@ func handle(ctx context.Context, stack string, raw json.RawMessage, log *slog.Lo
 			ev.Source, ev.DetailType, ev.Action)
 	}
 
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	w, err := refreshwire.New(ctx, cfg, stack, nil, log, metrics)
+	stack, deps, err := h.wire.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case spotNotice:
-		return refresh.Interrupted(ctx, w.Deps, detail.InstanceID)
+		return refresh.Interrupted(ctx, deps, detail.InstanceID)
 	case stateEvent:
-		return refresh.StateChanged(ctx, w.Deps, detail.InstanceID, detail.State)
+		return refresh.StateChanged(ctx, deps, detail.InstanceID, detail.State)
 	}
-	docs := w.Docs
+	docs := stack.Pools
 	if len(ev.Pools) > 0 {
 		docs = slices.DeleteFunc(slices.Clone(docs), func(d *poolconfig.Document) bool { return !slices.Contains(ev.Pools, d.Name) })
 	}
-	rep, err := refresh.Run(ctx, refresh.Config{Stack: stack, Pools: docs, DryRun: ev.DryRun}, w.Deps)
+	rep, err := refresh.Run(ctx, refresh.Config{Stack: stack.Name, Pools: docs, DryRun: ev.DryRun}, deps)
 	if err != nil {
 		return nil, err
 	}
-	rep.Errors = append(w.Warnings, rep.Errors...)
+	if stack.Problems != nil {
+		rep.Errors = append([]string{stack.Problems.Error()}, rep.Errors...)
+	}
 	return rep, nil
 }

@@ -16,13 +16,14 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/release"
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // options are the validated inputs.
 type options struct {
-	cfg                  release.Config
-	stack, token, apiURL string
-	scope                ghapi.Scope
+	cfg                       release.Config
+	run, stack, token, apiURL string
+	scope                     ghapi.Scope
 }
 
 func main() { step.Main("release", parse, func(o options) string { return o.token }, run) }
@@ -39,9 +40,12 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		return options{}, err
 	}
 	ctx := in.Context()
-	o := options{stack: in.String("stack"), token: in.String("github-token"), apiURL: ctx.APIURL,
-		cfg: release.Config{RunID: ctx.RunID, DeregisterTimeout: in.Duration("deregister-timeout")}}
+	o := options{run: ctx.RunID, stack: in.String("stack"), token: in.String("github-token"), apiURL: ctx.APIURL,
+		cfg: release.Config{DeregisterTimeout: in.Duration("deregister-timeout")}}
 	errs := in.Err()
+	if err := state.ValidateRunID(o.run); err != nil {
+		errs = append(errs, fmt.Errorf("GITHUB_RUN_ID: %w", err))
+	}
 	if err := o.cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -57,7 +61,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 
 func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	gha.Group("Release the runners of run " + o.cfg.RunID)
+	gha.Group("Release the runners of run " + o.run)
 	defer gha.EndGroup()
 	clients, err := step.NewClients(ctx)
 	if err != nil {
@@ -68,14 +72,14 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 		return err
 	}
 	wiring := &step.Wiring{Clients: clients, Stack: o.stack, GitHub: gh, Log: log, Mask: gha.AddMask}
-	deps, warnings, err := wiring.Release(ctx)
+	releaser, warnings, err := wiring.Release(ctx, o.cfg)
 	if err != nil {
 		return err
 	}
 	for _, w := range warnings {
 		gha.Warningf("%v", w)
 	}
-	res, err := release.Run(ctx, o.cfg, deps)
+	res, err := releaser.Release(ctx, o.run)
 	if err != nil {
 		return err
 	}
@@ -86,7 +90,7 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	for i, x := range res.Instances {
 		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds)}
 	}
-	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%d leftover runners deleted · took %s\n", o.cfg.RunID,
+	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%d leftover runners deleted · took %s\n", o.run,
 		step.Table([]string{"instance", "type", "AZ", "market", "result", "reason", "after (s)"}, rows), res.RunnersDeleted, res.Took.Round(10e6)))
 	return nil
 }

@@ -6,7 +6,9 @@ package ghapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
@@ -41,19 +43,47 @@ var (
 	repoRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 )
 
+// ErrScopeKind is returned (wrapped) by ParseScope for a kind other than repo or org.
+var ErrScopeKind = errors.New("want repo or org")
+
 // ParseScope returns the scope of repository owner/name for kind "repo" or "org".
 func ParseScope(repository, kind string) (Scope, error) {
+	switch kind {
+	case "repo", "", "org":
+	default:
+		return Scope{}, fmt.Errorf("runner-scope %q: %w", kind, ErrScopeKind)
+	}
 	owner, name, ok := strings.Cut(repository, "/")
 	if !ok || !ownerRe.MatchString(owner) || !repoRe.MatchString(name) {
 		return Scope{}, fmt.Errorf("repository %q: want owner/name", repository)
 	}
-	switch kind {
-	case "repo", "":
-		return Scope{Owner: owner, Repo: name}, nil
-	case "org":
+	if kind == "org" {
 		return Scope{Owner: owner}, nil
 	}
-	return Scope{}, fmt.Errorf("runner-scope %q: want repo or org", kind)
+	return Scope{Owner: owner, Repo: name}, nil
+}
+
+// CheckURL checks a GitHub server or API URL: https, or, only when allowLoopback is set (the
+// local stand-in of tests), plain http to a loopback address.
+func CheckURL(raw string, allowLoopback bool) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "":
+		return fmt.Errorf("%q: want an https URL such as https://github.com", raw)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && allowLoopback && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: want an https URL such as https://github.com", raw)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // String is owner/name or owner.

@@ -163,12 +163,14 @@ func TestRetireOnlyWhatItWon(t *testing.T) {
 	res := r.Retire(w.ctx, []state.Instance{won, taken, gone}, lifecycle.Because("test"))
 	require.NoError(t, res.Err)
 
-	require.ElementsMatch(t, []string{won.ID, gone.ID}, ids(res.Ended))
+	require.Equal(t, []string{won.ID}, ids(res.Ended))
+	require.Equal(t, []string{gone.ID}, ids(res.Already))
 	require.Len(t, res.Lost, 1)
 	require.Equal(t, state.Claimed, res.Lost[0].State, "Lost holds the instance as the winner left it")
 	require.Equal(t, "77", res.Lost[0].RunID)
 	require.NotContains(t, w.ec2.requested(), taken.ID, "a lost write never reaches TerminateInstances")
 	require.Len(t, w.ec2.terminated, 1, "one request for all that were won")
+	require.ElementsMatch(t, []string{won.ID, gone.ID}, w.ec2.requested(), "the terminated ones, this call's and the one already marked")
 
 	it, err := w.store.Get(w.ctx, won.ID)
 	require.NoError(t, err)

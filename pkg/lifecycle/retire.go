@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -33,9 +34,12 @@ type Retirer struct {
 
 // Retired is what a Retire did.
 type Retired struct {
-	// Ended are the instances whose item is terminated (by this call, or already) and that were
-	// handed to EC2, as they were given.
+	// Ended are the instances whose item this call marked terminated, as they were given; they
+	// were handed to EC2.
 	Ended []state.Instance
+	// Already are the instances whose item was terminated already (given so, or marked by someone
+	// else first); they were handed to EC2 too (terminating twice is harmless).
+	Already []state.Instance
 	// Lost are the instances someone else moved first, as they are now (as given when unknown):
 	// not terminated.
 	Lost []state.Instance
@@ -67,51 +71,67 @@ func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Rea
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			ended, lost, err := r.mark(ctx, in, reason(in))
+			m, err := r.mark(ctx, in, reason(in))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
 				errs = append(errs, err)
-			case ended:
+			case m.outcome == marked:
 				out.Ended = append(out.Ended, in)
+			case m.outcome == already:
+				out.Already = append(out.Already, in)
 			default:
-				out.Lost = append(out.Lost, lost)
+				out.Lost = append(out.Lost, m.now)
 			}
 		})
 	}
 	wg.Wait()
-	ids := make([]string, len(out.Ended))
-	for i, in := range out.Ended {
-		ids[i] = in.ID
+	var ids []string
+	for _, in := range slices.Concat(out.Ended, out.Already) {
+		ids = append(ids, in.ID)
 	}
 	errs = append(errs, r.Terminate(ctx, ids))
 	out.Err = errors.Join(errs...)
 	return out
 }
 
-// mark writes one instance's terminated state. ended is true when the item is terminated
-// afterwards; otherwise lost is the instance as someone else left it.
-func (r *Retirer) mark(ctx context.Context, in state.Instance, why string) (ended bool, lost state.Instance, err error) {
+// markOutcome is what became of one instance's mark.
+type markOutcome int
+
+const (
+	lost    markOutcome = iota // someone else moved it to a live state first, or it has no item
+	marked                     // this call wrote terminated
+	already                    // it was terminated already
+)
+
+// markResult is one mark: its outcome and, when lost, the instance as someone else left it.
+type markResult struct {
+	outcome markOutcome
+	now     state.Instance
+}
+
+// mark writes one instance's terminated state, conditional on the state, run and version given.
+func (r *Retirer) mark(ctx context.Context, in state.Instance, why string) (markResult, error) {
 	if in.State == state.Terminated {
-		return true, in, nil
+		return markResult{outcome: already}, nil
 	}
 	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
-	_, err = r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+	_, err := r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
 		Version: in.Version, RunID: in.RunID, Reason: why})
 	var conflict *state.ConflictError
 	switch {
 	case err == nil:
-		return true, in, nil
+		return markResult{outcome: marked}, nil
 	case !errors.As(err, &conflict):
-		return false, in, fmt.Errorf("retire %s: %w", in.ID, err)
+		return markResult{}, fmt.Errorf("retire %s: %w", in.ID, err)
 	case conflict.Current != nil && conflict.Current.State == state.Terminated:
-		return true, in, nil // someone ended it first: terminating it on EC2 too is harmless
+		return markResult{outcome: already}, nil // someone ended it first
 	case conflict.Current != nil:
 		r.log().Info("not retiring an instance someone else moved first", "instance", in.ID, "now", conflict.Current.Holder())
-		return false, *conflict.Current, nil
+		return markResult{outcome: lost, now: *conflict.Current}, nil
 	default:
-		return false, in, nil // no item: not Hangar's to end
+		return markResult{outcome: lost, now: in}, nil // no item: not Hangar's to end
 	}
 }
 
@@ -134,12 +154,15 @@ func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.In
 		if in.State == state.Terminated {
 			return nil, nil
 		}
-		ended, _, err := r.mark(ctx, *in, why)
+		m, err := r.mark(ctx, *in, why)
 		if err != nil {
 			return nil, err
 		}
-		if ended {
+		switch m.outcome {
+		case marked:
 			return in, nil
+		case already:
+			return nil, nil
 		}
 	}
 	return nil, fmt.Errorf("mark %s terminated: its item kept changing", id)

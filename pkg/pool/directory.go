@@ -2,18 +2,28 @@ package pool
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// Directory finds pools' queues by name, from their published documents.
+// Directory is a stack's pools by name: their documents and their queues, each looked up once.
+// It is what release and refresh offer instances through (Publish sends each instance to its
+// own pool's queue), and what refresh reads queue depths from.
 type Directory struct {
 	Loader *poolconfig.Loader
 	SQS    SQS
 
 	mu     sync.Mutex
 	queues map[string]*Queue
+}
+
+// Pool returns a pool's document.
+func (d *Directory) Pool(ctx context.Context, name string) (*poolconfig.Document, error) {
+	return d.Loader.Get(ctx, name)
 }
 
 // Queue returns a pool's queue.
@@ -36,4 +46,36 @@ func (d *Directory) Queue(ctx context.Context, name string) (*Queue, error) {
 	}
 	d.queues[name] = q
 	return q, nil
+}
+
+// Publish offers each instance on its own pool's queue (one batch per pool); see Queue.Publish.
+func (d *Directory) Publish(ctx context.Context, insts ...*state.Instance) error {
+	byPool := map[string][]*state.Instance{}
+	var order []string
+	for _, in := range insts {
+		if _, ok := byPool[in.Pool]; !ok {
+			order = append(order, in.Pool)
+		}
+		byPool[in.Pool] = append(byPool[in.Pool], in)
+	}
+	var errs []error
+	for _, name := range order {
+		q, err := d.Queue(ctx, name)
+		if err == nil {
+			err = q.Publish(ctx, byPool[name]...)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("offer %d instances to pool %s: %w", len(byPool[name]), name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Depth returns about how many offers a pool's queue holds.
+func (d *Directory) Depth(ctx context.Context, name string) (int, error) {
+	q, err := d.Queue(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	return q.Depth(ctx)
 }

@@ -21,6 +21,7 @@ type SQS interface {
 	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 }
 
 // Queue is one pool's queue and its dead-letter queue.
@@ -48,6 +49,21 @@ func (q *Queue) Pool() string { return q.pool }
 
 // URL returns the queue URL.
 func (q *Queue) URL() string { return q.url }
+
+// Depth returns about how many offers the queue holds (SQS's approximate count of visible
+// messages), for metrics.
+func (q *Queue) Depth(ctx context.Context) (int, error) {
+	name := types.QueueAttributeNameApproximateNumberOfMessages
+	out, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q.url, AttributeNames: []types.QueueAttributeName{name}})
+	if err != nil {
+		return 0, fmt.Errorf("read the depth of pool %s: %w", q.pool, err)
+	}
+	n, err := strconv.Atoi(out.Attributes[string(name)])
+	if err != nil {
+		return 0, fmt.Errorf("read the depth of pool %s: %s is %q", q.pool, name, out.Attributes[string(name)])
+	}
+	return n, nil
+}
 
 // sqsBatch is SQS's limit of entries per batch request.
 const sqsBatch = 10

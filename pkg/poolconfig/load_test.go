@@ -52,3 +52,43 @@ func TestLoadFromSSM(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"linux-x64", "arm64"}, names, "the good pools still load")
 }
+
+// TestLoadStack: a stack is its readable pools and the table they share; pools that disagree on
+// the table, or a stack with no documents, are errors that say what to check.
+func TestLoadStack(t *testing.T) {
+	t.Parallel()
+	client := ssm.NewFromConfig(testbed.AWSConfig(t))
+	ctx := testbed.Context(t, 30*time.Second)
+	stack := testbed.Name(t, "stack")
+	raw, err := os.ReadFile("testdata/pool.json")
+	require.NoError(t, err)
+	put := func(pool string, change func(map[string]any)) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(raw, &m))
+		m["name"] = pool
+		change(m)
+		b, _ := json.Marshal(m)
+		_, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(stack, pool)),
+			Value: aws.String(string(b)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+		require.NoError(t, err)
+	}
+
+	_, err = poolconfig.LoadStack(ctx, client, stack)
+	require.ErrorContains(t, err, "no pool documents under /hangar/"+stack+"/pools/")
+
+	put("a", func(map[string]any) {})
+	put("b", func(map[string]any) {})
+	put("broken", func(m map[string]any) { m["market"] = "nope" })
+	s, err := poolconfig.LoadStack(ctx, client, stack)
+	require.NoError(t, err)
+	require.Len(t, s.Pools, 2)
+	require.NotNil(t, s.Pool("b"))
+	require.Nil(t, s.Pool("broken"))
+	require.ErrorContains(t, s.Problems, "/pools/broken")
+	require.Equal(t, s.Pools[0].Table, s.Table)
+	require.Equal(t, s.Pools[0].StateAccount(), s.Account)
+
+	put("c", func(m map[string]any) { m["table"] = "another-table" })
+	_, err = poolconfig.LoadStack(ctx, client, stack)
+	require.ErrorContains(t, err, "pools c name another state table")
+}

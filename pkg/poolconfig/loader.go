@@ -32,17 +32,20 @@ func (l *Loader) Get(ctx context.Context, pool string) (*Document, error) {
 	return d, nil
 }
 
-// LoadAll reads every pool document of the stack (see the package function LoadAll) and keeps
-// them for Get.
-func (l *Loader) LoadAll(ctx context.Context) ([]*Document, error) {
-	docs, err := LoadAll(ctx, l.SSM, l.Stack)
+// LoadStack reads the whole stack (see the package function LoadStack) and keeps its documents
+// for Get.
+func (l *Loader) LoadStack(ctx context.Context) (*Stack, error) {
+	s, err := LoadStack(ctx, l.SSM, l.Stack)
+	if err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.docs == nil {
 		l.docs = map[string]*Document{}
 	}
-	for _, d := range docs {
+	for _, d := range s.Pools {
 		l.docs[d.Name] = d
 	}
-	return docs, err
+	return s, nil
 }

@@ -2,6 +2,8 @@ package poolconfig
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"fmt"
 	"net/url"
 	"path"
@@ -17,7 +19,6 @@ var (
 	subnetRe       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	templateRe     = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
 	templateVerRe  = regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`)
-	labelRe        = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 	repoPatternRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	versionRe      = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	sha256Re       = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -75,10 +76,8 @@ func (d *Document) Validate() error {
 			bad("subnets", "{id %q, az %q}: want subnet-<hex> and its availability zone", s.ID, s.AZ)
 		}
 	}
-	switch d.Market {
-	case MarketSpot, MarketOnDemand, MarketSpotFallback:
-	default:
-		bad("market", "%q: want spot, on-demand or spot-fallback", d.Market)
+	if err := ValidateMarket(d.Market); err != nil {
+		bad("market", "%v", err)
 	}
 	switch d.AllocationStrategy {
 	case AllocationCost, AllocationPriority:
@@ -86,8 +85,8 @@ func (d *Document) Validate() error {
 		bad("allocationStrategy", "%q: want cost or priority", d.AllocationStrategy)
 	}
 	for _, l := range d.Labels {
-		if !labelRe.MatchString(l) {
-			bad("labels", "%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+		if err := ValidateLabel(l); err != nil {
+			bad("labels", "%v", err)
 		}
 	}
 	for _, r := range d.AllowedRepositories {
@@ -95,12 +94,9 @@ func (d *Document) Validate() error {
 			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
 		}
 	}
-	for k, v := range d.Tags {
-		if strings.HasPrefix(strings.ToLower(k), ReservedTagPrefix) {
-			bad("tags", "%q: the %s prefix is reserved for Hangar's own tags", k, ReservedTagPrefix)
-		}
-		if k == "" || len(k) > 128 || len(v) > 256 {
-			bad("tags", "%q=%q: want a key of 1 to 128 and a value of at most 256 characters", k, v)
+	for _, k := range slices.Sorted(maps.Keys(d.Tags)) {
+		if err := ValidateTag(k, d.Tags[k]); err != nil {
+			bad("tags", "%v", err)
 		}
 	}
 	for _, t := range []struct {

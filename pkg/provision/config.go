@@ -28,7 +28,7 @@ type Config struct {
 	MinMemoryMiB        int               // min-memory-mib
 	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
 	RegistrationTimeout time.Duration     // registration-timeout
-	Scope               string            // runner-scope: repo or org
+	Scope               string            // runner-scope: repo or org (parsed into RunnerScope by Validate)
 	Labels              []string          // labels: extra runner labels
 	Tags                map[string]string // tags: extra instance tags
 	// From the workflow's environment.
@@ -38,7 +38,15 @@ type Config struct {
 	ServerURL  string // GITHUB_SERVER_URL
 	// PollInterval caps the wait between reads while waiting (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
+	// AllowLoopbackGitHub accepts a plain-http GitHub server on a loopback address: for the
+	// local stand-in of tests and the demo only; the action never sets it.
+	AllowLoopbackGitHub bool
+
+	scope ghapi.Scope // Scope and Repository, parsed by Validate
 }
+
+// RunnerScope is where runners are registered, parsed from Scope and Repository by Validate.
+func (c *Config) RunnerScope() ghapi.Scope { return c.scope }
 
 // Defaults.
 const (
@@ -47,11 +55,7 @@ const (
 	maxRegistrationTimeout     = time.Hour
 )
 
-var (
-	labelRe  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-	tagKeyRe = regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`)
-	stackRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
-)
+var stackRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
 
 // ApplyDefaults fills unset fields.
 func (c *Config) ApplyDefaults() {
@@ -90,10 +94,10 @@ func (c *Config) Validate() error {
 	if c.Count < 1 || c.Count > pool.MaxCount {
 		bad("instance-count", "%d: want 1 to %d", c.Count, pool.MaxCount)
 	}
-	switch c.UsageClass {
-	case "", poolconfig.MarketSpot, poolconfig.MarketOnDemand, poolconfig.MarketSpotFallback:
-	default:
-		bad("usage-class", "%q: want spot, on-demand or spot-fallback (or leave it empty for the pool's)", c.UsageClass)
+	if c.UsageClass != "" {
+		if err := poolconfig.ValidateMarket(c.UsageClass); err != nil {
+			bad("usage-class", "%v (or leave it empty for the pool's)", err)
+		}
 	}
 	for _, p := range c.InstanceTypes {
 		if err := pool.ValidateTypePattern(p); err != nil {
@@ -112,22 +116,14 @@ func (c *Config) Validate() error {
 	if c.RegistrationTimeout < 10*time.Second || c.RegistrationTimeout > maxRegistrationTimeout {
 		bad("registration-timeout", "%s: want 10s to %s", c.RegistrationTimeout, maxRegistrationTimeout)
 	}
-	if c.Scope != "repo" && c.Scope != "org" {
-		bad("runner-scope", "%q: want repo or org", c.Scope)
-	}
 	for _, l := range c.Labels {
-		if !labelRe.MatchString(l) {
-			bad("labels", "%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+		if err := poolconfig.ValidateLabel(l); err != nil {
+			bad("labels", "%v", err)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
-		switch {
-		case strings.HasPrefix(strings.ToLower(k), poolconfig.ReservedTagPrefix):
-			bad("tags", "%q: the %s prefix is reserved for Hangar's own tags", k, poolconfig.ReservedTagPrefix)
-		case !tagKeyRe.MatchString(k) || strings.HasPrefix(strings.ToLower(k), "aws:"):
-			bad("tags", "%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @, not starting with aws:", k)
-		case len(c.Tags[k]) > 256:
-			bad("tags", "%q: the value is longer than 256 characters", k)
+		if err := poolconfig.ValidateTag(k, c.Tags[k]); err != nil {
+			bad("tags", "%v", err)
 		}
 	}
 	if err := state.ValidateRunID(c.RunID); err != nil {
@@ -136,11 +132,16 @@ func (c *Config) Validate() error {
 	if c.RunAttempt < 1 {
 		bad("GITHUB_RUN_ATTEMPT", "%d: want 1 or more", c.RunAttempt)
 	}
-	if _, err := ghapi.ParseScope(c.Repository, c.Scope); err != nil && (c.Scope == "repo" || c.Scope == "org") {
-		bad("GITHUB_REPOSITORY", "%v", err)
+	var err error
+	if c.scope, err = ghapi.ParseScope(c.Repository, c.Scope); err != nil {
+		if errors.Is(err, ghapi.ErrScopeKind) {
+			bad("runner-scope", "%q: want repo or org", c.Scope)
+		} else {
+			bad("GITHUB_REPOSITORY", "%v", err)
+		}
 	}
-	if !strings.HasPrefix(c.ServerURL, "https://") && !strings.HasPrefix(c.ServerURL, "http://127.") && !strings.HasPrefix(c.ServerURL, "http://localhost") {
-		bad("GITHUB_SERVER_URL", "%q: want an https URL such as https://github.com", c.ServerURL)
+	if err := ghapi.CheckURL(c.ServerURL, c.AllowLoopbackGitHub); err != nil {
+		bad("GITHUB_SERVER_URL", "%v", err)
 	}
 	if c.PollInterval < 10*time.Millisecond {
 		bad("poll interval", "%s: want 10ms or more", c.PollInterval)

@@ -174,7 +174,7 @@ func newEnv(t *testing.T, o localenv.Options) *env {
 // config is a provision request for run.
 func (e *env) config(run string, n int) provision.Config {
 	return provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1, Repository: localenv.Repo,
-		ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}
+		ServerURL: e.GH.URL(), AllowLoopbackGitHub: true, RegistrationTimeout: time.Minute}
 }
 
 func (e *env) provision(cfg provision.Config) (*provision.Result, error) {
@@ -194,10 +194,10 @@ func (e *env) mustProvision(run string, n int) *provision.Result {
 
 func (e *env) release(run string) *release.Result {
 	e.t.Helper()
-	deps, warnings, err := e.w.Release(e.ctx)
+	releaser, warnings, err := e.w.Release(e.ctx, release.Config{DeregisterTimeout: 30 * time.Second})
 	require.NoError(e.t, err)
 	require.Empty(e.t, warnings)
-	res, err := release.Run(e.ctx, release.Config{RunID: run, DeregisterTimeout: 30 * time.Second}, deps)
+	res, err := releaser.Release(e.ctx, run)
 	require.NoError(e.t, err)
 	return res
 }
@@ -233,4 +233,12 @@ func (e *env) liveInstances() []string {
 	}
 	slices.Sort(live)
 	return live
+}
+
+// offered counts the pool's visible offers by instance (once, at the end of a test).
+func (e *env) offered() map[string]int {
+	e.t.Helper()
+	out, err := e.Offered(e.ctx)
+	require.NoError(e.t, err)
+	return out
 }

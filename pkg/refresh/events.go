@@ -2,10 +2,8 @@ package refresh
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 )
 
 // Interrupted handles an EC2 spot interruption warning for instance id: its item is marked
@@ -26,28 +24,9 @@ func StateChanged(ctx context.Context, d Deps, id, ec2State string) (*Action, er
 }
 
 func markTerminated(ctx context.Context, d Deps, id, reason string) (*Action, error) {
-	if err := state.ValidateInstanceID(id); err != nil {
+	in, err := (&lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log}).MarkTerminated(ctx, id, reason)
+	if err != nil || in == nil {
 		return nil, err
 	}
-	for range 3 {
-		in, err := d.Store.Get(ctx, id)
-		if errors.Is(err, state.ErrNotFound) {
-			return nil, nil // not Hangar's
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", id, err)
-		}
-		if in.State == state.Terminated {
-			return nil, nil
-		}
-		_, err = d.Store.Transition(ctx, state.Change{InstanceID: id, Pool: in.Pool, From: in.State, To: state.Terminated,
-			Version: in.Version, RunID: in.RunID, Reason: reason})
-		if err == nil {
-			return &Action{Instance: id, Pool: in.Pool, Do: "terminate", Reason: reason}, nil
-		}
-		if !errors.Is(err, state.ErrConflict) {
-			return nil, err
-		}
-	}
-	return nil, fmt.Errorf("mark %s terminated: its item kept changing", id)
+	return &Action{Instance: id, Pool: in.Pool, Do: "terminate", Reason: reason}, nil
 }

@@ -50,10 +50,9 @@ var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: 
 // refresh runs one refresh of the stack, as the Lambda does.
 func (e *env) refresh(cfg refresh.Config) *refresh.Report {
 	e.t.Helper()
-	w, err := refreshwire.New(e.ctx, e.AWS, e.Stack, nil, quiet, &e.metrics, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	require.NoError(e.t, err)
-	cfg.Stack, cfg.Pools = e.Stack, w.Docs
-	rep, err := refresh.Run(e.ctx, cfg, w.Deps)
+	stack, deps := e.load()
+	cfg.Stack, cfg.Pools = e.Stack, stack.Pools
+	rep, err := refresh.Run(e.ctx, cfg, deps)
 	require.NoError(e.t, err)
 	require.Empty(e.t, rep.Errors)
 	return rep
@@ -90,7 +89,7 @@ func (e *env) provision(run string, n int) *provision.Result {
 	deps, err := w.Provision(e.ctx, e.Pool)
 	require.NoError(e.t, err)
 	res, err := provision.Run(e.ctx, provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1,
-		Repository: localenv.Repo, ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}, deps)
+		Repository: localenv.Repo, ServerURL: e.GH.URL(), AllowLoopbackGitHub: true, RegistrationTimeout: time.Minute}, deps)
 	require.NoError(e.t, err)
 	return res
 }
@@ -103,9 +102,18 @@ func ids(insts []state.Instance) []string {
 	return out
 }
 
+// load reads the stack as the Lambda does for each refresh.
+func (e *env) load() (*poolconfig.Stack, refresh.Deps) {
+	e.t.Helper()
+	w := refreshwire.New(e.AWS, e.Stack, refreshwire.Options{Log: quiet, Metrics: &e.metrics,
+		DynamoDB: []func(*dynamodb.Options){func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }}})
+	stack, deps, err := w.Load(e.ctx)
+	require.NoError(e.t, err)
+	return stack, deps
+}
+
 func (e *env) refreshDeps() refresh.Deps {
 	e.t.Helper()
-	w, err := refreshwire.New(e.ctx, e.AWS, e.Stack, nil, quiet, &e.metrics, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	require.NoError(e.t, err)
-	return w.Deps
+	_, deps := e.load()
+	return deps
 }

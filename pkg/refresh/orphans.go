@@ -70,7 +70,7 @@ func (r *run) orphans(ctx context.Context) {
 	if err := fleet.MarkRecorded(ctx, r.d.EC2, recorded); err != nil {
 		r.fail("%v", err)
 	}
-	if err := r.terminateEC2(ctx, orphans); err != nil {
+	if err := r.retire.Terminate(ctx, orphans); err != nil {
 		r.fail("terminate orphans: %v", err)
 	}
 }

@@ -12,152 +12,213 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/hangar-ci/hangar/pkg/awserr"
 	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-func isNotFound(err error) bool { return awserr.Classify(err) == awserr.NotFound }
+// poolRun is the refresh of one pool: its report, and its instances by what refresh does with
+// them, as the phases below sort them.
+type poolRun struct {
+	*run
+	doc *poolconfig.Document
+	now time.Time
+	rep PoolReport
 
-// pool refreshes one pool.
+	idle, stopped []state.Instance
+	created       []state.Instance // warm instances being created (no run)
+	warming       []state.Instance // of those, the ones not ready yet
+}
+
+// pool refreshes one pool: expire what overstays, read the warm sets, weed out what must go,
+// promote what is ready, then bring the sets to the schedule's size.
 func (r *run) pool(ctx context.Context, doc *poolconfig.Document) PoolReport {
-	rep := PoolReport{Pool: doc.Name}
-	now := r.d.Now()
-	errorf := func(format string, a ...any) {
-		msg := fmt.Sprintf("pool %s: ", doc.Name) + fmt.Sprintf(format, a...)
-		rep.Errors = append(rep.Errors, msg)
-		r.fail("%s", msg)
+	p := &poolRun{run: r, doc: doc, now: r.d.Now(), rep: PoolReport{Pool: doc.Name}}
+	p.expire(ctx)
+	if !p.readSets(ctx) {
+		return p.rep
 	}
+	p.weedOut(ctx)
+	p.promoteReady(ctx)
+	p.rep.Target = doc.Warm.TargetAt(p.now)
+	p.stopForSchedule(ctx)
+	p.fill(ctx)
+	p.trimStopped(ctx)
+	p.trimIdle(ctx)
+	p.rep.Idle, p.rep.Stopped, p.rep.Warming = len(p.idle), len(p.stopped), len(p.warming)
+	if depth, err := r.d.Pools.Depth(ctx, doc.Name); err == nil {
+		p.rep.Depth = depth
+	}
+	return p.rep
+}
 
-	// 1. Expiry, in every live state: only past-deadline items are read.
+func (p *poolRun) errorf(format string, a ...any) {
+	msg := fmt.Sprintf("pool %s: ", p.doc.Name) + fmt.Sprintf(format, a...)
+	p.rep.Errors = append(p.rep.Errors, msg)
+	p.fail("%s", msg)
+}
+
+// expire terminates past-deadline instances in every live state; only they are read.
+func (p *poolRun) expire(ctx context.Context) {
 	for _, st := range state.LiveStates {
-		expired, err := r.d.Store.Expired(ctx, doc.Name, st, now)
-		rep.ItemsRead += len(expired)
+		expired, err := p.d.Store.Expired(ctx, p.doc.Name, st, p.now)
+		p.rep.ItemsRead += len(expired)
 		if err != nil {
-			errorf("find expired %s instances: %v", st, err)
+			p.errorf("find expired %s instances: %v", st, err)
 			continue
 		}
-		n, err := r.terminate(ctx, expired, func(in state.Instance) string {
+		n, err := p.terminate(ctx, expired, func(in state.Instance) string {
 			return fmt.Sprintf("expired in %s (deadline %s)", in.State, in.Threshold.UTC().Format(time.RFC3339))
 		})
-		rep.Expired += n
+		p.rep.Expired += n
 		if err != nil {
-			errorf("%v", err)
+			p.errorf("%v", err)
 		}
-		if r.cfg.DryRun {
-			rep.Expired += len(expired)
+		if p.cfg.DryRun {
+			p.rep.Expired += len(expired)
 		}
 	}
+}
 
-	// 2. The warm sets.
-	sets := map[state.State][]state.Instance{}
-	for _, st := range []state.State{state.Idle, state.Stopped, state.Created} {
-		items, err := r.d.Store.InPoolState(ctx, doc.Name, st)
-		rep.ItemsRead += len(items)
+// readSets reads the warm sets: idle, stopped and warm instances being created, without those
+// that expired a moment ago (expire handled them, or, dry, is to) and without provision's
+// instances in created, which serve a run.
+func (p *poolRun) readSets(ctx context.Context) bool {
+	read := func(st state.State) ([]state.Instance, bool) {
+		items, err := p.d.Store.InPoolState(ctx, p.doc.Name, st)
+		p.rep.ItemsRead += len(items)
 		if err != nil {
-			errorf("read %s instances: %v", st, err)
-			return rep
+			p.errorf("read %s instances: %v", st, err)
+			return nil, false
 		}
-		// Items expired a moment ago were handled above (or, dry, are to be).
-		sets[st] = slices.DeleteFunc(items, func(in state.Instance) bool { return !in.Threshold.After(now) })
+		return slices.DeleteFunc(items, func(in state.Instance) bool { return !in.Threshold.After(p.now) }), true
 	}
-	// Provision's instances in created serve a run: not refresh's to manage.
-	sets[state.Created] = slices.DeleteFunc(sets[state.Created], func(in state.Instance) bool { return in.RunID != "" })
+	var ok bool
+	if p.idle, ok = read(state.Idle); !ok {
+		return false
+	}
+	if p.stopped, ok = read(state.Stopped); !ok {
+		return false
+	}
+	if p.created, ok = read(state.Created); !ok {
+		return false
+	}
+	p.created = slices.DeleteFunc(p.created, func(in state.Instance) bool { return in.RunID != "" })
+	return true
+}
 
-	// 3. Ghosts, failed, interrupted, unhealthy and outdated instances leave.
-	gone, err := r.vanished(ctx, slices.Concat(sets[state.Idle], sets[state.Stopped], sets[state.Created]))
+// weedOut terminates ghosts and failed, interrupted, unhealthy and outdated instances of the
+// warm sets.
+func (p *poolRun) weedOut(ctx context.Context) {
+	gone, err := p.vanished(ctx, slices.Concat(p.idle, p.stopped, p.created))
 	if err != nil {
-		errorf("look up instances on EC2: %v", err)
+		p.errorf("look up instances on EC2: %v", err)
 	}
-	for st, items := range sets {
+	for _, set := range []*[]state.Instance{&p.idle, &p.stopped, &p.created} {
 		var bad []state.Instance
-		keep := items[:0:0]
 		reasons := map[string]string{}
-		for _, in := range items {
-			if why := r.unfit(doc, in, gone, now); why != "" {
+		*set = slices.DeleteFunc(*set, func(in state.Instance) bool {
+			why := p.unfit(p.doc, in, gone, p.now)
+			if why != "" {
 				bad, reasons[in.ID] = append(bad, in), why
-			} else {
-				keep = append(keep, in)
 			}
-		}
-		sets[st] = keep
-		if _, err := r.terminate(ctx, bad, func(in state.Instance) string { return reasons[in.ID] }); err != nil {
-			errorf("%v", err)
+			return why != ""
+		})
+		if _, err := p.terminate(ctx, bad, func(in state.Instance) string { return reasons[in.ID] }); err != nil {
+			p.errorf("%v", err)
 		}
 	}
+}
 
-	// 4. Warm instances whose agents are ready join the pool.
-	var warming []state.Instance
-	for _, in := range sets[state.Created] {
-		if in.Signal == state.SignalReady {
-			if idle := r.promote(ctx, doc, in, now); idle != nil {
-				sets[state.Idle] = append(sets[state.Idle], *idle)
-			}
+// promoteReady moves warm instances whose agents are ready to idle; the rest are warming.
+func (p *poolRun) promoteReady(ctx context.Context) {
+	for _, in := range p.created {
+		if in.Signal != state.SignalReady {
+			p.warming = append(p.warming, in)
 			continue
 		}
-		warming = append(warming, in)
+		if idle := p.promote(ctx, p.doc, in, p.now); idle != nil {
+			p.idle = append(p.idle, *idle)
+		}
 	}
+}
 
-	// 5. Sizes: the schedule's target.
-	target := doc.Warm.TargetAt(now)
-	rep.Target = target
-	idle, stopped := sets[state.Idle], sets[state.Stopped]
-	if toStop := min(target.Stopped-len(stopped), len(idle)-target.Hot); toStop > 0 {
-		// Most recently launched first: the freshest disks are worth keeping.
-		slices.SortFunc(idle, func(a, b state.Instance) int { return b.LaunchedAt.Compare(a.LaunchedAt) })
-		moved := r.stop(ctx, doc, idle[:toStop], now)
-		rep.Stops = len(moved)
-		stopped = append(stopped, moved...)
-		idle = idle[toStop:]
+// stopForSchedule stops idle instances the schedule wants stopped, most recently launched first
+// (the freshest disks are worth keeping).
+func (p *poolRun) stopForSchedule(ctx context.Context) {
+	target := p.rep.Target
+	toStop := min(target.Stopped-len(p.stopped), len(p.idle)-target.Hot)
+	if toStop <= 0 {
+		return
 	}
-	if missing := target.Hot + target.Stopped - len(idle) - len(stopped) - len(warming); missing > 0 && r.leased(ctx, doc) {
-		// Recount under the lease: another refresh may have launched since the sets were read.
-		if fresh, err := r.warming(ctx, doc, now); err == nil {
-			missing -= len(fresh) - len(warming)
-			warming = fresh
-		}
-		if missing > 0 {
-			n, err := r.launch(ctx, doc, missing, now)
-			rep.Launched = n
-			if err != nil {
-				errorf("launch %d warm instances: %v", missing, err)
-			}
-			warming = append(warming, make([]state.Instance, n)...)
-		}
-		r.unlease(ctx, doc)
+	slices.SortFunc(p.idle, func(a, b state.Instance) int { return b.LaunchedAt.Compare(a.LaunchedAt) })
+	moved := p.stop(ctx, p.doc, p.idle[:toStop], p.now)
+	p.rep.Stops = len(moved)
+	p.stopped = append(p.stopped, moved...)
+	p.idle = p.idle[toStop:]
+}
+
+// fill launches the warm instances the schedule misses, under the pool's launch lease, counting
+// again under the lease: another refresh may have launched since the sets were read.
+func (p *poolRun) fill(ctx context.Context) {
+	target := p.rep.Target
+	missing := target.Hot + target.Stopped - len(p.idle) - len(p.stopped) - len(p.warming)
+	if missing <= 0 || !p.leased(ctx, p.doc) {
+		return
 	}
-	// Excess: only warm instances that never served a run; the others age out by their idle
-	// deadline, so that a burst of released instances stays reusable.
-	if over := len(stopped) - target.Stopped; over > 0 {
-		slices.SortFunc(stopped, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
-		n, err := r.terminate(ctx, stopped[:over], func(state.Instance) string {
-			return fmt.Sprintf("more stopped instances than schedule %q wants (%d)", target.Schedule, target.Stopped)
-		})
-		if err != nil {
-			errorf("%v", err)
-		}
-		stopped = stopped[n:]
+	defer p.unlease(ctx, p.doc)
+	if fresh, err := p.warmingNow(ctx, p.doc, p.now); err == nil {
+		missing -= len(fresh) - len(p.warming)
+		p.warming = fresh
 	}
-	if over := len(idle) - target.Hot; over > 0 {
-		unused := slices.DeleteFunc(slices.Clone(idle), func(in state.Instance) bool { return in.LastRunID != "" })
-		slices.SortFunc(unused, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
-		unused = unused[:min(over, len(unused))]
-		n, err := r.terminate(ctx, unused, func(state.Instance) string {
-			return fmt.Sprintf("more idle warm instances than schedule %q wants (%d)", target.Schedule, target.Hot)
-		})
-		if err != nil {
-			errorf("%v", err)
-		}
-		idle = idle[:len(idle)-n]
+	if missing <= 0 {
+		return
 	}
-	rep.Idle, rep.Stopped, rep.Warming = len(idle), len(stopped), len(warming)
-	if r.d.Depth != nil {
-		if depth, err := r.d.Depth(ctx, doc.Name); err == nil {
-			rep.Depth = depth
-		}
+	n, err := p.launch(ctx, p.doc, missing, p.now)
+	p.rep.Launched = n
+	if err != nil {
+		p.errorf("launch %d warm instances: %v", missing, err)
 	}
-	return rep
+	p.warming = append(p.warming, make([]state.Instance, n)...)
+}
+
+// trimStopped terminates stopped instances beyond the schedule's count, oldest first.
+func (p *poolRun) trimStopped(ctx context.Context) {
+	target := p.rep.Target
+	over := len(p.stopped) - target.Stopped
+	if over <= 0 {
+		return
+	}
+	slices.SortFunc(p.stopped, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
+	n, err := p.terminate(ctx, p.stopped[:over], func(state.Instance) string {
+		return fmt.Sprintf("more stopped instances than schedule %q wants (%d)", target.Schedule, target.Stopped)
+	})
+	if err != nil {
+		p.errorf("%v", err)
+	}
+	p.stopped = p.stopped[n:]
+}
+
+// trimIdle terminates idle warm instances beyond the schedule's count, but only those that never
+// served a run; the others age out by their idle deadline, so that a burst of released instances
+// stays reusable.
+func (p *poolRun) trimIdle(ctx context.Context) {
+	target := p.rep.Target
+	over := len(p.idle) - target.Hot
+	if over <= 0 {
+		return
+	}
+	unused := slices.DeleteFunc(slices.Clone(p.idle), func(in state.Instance) bool { return in.LastRunID != "" })
+	slices.SortFunc(unused, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
+	unused = unused[:min(over, len(unused))]
+	n, err := p.terminate(ctx, unused, func(state.Instance) string {
+		return fmt.Sprintf("more idle warm instances than schedule %q wants (%d)", target.Schedule, target.Hot)
+	})
+	if err != nil {
+		p.errorf("%v", err)
+	}
+	p.idle = p.idle[:len(p.idle)-n]
 }
 
 // unfit says why an idle, stopped or warming instance must go ("" when it may stay).
@@ -242,12 +303,8 @@ func (r *run) promote(ctx context.Context, doc *poolconfig.Document, in state.In
 }
 
 func (r *run) offer(ctx context.Context, pool string, insts ...*state.Instance) {
-	q, err := r.d.Queue(pool)
-	if err == nil {
-		err = q.Publish(ctx, insts...)
-	}
-	if err != nil {
-		r.fail("pool %s: offer %d instances: %v (they stay idle without an offer until their deadline)", pool, len(insts), err)
+	if err := r.d.Pools.Publish(ctx, insts...); err != nil {
+		r.fail("pool %s: %v (they stay idle without an offer until their deadline)", pool, err)
 	}
 }
 
@@ -286,8 +343,8 @@ func (r *run) stop(ctx context.Context, doc *poolconfig.Document, idle []state.I
 	return moved
 }
 
-// warming returns the pool's warm instances still being created (no run, within their deadline).
-func (r *run) warming(ctx context.Context, doc *poolconfig.Document, now time.Time) ([]state.Instance, error) {
+// warmingNow returns the pool's warm instances still being created (no run, within their deadline).
+func (r *run) warmingNow(ctx context.Context, doc *poolconfig.Document, now time.Time) ([]state.Instance, error) {
 	items, err := r.d.Store.InPoolState(ctx, doc.Name, state.Created)
 	if err != nil {
 		return nil, err
@@ -345,23 +402,8 @@ func (r *run) launch(ctx context.Context, doc *poolconfig.Document, n int, now t
 		Reserved: fleet.ForWarmPool(r.cfg.Stack, doc.Name),
 		Token:    fmt.Sprintf("hangar-warm-%s-%d", doc.Name, now.Unix()/60),
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
-			items := make([]*state.Instance, len(launched))
-			ids := make([]string, len(launched))
-			for i, l := range launched {
-				ids[i] = l.ID
-				items[i] = &state.Instance{ID: l.ID, Pool: doc.Name, Threshold: now.Add(doc.Timeout(state.Created)), LaunchedAt: now,
-					Spec:        state.Spec{InstanceType: l.Type, UsageClass: l.UsageClass, AZ: l.AZ, VCPU: l.VCPU, MemoryMiB: l.MemoryMiB, SpecHash: doc.SpecHash},
-					StateReason: "warm pool"}
-			}
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			if err := r.d.Store.Create(wctx, items); err != nil {
-				return err
-			}
-			if err := fleet.MarkRecorded(wctx, r.d.EC2, ids); err != nil {
-				r.d.Log.Warn("untag warm instances", "error", err)
-			}
-			return nil
+			_, err := r.record.Record(ctx, lifecycle.Launch{Pool: doc, Instances: launched, At: now, Reason: "warm pool"})
+			return err
 		},
 	})
 	return len(launched), err

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -45,9 +46,11 @@ type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
 }
 
-// Publisher offers instances to a pool (pool.Queue).
-type Publisher interface {
+// Pools offers instances to their pools and tells how many offers a pool's queue holds
+// (pool.Directory).
+type Pools interface {
 	Publish(ctx context.Context, insts ...*state.Instance) error
+	Depth(ctx context.Context, pool string) (int, error)
 }
 
 // Deps are refresh's collaborators.
@@ -55,11 +58,8 @@ type Deps struct {
 	Store    Store
 	EC2      EC2
 	Launcher Launcher
-	// Queue returns a pool's queue.
-	Queue func(pool string) (Publisher, error)
-	// Depth returns how many messages a pool's queue holds (for metrics); nil skips it.
-	Depth func(ctx context.Context, pool string) (int, error)
-	Log   *slog.Logger
+	Pools    Pools
+	Log      *slog.Logger
 	// Metrics receives one CloudWatch embedded-metric-format line per pool; nil skips them.
 	Metrics io.Writer
 	// Now is the clock; time.Now when nil.
@@ -137,7 +137,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 		d.Now = time.Now
 	}
 	start := d.Now()
-	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder()}
+	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
+		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log},
+		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Log: d.Log}}
 	var wg sync.WaitGroup
 	reports := make([]PoolReport, len(cfg.Pools))
 	for i, doc := range cfg.Pools {
@@ -168,6 +170,8 @@ func randomHolder() string {
 // run is one refresh in progress.
 type run struct {
 	holder string // this refresh's name on leases
+	retire *lifecycle.Retirer
+	record *lifecycle.Recorder
 	cfg    Config
 	d      Deps
 	mu     sync.Mutex
@@ -189,47 +193,16 @@ func (r *run) fail(format string, a ...any) {
 	r.d.Log.Error(msg)
 }
 
-// terminate marks instances terminated (each conditional on the version read) and terminates the
-// ones whose write won on EC2, in one request. It returns how many it ended.
-func (r *run) terminate(ctx context.Context, insts []state.Instance, reason func(state.Instance) string) (int, error) {
-	var ids []string
+// terminate retires instances (each conditional on the version read; dry, only reports) and
+// returns how many it ended. An instance someone else moved first (a claim, another refresh) is
+// theirs now and is left alone.
+func (r *run) terminate(ctx context.Context, insts []state.Instance, reason lifecycle.Reason) (int, error) {
 	for _, in := range insts {
-		why := reason(in)
-		r.act(Action{Instance: in.ID, Pool: in.Pool, Do: "terminate", Reason: why})
-		if r.cfg.DryRun {
-			continue
-		}
-		_, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-			Version: in.Version, RunID: in.RunID, Reason: why})
-		switch {
-		case err == nil:
-			ids = append(ids, in.ID)
-		case errors.Is(err, state.ErrConflict):
-			// Someone moved it first (a claim, another refresh): it is theirs now.
-		default:
-			return len(ids), err
-		}
+		r.act(Action{Instance: in.ID, Pool: in.Pool, Do: "terminate", Reason: reason(in)})
 	}
-	return len(ids), r.terminateEC2(ctx, ids)
-}
-
-// terminateEC2 terminates instances on EC2, 500 to a request; instances already gone are fine.
-func (r *run) terminateEC2(ctx context.Context, ids []string) error {
-	for start := 0; start < len(ids); start += 500 {
-		chunk := ids[start:min(start+500, len(ids))]
-		if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk}); err != nil {
-			if len(chunk) == 1 || !isNotFound(err) {
-				if isNotFound(err) {
-					continue
-				}
-				return fmt.Errorf("terminate %d instances: %w", len(chunk), err)
-			}
-			for _, id := range chunk { // one of them is gone: the rest one by one
-				if _, err := r.d.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil && !isNotFound(err) {
-					return fmt.Errorf("terminate %s: %w", id, err)
-				}
-			}
-		}
+	if r.cfg.DryRun || len(insts) == 0 {
+		return 0, nil
 	}
-	return nil
+	res := r.retire.Retire(ctx, insts, reason)
+	return len(res.Ended), res.Err
 }

@@ -11,6 +11,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/faults"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -260,6 +261,9 @@ func TestSpotInterruption(t *testing.T) {
 	require.NoError(t, err)
 	w := e.refreshDeps()
 	act, err := refresh.Interrupted(e.ctx, w, id)
+	st, err2 := e.InstanceState(e.ctx, id)
+	require.NoError(t, err2)
+	require.Equal(t, ec2types.InstanceStateNameRunning, st, "the warning only marks the item: EC2 reclaims the machine itself")
 	require.NoError(t, err)
 	require.Equal(t, "terminate", act.Do)
 	it, err := e.Store.Get(e.ctx, id)
@@ -269,4 +273,39 @@ func TestSpotInterruption(t *testing.T) {
 	act, err = refresh.Interrupted(e.ctx, w, "i-0123456789abcdef9")
 	require.NoError(t, err)
 	require.Nil(t, act, "an instance Hangar does not know is ignored")
+}
+
+// TestExpiryLosingToAClaimTerminatesNothing: an idle instance past its deadline is claimed by a
+// run between refresh's read and its write; the write loses and the instance lives on, claimed.
+func TestExpiryLosingToAClaimTerminatesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id, err := e.Launch(e.ctx, time.Time{})
+	require.NoError(t, err)
+	in, err := e.Warm(e.ctx, id)
+	require.NoError(t, err)
+	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version})
+	require.NoError(t, err)
+	in, err = e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Stopped, To: state.Idle, Version: in.Version, Threshold: time.Now().Add(-time.Second)})
+	require.NoError(t, err)
+
+	stack, deps := e.load()
+	thief := &faults.Thief{Store: e.Store, Target: id, Run: "6300"}
+	deps.Store = thief
+	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
+	require.NoError(t, err)
+	stolen, err := thief.Stolen()
+	require.NoError(t, err)
+	require.True(t, stolen, "the claim landed between refresh's read and its write")
+	require.Zero(t, rep.Pools[0].Expired, "refresh ended nothing it did not win")
+
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Claimed, it.State)
+	require.Equal(t, "6300", it.RunID)
+	st, err := e.InstanceState(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ec2types.InstanceStateNameRunning, st, "a lost write never reaches TerminateInstances")
 }

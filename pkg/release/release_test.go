@@ -4,13 +4,21 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/hangar-ci/hangar/internal/testkit/faults"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -48,13 +56,15 @@ func (e *env) running(run string) *state.Instance {
 	return in
 }
 
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
 func (e *env) release(run string, timeout time.Duration) *release.Result {
 	e.t.Helper()
-	w, err := e.Wiring(nil, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	w, err := e.Wiring(nil, quiet)
 	require.NoError(e.t, err)
-	deps, _, err := w.Release(e.ctx)
+	releaser, _, err := w.Release(e.ctx, release.Config{DeregisterTimeout: timeout})
 	require.NoError(e.t, err)
-	res, err := release.Run(e.ctx, release.Config{RunID: run, DeregisterTimeout: timeout}, deps)
+	res, err := releaser.Release(e.ctx, run)
 	require.NoError(e.t, err)
 	return res
 }
@@ -99,4 +109,38 @@ func TestInstanceAlreadyGone(t *testing.T) {
 	require.Equal(t, 1, res.RunnersDeleted, "its runner, left registered, is removed")
 	require.Empty(t, e.GH.Runners(""))
 	require.Empty(t, res.Warnings)
+}
+
+// TestStragglerTakenMeanwhileIsNotTerminated: a straggler that never deregisters is taken by
+// another run between release's read and its write; release's write loses and the instance is
+// left to the run that holds it, not terminated.
+func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	stuck := e.running("9201")
+	require.NoError(t, e.Sim.SetDynamoDB(stuck.ID, false))
+
+	thief := &faults.Thief{Store: e.Store, Target: stuck.ID, Run: "9299"}
+	owner, name, _ := strings.Cut(localenv.Repo, "/")
+	gh, err := ghapi.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
+	require.NoError(t, err)
+	dir := &pool.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
+	releaser, err := release.New(release.Config{DeregisterTimeout: 3 * time.Second},
+		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Log: quiet})
+	require.NoError(t, err)
+	res, err := releaser.Release(e.ctx, "9201")
+	require.NoError(t, err)
+
+	stolen, err := thief.Stolen()
+	require.NoError(t, err)
+	require.True(t, stolen)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, release.Already, res.Instances[0].Result, "the instance is the other run's now")
+	it, err := e.Store.Get(e.ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Claimed, it.State)
+	require.Equal(t, "9299", it.RunID)
+	st, err := e.InstanceState(e.ctx, stuck.ID)
+	require.NoError(t, err)
+	require.Equal(t, "running", string(st), "a lost write never reaches TerminateInstances")
 }

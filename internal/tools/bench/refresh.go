@@ -74,12 +74,14 @@ func benchRefresh(ctx context.Context, _ benchConfig) ([]Row, error) {
 	}
 
 	var read itemsRead
-	w, err := refreshwire.New(ctx, e.AWS, e.Stack, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard, read.option)
+	w := refreshwire.New(e.AWS, e.Stack, refreshwire.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard,
+		DynamoDB: []func(*dynamodb.Options){read.option}})
+	stack, deps, err := w.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	rep, err := refresh.Run(ctx, refresh.Config{Stack: e.Stack, Pools: w.Docs}, w.Deps)
+	rep, err := refresh.Run(ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
 	took := time.Since(start)
 	if err != nil {
 		return nil, err

@@ -1,20 +1,17 @@
 // Package refreshwire builds refresh's dependencies from an AWS configuration, for the refresh
-// command and for tests. It is apart from the action's wiring so that the Lambda links nothing of
-// GitHub.
+// command, the Lambda and tests. It is apart from the action's wiring so that the Lambda links
+// nothing of GitHub.
 package refreshwire
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
@@ -30,52 +27,55 @@ type EC2 interface {
 	fleet.EC2
 }
 
-// Wiring is what a refresh runs with.
-type Wiring struct {
-	Docs     []*poolconfig.Document
-	Deps     refresh.Deps
-	Store    *state.Store
-	Warnings []string
+// Options adjust the wiring.
+type Options struct {
+	// EC2 replaces the EC2 client (tests count or break its calls through it).
+	EC2 EC2
+	Log *slog.Logger
+	// Metrics receives the embedded-metric-format lines (the Lambda's stdout).
+	Metrics io.Writer
+	// DynamoDB adjusts the DynamoDB client (tests turn off DynamoDB Local's missing checksums).
+	DynamoDB []func(*dynamodb.Options)
 }
 
-// New reads the stack's pool documents and builds refresh's dependencies. ec2Client replaces the
-// EC2 client when set (tests count or break its calls through it).
-func New(ctx context.Context, cfg aws.Config, stack string, ec2Client EC2, log *slog.Logger, metrics io.Writer, ddbOpts ...func(*dynamodb.Options)) (*Wiring, error) {
-	loader := &poolconfig.Loader{SSM: ssm.NewFromConfig(cfg), Stack: stack}
-	docs, err := loader.LoadAll(ctx)
-	w := &Wiring{Docs: docs}
+// Wiring holds refresh's clients for one stack. Build it once (the Lambda does, before
+// lambda.Start); Load reads the stack for each refresh.
+type Wiring struct {
+	stack    string
+	ssm      *ssm.Client
+	dynamodb *dynamodb.Client
+	sqs      *sqs.Client
+	ec2      EC2
+	log      *slog.Logger
+	metrics  io.Writer
+	launcher *fleet.Launcher // keeps instance type sizes across invokes
+}
+
+// New builds the clients; it makes no request.
+func New(cfg aws.Config, stack string, o Options) *Wiring {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.EC2 == nil {
+		o.EC2 = ec2.NewFromConfig(cfg)
+	}
+	return &Wiring{stack: stack, ssm: ssm.NewFromConfig(cfg), dynamodb: dynamodb.NewFromConfig(cfg, o.DynamoDB...),
+		sqs: sqs.NewFromConfig(cfg), ec2: o.EC2, log: o.Log, metrics: o.Metrics,
+		launcher: &fleet.Launcher{EC2: o.EC2, Log: o.Log}}
+}
+
+// Load reads the stack's pool documents, anew on every call so that a redeployed stack is seen
+// at the next refresh, and returns them with refresh's dependencies.
+func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, error) {
+	loader := &poolconfig.Loader{SSM: w.ssm, Stack: w.stack}
+	stack, err := loader.LoadStack(ctx)
 	if err != nil {
-		w.Warnings = append(w.Warnings, err.Error()) // a broken pool does not stop the others
+		return nil, refresh.Deps{}, err
 	}
-	if len(docs) == 0 && err != nil {
-		return nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", stack, poolconfig.ParameterPath(stack), err)
+	store, err := state.NewStore(w.dynamodb, stack.Table, stack.Account)
+	if err != nil {
+		return nil, refresh.Deps{}, err
 	}
-	if len(docs) == 0 {
-		return nil, fmt.Errorf("stack %q: no pool documents under %s: is HANGAR_STACK right?", stack, poolconfig.ParameterPath(stack))
-	}
-	if w.Store, err = state.NewStore(dynamodb.NewFromConfig(cfg, ddbOpts...), docs[0].Table, docs[0].StateAccount()); err != nil {
-		return nil, err
-	}
-	if ec2Client == nil {
-		ec2Client = ec2.NewFromConfig(cfg)
-	}
-	sqsClient := sqs.NewFromConfig(cfg)
-	dir := &pool.Directory{Loader: loader, SQS: sqsClient}
-	w.Deps = refresh.Deps{
-		Store: w.Store, EC2: ec2Client, Launcher: &fleet.Launcher{EC2: ec2Client, Log: log}, Log: log, Metrics: metrics,
-		Queue: func(name string) (refresh.Publisher, error) { return dir.Queue(ctx, name) },
-		Depth: func(ctx context.Context, name string) (int, error) {
-			q, err := dir.Queue(ctx, name)
-			if err != nil {
-				return 0, err
-			}
-			out, err := sqsClient.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q.URL()),
-				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
-			if err != nil {
-				return 0, err
-			}
-			return strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
-		},
-	}
-	return w, nil
+	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics,
+		Pools: &pool.Directory{Loader: loader, SQS: w.sqs}}, nil
 }

@@ -10,10 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-
-	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/release"
 )
 
 // Clients are the AWS clients of a step, from the standard configuration chain (environment,
@@ -37,23 +33,4 @@ func NewClients(ctx context.Context) (*Clients, error) {
 	}
 	return &Clients{AWS: cfg, DynamoDB: dynamodb.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg),
 		SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
-}
-
-// Pools gives pool documents and queues by pool name (release.Pools).
-type Pools struct {
-	pool.Directory
-}
-
-// Pool returns a pool's document.
-func (p *Pools) Pool(ctx context.Context, name string) (*poolconfig.Document, error) {
-	return p.Loader.Get(ctx, name)
-}
-
-// Queue returns a pool's queue.
-func (p *Pools) Queue(ctx context.Context, name string) (release.Publisher, error) {
-	q, err := p.Directory.Queue(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return q, nil
 }

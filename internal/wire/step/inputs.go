@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
+
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 )
 
 // Inputs reads a step's inputs. A flag given on the command line wins; then the action's input
@@ -23,6 +25,8 @@ type Inputs struct {
 	defs map[string]string
 	set  map[string]bool
 	errs []error
+	// loopbackGitHub is a flag only (never INPUT_* or HANGAR_*): see DeclareContext.
+	loopbackGitHub *bool
 }
 
 // NewInputs returns an input reader for command name.
@@ -98,6 +102,10 @@ type Context struct {
 	Repository string
 	ServerURL  string
 	APIURL     string
+	// AllowLoopbackGitHub accepts plain-http server and API URLs on a loopback address: set only
+	// by the command-line flag --allow-loopback-github, which the local stand-in's tests and the
+	// demo pass; an action input or environment variable cannot set it.
+	AllowLoopbackGitHub bool
 }
 
 // DeclareContext registers the context's flags.
@@ -107,6 +115,8 @@ func (in *Inputs) DeclareContext() {
 	in.Declare("repository", os.Getenv("GITHUB_REPOSITORY"), "owner/name (GITHUB_REPOSITORY)")
 	in.Declare("server-url", envOr("GITHUB_SERVER_URL", "https://github.com"), "the GitHub server (GITHUB_SERVER_URL)")
 	in.Declare("api-url", envOr("GITHUB_API_URL", "https://api.github.com"), "the GitHub API (GITHUB_API_URL)")
+	in.loopbackGitHub = in.fs.Bool("allow-loopback-github", false,
+		"accept a plain-http GitHub on a loopback address (for a local stand-in; only as a flag, never from INPUT_* or HANGAR_*)")
 }
 
 // Context reads the context.
@@ -115,10 +125,15 @@ func (in *Inputs) Context() Context {
 	if in.String("run-attempt") != "" {
 		attempt = in.Int("run-attempt", "a whole number (GITHUB_RUN_ATTEMPT)")
 	}
-	return Context{
+	c := Context{
 		RunID: in.String("run-id"), RunAttempt: attempt,
 		Repository: in.String("repository"), ServerURL: in.String("server-url"), APIURL: in.String("api-url"),
+		AllowLoopbackGitHub: *in.loopbackGitHub,
 	}
+	if err := ghapi.CheckURL(c.APIURL, c.AllowLoopbackGitHub); err != nil {
+		in.errs = append(in.errs, fmt.Errorf("GITHUB_API_URL: %w", err))
+	}
+	return c
 }
 
 func envOr(k, def string) string {

@@ -26,7 +26,8 @@ type GitHub interface {
 	RemoveToken(ctx context.Context) (ghapi.Token, error)
 }
 
-// Wiring assembles the use cases' dependencies from the clients.
+// Wiring assembles the use cases' dependencies from the clients, reading the stack's pool
+// documents (each at most once) to find the table and the queues.
 type Wiring struct {
 	Clients *Clients
 	// EC2 replaces Clients.EC2 when set (tests inject faults through it).
@@ -37,13 +38,13 @@ type Wiring struct {
 	Mask   func(secret string)
 
 	loader *poolconfig.Loader
-	pools  *Pools
+	dir    *pool.Directory
 }
 
 func (w *Wiring) init() {
 	if w.loader == nil {
 		w.loader = &poolconfig.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
-		w.pools = &Pools{pool.Directory{Loader: w.loader, SQS: w.Clients.SQS}}
+		w.dir = &pool.Directory{Loader: w.loader, SQS: w.Clients.SQS}
 	}
 	if w.EC2 == nil {
 		w.EC2 = w.Clients.EC2
@@ -53,8 +54,8 @@ func (w *Wiring) init() {
 	}
 }
 
-func (w *Wiring) releaseDeps(store *state.Store) release.Deps {
-	return release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.pools, Log: w.Log, Mask: w.Mask}
+func (w *Wiring) releaser(cfg release.Config, store *state.Store) (*release.Releaser, error) {
+	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir, Log: w.Log, Mask: w.Mask})
 }
 
 // Provision returns provision's dependencies for poolName.
@@ -68,35 +69,41 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, err
 	}
-	queue, err := w.pools.Directory.Queue(ctx, poolName)
+	queue, err := w.dir.Queue(ctx, poolName)
+	if err != nil {
+		return provision.Deps{}, err
+	}
+	rel, err := w.releaser(release.Config{}, store)
 	if err != nil {
 		return provision.Deps{}, err
 	}
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &pool.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
 		Launcher: &fleet.Launcher{EC2: w.EC2, Log: w.Log}, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
-		Release: w.releaseDeps(store),
+		Releaser: rel,
 	}, nil
 }
 
-// Release returns release's dependencies. The stack's pool documents are read once, for the
-// table (every pool of a stack shares it) and for the pools the run's instances belong to.
-func (w *Wiring) Release(ctx context.Context) (release.Deps, []error, error) {
+// Release returns a releaser for the stack. The stack's pool documents are read once, for the
+// table (every pool of a stack shares it) and for the pools the run's instances belong to;
+// documents that could not be read are returned as warnings.
+func (w *Wiring) Release(ctx context.Context, cfg release.Config) (*release.Releaser, []error, error) {
 	w.init()
-	docs, err := w.loader.LoadAll(ctx)
-	if len(docs) == 0 && err != nil {
-		return release.Deps{}, nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", w.Stack, poolconfig.ParameterPath(w.Stack), err)
+	stack, err := w.loader.LoadStack(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	if len(docs) == 0 {
-		return release.Deps{}, nil, fmt.Errorf("stack %q: no pool documents under %s: is the stack name right?", w.Stack, poolconfig.ParameterPath(w.Stack))
+	store, err := state.NewStore(w.Clients.DynamoDB, stack.Table, stack.Account)
+	if err != nil {
+		return nil, nil, err
+	}
+	rel, err := w.releaser(cfg, store)
+	if err != nil {
+		return nil, nil, err
 	}
 	var warnings []error
-	if err != nil {
-		warnings = append(warnings, err)
+	if stack.Problems != nil {
+		warnings = append(warnings, stack.Problems)
 	}
-	store, err := state.NewStore(w.Clients.DynamoDB, docs[0].Table, docs[0].StateAccount())
-	if err != nil {
-		return release.Deps{}, nil, err
-	}
-	return w.releaseDeps(store), warnings, nil
+	return rel, warnings, nil
 }

@@ -1,0 +1,55 @@
+package poolconfig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Stack is a deployed stack as its pool documents describe it: the pools and what they share
+// (one state table in one account). It is what every part of the control plane starts from.
+type Stack struct {
+	Name  string
+	Pools []*Document
+	// Table and Account locate the state table every pool of the stack shares.
+	Table   string
+	Account state.Account
+	// Problems reports pool documents that could not be read; the other pools still serve.
+	Problems error
+}
+
+// Pool returns the named pool's document, or nil.
+func (s *Stack) Pool(name string) *Document {
+	i := slices.IndexFunc(s.Pools, func(d *Document) bool { return d.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return s.Pools[i]
+}
+
+// LoadStack reads every pool document of stack and checks that they agree on the state table.
+// A stack without a readable document is an error that says where the documents were looked for.
+func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
+	docs, problems := LoadAll(ctx, client, stack)
+	if len(docs) == 0 {
+		if problems != nil {
+			return nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", stack, ParameterPath(stack), problems)
+		}
+		return nil, fmt.Errorf("stack %q: no pool documents under %s: is the stack name right, and is the stack deployed in this account and region?", stack, ParameterPath(stack))
+	}
+	s := &Stack{Name: stack, Pools: docs, Table: docs[0].Table, Account: docs[0].StateAccount(), Problems: problems}
+	var differ []string
+	for _, d := range docs[1:] {
+		if d.Table != s.Table || d.StateAccount() != s.Account {
+			differ = append(differ, d.Name)
+		}
+	}
+	if len(differ) > 0 {
+		return nil, fmt.Errorf("stack %q: pools %s name another state table than pool %s (%s in %s): every pool of a stack shares one table; redeploy the stack",
+			stack, strings.Join(differ, ", "), docs[0].Name, s.Table, s.Account.ID)
+	}
+	return s, nil
+}

@@ -1,0 +1,57 @@
+package poolconfig
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// ValidateMarket checks a market name.
+func ValidateMarket(m string) error {
+	switch m {
+	case MarketSpot, MarketOnDemand, MarketSpotFallback:
+		return nil
+	}
+	return fmt.Errorf("%q: want %s, %s or %s", m, MarketSpot, MarketOnDemand, MarketSpotFallback)
+}
+
+// UsageClassOf returns the usage class every instance launched in market has (state.UsageSpot or
+// state.UsageOnDemand), or "" for spot-fallback, whose instances may be either.
+func UsageClassOf(market string) string {
+	switch market {
+	case MarketSpot:
+		return state.UsageSpot
+	case MarketOnDemand:
+		return state.UsageOnDemand
+	}
+	return ""
+}
+
+var labelRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// ValidateLabel checks a runner label, as a pool or a provision request gives it.
+func ValidateLabel(l string) error {
+	if !labelRe.MatchString(l) {
+		return fmt.Errorf("%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+	}
+	return nil
+}
+
+var tagKeyRe = regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`)
+
+// ValidateTag checks a user tag for instances (a pool's or a provision request's): EC2's rules
+// for keys and values, and none of the prefixes reserved for AWS and for Hangar's own tags.
+func ValidateTag(key, value string) error {
+	lower := strings.ToLower(key)
+	switch {
+	case strings.HasPrefix(lower, ReservedTagPrefix):
+		return fmt.Errorf("%q: the %s prefix is reserved for Hangar's own tags", key, ReservedTagPrefix)
+	case !tagKeyRe.MatchString(key) || strings.HasPrefix(lower, "aws:"):
+		return fmt.Errorf("%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @, not starting with aws:", key)
+	case len(value) > 256:
+		return fmt.Errorf("%q: the value is longer than 256 characters", key)
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package poolconfig_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+func TestValidateTag(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ key, value, want string }{
+		{"team", "ci", ""},
+		{"cost center/team:a@b", "x", ""},
+		{"hangar:pool", "x", "reserved for Hangar"},
+		{"HANGAR:run", "x", "reserved for Hangar"},
+		{"aws:cloudformation", "x", "not starting with aws:"},
+		{"", "x", "want a tag key"},
+		{"bad*key", "x", "want a tag key"},
+		{strings.Repeat("k", 129), "x", "want a tag key"},
+		{"long", strings.Repeat("v", 257), "longer than 256"},
+	}
+	for _, tc := range tests {
+		err := poolconfig.ValidateTag(tc.key, tc.value)
+		if tc.want == "" {
+			require.NoError(t, err, tc.key)
+		} else {
+			require.ErrorContains(t, err, tc.want, tc.key)
+		}
+	}
+}
+
+func TestValidateLabel(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"linux", "gpu.a10", "x_y-z", strings.Repeat("a", 64)} {
+		require.NoError(t, poolconfig.ValidateLabel(ok), ok)
+	}
+	for _, bad := range []string{"", "has space", "a,b", strings.Repeat("a", 65), "ünï"} {
+		require.ErrorContains(t, poolconfig.ValidateLabel(bad), "want 1 to 64", bad)
+	}
+}
+
+func TestMarkets(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, state.UsageSpot, poolconfig.UsageClassOf(poolconfig.MarketSpot))
+	require.Equal(t, state.UsageOnDemand, poolconfig.UsageClassOf(poolconfig.MarketOnDemand))
+	require.Empty(t, poolconfig.UsageClassOf(poolconfig.MarketSpotFallback), "either usage class")
+	require.NoError(t, poolconfig.ValidateMarket("spot-fallback"))
+	require.ErrorContains(t, poolconfig.ValidateMarket("reserved"), `"reserved": want spot, on-demand or spot-fallback`)
+}

@@ -1,0 +1,81 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// acquire claims up to n instances from the pool and creates the rest.
+func (p *provisioning) acquire(ctx context.Context, n int) error {
+	claimed := p.claim(ctx, n)
+	if rest := n - claimed; rest > 0 {
+		return p.create(ctx, rest)
+	}
+	return nil
+}
+
+// claim takes up to n idle (or stopped) instances from the pool, starts the stopped ones, and
+// returns how many it took. A pool that cannot be read is a warning: create makes up for it.
+func (p *provisioning) claim(ctx context.Context, n int) int {
+	doc := p.d.Pool
+	start := time.Now()
+	defer func() { p.res.Timing.Claim += time.Since(start) }()
+	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign,
+		ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
+	for _, in := range res.Instances {
+		p.add(*in, true)
+	}
+	if err != nil {
+		p.warn("claim from pool %s: %v (creating instead)", doc.Name, err)
+	}
+	if len(res.Stopped) > 0 {
+		if _, err := p.d.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: res.Stopped}); err != nil {
+			p.warn("start stopped instances %v: %v", res.Stopped, err)
+		}
+	}
+	return len(res.Instances)
+}
+
+// create launches n instances for the run with one fleet request (retried across types, zones
+// and markets by the launcher), recording each the moment it exists.
+func (p *provisioning) create(ctx context.Context, n int) error {
+	doc := p.d.Pool
+	start := time.Now()
+	defer func() { p.res.Timing.Create += time.Since(start) }()
+	deadline, _ := ctx.Deadline()
+	_, err := p.d.Launcher.Launch(ctx, fleet.Request{
+		Pool: doc, Count: n, Market: p.cfg.UsageClass, Types: p.types, Tags: p.cfg.Tags,
+		Reserved: fleet.ForRun(p.cfg.Stack, doc.Name, p.cfg.RunID, p.cfg.Repository),
+		Deadline: deadline,
+		Token:    fmt.Sprintf("hangar-%s-%d-%s-%d", p.cfg.RunID, p.cfg.RunAttempt, doc.Name, p.replaced),
+		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
+			items, err := p.record.Record(ctx, lifecycle.Launch{Pool: doc, Instances: launched, At: time.Now(),
+				Assignment: &p.assign, Reason: "created for run " + p.cfg.RunID})
+			for _, in := range items {
+				p.add(*in, false)
+			}
+			if err == nil {
+				p.d.Log.Info("created instances", "count", len(items), "pool", doc.Name)
+			}
+			return err
+		},
+	})
+	return err
+}
+
+func (p *provisioning) failedIDs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.failed)
+}

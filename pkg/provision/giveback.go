@@ -1,0 +1,86 @@
+package provision
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// drop gives a failed instance back (healthy and claimed: to the pool) or retires it, and
+// forgets it.
+func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason string) {
+	p.mu.Lock()
+	p.failed = append(p.failed, it.ID)
+	delete(p.members, it.ID)
+	p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == it.ID })
+	p.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed {
+		out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: state.Claimed, To: state.Idle,
+			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason})
+		if err == nil {
+			if err := p.d.Queue.Publish(ctx, out); err != nil {
+				p.warn("offer %s back to the pool: %v", it.ID, err)
+			}
+			return
+		}
+		p.warn("give %s back: %v; terminating it unless someone else holds it now", it.ID, err)
+	}
+	res := p.retire.Retire(ctx, []state.Instance{*it}, lifecycle.Because(reason))
+	if res.Err != nil {
+		p.warn("terminate %s: %v (refresh will retry)", it.ID, res.Err)
+	}
+	for _, lost := range res.Lost {
+		p.warn("%s moved on before it could be terminated (%s): left alone", lost.ID, lost.Holder())
+	}
+}
+
+// rollback gives back or terminates everything this provision took.
+func (p *provisioning) rollback(cause error) {
+	p.mu.Lock()
+	ids := slices.Clone(p.order)
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	p.d.Log.Error("provision failed; giving back what it took", "error", cause, "instances", len(ids))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	items, err := p.d.Store.GetMany(ctx, ids)
+	if err != nil {
+		p.d.Log.Error("rollback: read the items; refresh will expire them", "error", err)
+		return
+	}
+	var insts []state.Instance
+	for _, id := range ids {
+		if it, ok := items[id]; ok {
+			insts = append(insts, *it)
+		}
+	}
+	res := p.d.Releaser.GiveBack(ctx, p.cfg.RunID, insts)
+	for _, w := range res.Warnings {
+		p.d.Log.Warn("rollback: " + w)
+	}
+}
+
+// replaceEarlierAttempt gives back the instances an earlier attempt of the run left, so that no
+// stale runner holds the label; this attempt gets fresh ones.
+func (p *provisioning) replaceEarlierAttempt(ctx context.Context) {
+	left, err := p.d.Store.ByRun(ctx, p.cfg.RunID)
+	if err != nil {
+		p.warn("look for instances of earlier attempts: %v", err)
+		return
+	}
+	earlier := slices.DeleteFunc(left, func(in state.Instance) bool { return in.RunAttempt >= p.cfg.RunAttempt })
+	if len(earlier) == 0 {
+		return
+	}
+	p.d.Log.Info("giving back the instances of earlier attempts", "count", len(earlier))
+	res := p.d.Releaser.GiveBack(ctx, p.cfg.RunID, earlier)
+	for _, w := range res.Warnings {
+		p.warn("giving back an earlier attempt's instances: %s", w)
+	}
+}

@@ -1,0 +1,112 @@
+package provision
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// pending returns the members not yet ready.
+func (p *provisioning) pending() []*member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*member
+	for _, id := range p.order {
+		if m := p.members[id]; !m.ready {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// wait waits until every pending instance is ready or has failed; it returns how many failed
+// (they are given back or terminated, and dropped).
+func (p *provisioning) wait(ctx context.Context) (int, error) {
+	pending := p.pending()
+	if len(pending) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, len(pending))
+	open := map[string]*member{}
+	for i, m := range pending {
+		ids[i] = m.inst.ID
+		open[m.inst.ID] = m
+	}
+	var failed atomic.Int64
+	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
+		var wg sync.WaitGroup
+		for id, m := range open {
+			it, ok := items[id]
+			if !ok {
+				continue // not readable this time; the item exists (provision wrote it)
+			}
+			if p.settle(ctx, &wg, m, it, &failed) {
+				delete(open, id)
+			}
+		}
+		wg.Wait()
+		return len(open) == 0
+	})
+	if err != nil {
+		return int(failed.Load()), fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
+			len(open), p.cfg.Count, p.cfg.RegistrationTimeout, err)
+	}
+	return int(failed.Load()), nil
+}
+
+// settle acts on one pending instance's item: registered instances move to running, failed ones
+// are dropped (in wg). It reports whether the instance is settled.
+func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member, it *state.Instance, failed *atomic.Int64) bool {
+	id := it.ID
+	switch {
+	case it.SignalFor(state.SignalRegistered, p.cfg.RunID, m.version):
+		wg.Go(func() {
+			if err := p.toRunning(ctx, m, it); err != nil {
+				p.warn("%s registered but could not be marked running: %v", id, err)
+				failed.Add(1)
+				p.drop(ctx, it, err.Error())
+			}
+		})
+	case it.SignalFor(state.SignalRegisterFailed, p.cfg.RunID, m.version):
+		failed.Add(1)
+		p.warn("%s could not register its runner: %s", id, lastLine(it.SignalLog))
+		wg.Go(func() { p.drop(ctx, it, "runner registration failed") })
+	case it.Signal == state.SignalFailed || it.Signal == state.SignalSpotInterrupted || it.State == state.Terminated:
+		failed.Add(1)
+		reason := "its agent reported " + string(it.Signal)
+		if it.State == state.Terminated {
+			reason = "terminated meanwhile: " + it.StateReason
+		}
+		p.warn("%s failed: %s %s", id, reason, lastLine(it.SignalLog))
+		wg.Go(func() { p.drop(ctx, it, reason) })
+	default:
+		return false
+	}
+	return true
+}
+
+// toRunning moves a registered instance to running.
+func (p *provisioning) toRunning(ctx context.Context, m *member, it *state.Instance) error {
+	out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
+		Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.runtime), Reason: "runner registered for run " + p.cfg.RunID})
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m.inst, m.version, m.ready, m.readyAt = *out, out.Version, true, time.Since(p.start)
+	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,171 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// releasing is one instance on its way back.
+type releasing struct {
+	inst    state.Instance
+	version int64 // the version release wrote
+	done    bool
+}
+
+func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
+	var back, booting []state.Instance
+	for _, in := range insts {
+		switch {
+		case in.RunID != g.run:
+			g.outcome(in, Already, "")
+		case in.State == state.Running || in.State == state.Claimed:
+			back = append(back, in)
+		case in.State == state.Created:
+			booting = append(booting, in)
+		default:
+			g.outcome(in, Already, "")
+		}
+	}
+	g.terminate(ctx, "still booting for the run", booting...)
+	if len(back) == 0 {
+		return
+	}
+	removeToken := g.removeToken(ctx)
+	waiting := make([]*releasing, 0, len(back))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, in := range back {
+		wg.Go(func() {
+			if v, ok := g.toIdle(ctx, in, removeToken); ok {
+				mu.Lock()
+				waiting = append(waiting, &releasing{inst: in, version: v})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	g.awaitDeregistered(ctx, waiting)
+}
+
+// removeToken mints the token agents deregister with ("" when GitHub refuses one: agents then
+// forget their registration and cleanGitHub deletes the runners by API).
+func (g *giving) removeToken(ctx context.Context) string {
+	tok, err := g.d.GitHub.RemoveToken(ctx)
+	if err != nil {
+		g.warn("no remove token (%v): agents forget their registration and release deletes the runners by API", err)
+		return ""
+	}
+	if g.d.Mask != nil {
+		g.d.Mask(tok.Value)
+	}
+	return tok.Value
+}
+
+// toIdle moves one instance to idle, following it through a concurrent claimed → running.
+func (g *giving) toIdle(ctx context.Context, in state.Instance, removeToken string) (int64, bool) {
+	doc, err := g.d.Pools.Pool(ctx, in.Pool)
+	if err != nil {
+		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
+		return 0, false
+	}
+	for range 3 {
+		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
+			Version: in.Version, RunID: g.run, RemoveToken: removeToken, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
+			Reason: "released by run " + g.run})
+		if err == nil {
+			return out.Version, true
+		}
+		var conflict *state.ConflictError
+		if !errors.As(err, &conflict) || conflict.Current == nil {
+			g.warn("release %s: %v", in.ID, err)
+			g.outcome(in, Already, err.Error())
+			return 0, false
+		}
+		cur := *conflict.Current
+		if cur.RunID != g.run || (cur.State != state.Running && cur.State != state.Claimed) {
+			g.outcome(cur, Already, "")
+			return 0, false
+		}
+		in = cur // it moved within the run (claimed → running): try again from where it is
+	}
+	g.warn("release %s: the item kept changing; leaving it to its deadline", in.ID)
+	return 0, false
+}
+
+// awaitDeregistered waits for each agent's DEREGISTERED, offering each instance to its pool as
+// soon as it arrives; what has not arrived by the deadline is terminated.
+func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
+	if len(waiting) == 0 {
+		return
+	}
+	ids := make([]string, len(waiting))
+	for i, w := range waiting {
+		ids[i] = w.inst.ID
+	}
+	wctx, cancel := context.WithTimeout(ctx, g.cfg.DeregisterTimeout)
+	defer cancel()
+	err := g.d.Store.Poll(wctx, ids, g.cfg.PollInterval, func(items map[string]*state.Instance) bool {
+		var ready []*state.Instance
+		left := 0
+		for _, w := range waiting {
+			if !w.done {
+				ready, left = g.settle(ctx, w, items[w.inst.ID], ready, left)
+			}
+		}
+		g.offer(ctx, ready)
+		return left == 0
+	})
+	if err == nil {
+		return
+	}
+	var stuck []state.Instance
+	for _, w := range waiting {
+		if !w.done {
+			in := w.inst
+			in.Version, in.State, in.RunID = w.version, state.Idle, ""
+			stuck = append(stuck, in)
+		}
+	}
+	g.terminate(ctx, fmt.Sprintf("its agent did not deregister within %s", g.cfg.DeregisterTimeout), stuck...)
+}
+
+// settle looks at one released instance's item (nil when unreadable or gone): deregistered
+// instances join ready; left counts those still to wait for.
+func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, ready []*state.Instance, left int) ([]*state.Instance, int) {
+	switch {
+	case it == nil || it.State == state.Terminated:
+		w.done = true
+		g.outcome(w.inst, Terminated, "terminated meanwhile")
+	case it.SignalFor(state.SignalDeregistered, g.run, w.version) && it.State == state.Idle:
+		w.done = true
+		ready = append(ready, it)
+	case it.Version != w.version:
+		w.done = true // someone else moved it on (refresh): not ours to offer
+		g.outcome(*it, Already, "")
+	case it.Signal == state.SignalSpotInterrupted || it.Signal == state.SignalFailed:
+		w.done = true
+		g.terminate(ctx, "its agent reported "+string(it.Signal), *it)
+	default:
+		left++
+	}
+	return ready, left
+}
+
+// offer puts deregistered instances back into their pools. An offer that fails leaves the
+// instance idle without a message: refresh republishes or expires it.
+func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
+	if len(insts) == 0 {
+		return
+	}
+	if err := g.d.Pools.Publish(ctx, insts...); err != nil {
+		g.warn("%v", err)
+	}
+	for _, in := range insts {
+		g.outcome(*in, Returned, "")
+	}
+}
