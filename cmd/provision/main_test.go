@@ -78,6 +78,7 @@ func TestBadInputs(t *testing.T) {
 		{"attempt", "GITHUB_RUN_ATTEMPT", "0", []string{"GITHUB_RUN_ATTEMPT: 0: want 1 or more"}},
 		{"repository", "GITHUB_REPOSITORY", "noslash", []string{`GITHUB_REPOSITORY: repository "noslash": want owner/name`}},
 		{"server url", "GITHUB_SERVER_URL", "ftp://example.com", []string{`GITHUB_SERVER_URL: "ftp://example.com": want an https URL`}},
+		{"plain http server", "GITHUB_SERVER_URL", "http://github.example.com", []string{`GITHUB_SERVER_URL: "http://github.example.com": want an https URL`}},
 		{"stack", "HANGAR_STACK", "bad stack", []string{`stack: "bad stack"`}},
 	}
 	require.GreaterOrEqual(t, len(tests), 20)
@@ -87,7 +88,7 @@ func TestBadInputs(t *testing.T) {
 			env := baseEnv()
 			env[tc.key] = tc.value
 			env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"], env["GITHUB_API_URL"] = trap.URL, trap.URL, trap.URL
-			cmd := exec.Command(bin)
+			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
 			cmd.Env = cleanEnviron()
 			for k, v := range env {
 				cmd.Env = append(cmd.Env, k+"="+v)
@@ -103,6 +104,37 @@ func TestBadInputs(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { require.Zero(t, requests.Load(), "a bad input reached AWS or GitHub") })
+}
+
+// TestLoopbackGitHubOnlyByFlag: a plain-http GitHub on a loopback address (the local stand-in)
+// is refused unless the command line says --allow-loopback-github; no input or variable a job
+// could set turns that on.
+func TestLoopbackGitHubOnlyByFlag(t *testing.T) {
+	t.Parallel()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+	var requests atomic.Int64
+	trap := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	defer trap.Close()
+	for _, extra := range [][]string{nil, {"HANGAR_ALLOW_LOOPBACK_GITHUB=true", "INPUT_ALLOW-LOOPBACK-GITHUB=true"}} {
+		env := baseEnv()
+		env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"] = trap.URL, trap.URL
+		env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"] = trap.URL, trap.URL
+		cmd := exec.Command(bin)
+		cmd.Env = append(cleanEnviron(), extra...)
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "%s", out)
+		require.Equal(t, 2, exit.ExitCode(), "%s", out)
+		require.Contains(t, string(out), `GITHUB_SERVER_URL: "`+trap.URL+`": want an https URL`)
+		require.Contains(t, string(out), `GITHUB_API_URL: "`+trap.URL+`": want an https URL`)
+	}
+	require.Zero(t, requests.Load())
 }
 
 // TestCancelledMidway: provision is cancelled (as a cancelled workflow does, by signal) after it
@@ -122,7 +154,7 @@ func TestCancelledMidway(t *testing.T) {
 	env["HANGAR_STACK"], env["HANGAR_POOL"], env["HANGAR_INSTANCE_COUNT"] = e.Stack, e.Pool, "3"
 	env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"], env["HANGAR_GITHUB_TOKEN"] = e.GH.URL(), e.GH.URL(), localenv.AdminToken
 	env["GITHUB_RUN_ID"] = "8801"
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, "--allow-loopback-github")
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)

@@ -110,11 +110,16 @@ func buildBootstrap(t *testing.T) string {
 func TestLambdaBootstrap(t *testing.T) {
 	t.Parallel()
 	testbed.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	e, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "lambda"), Baked: true})
+	// Building the bootstrap, the agent and the stand-in runner can take minutes on a busy
+	// machine with a cold cache: the scenario's own deadline starts after them.
+	bootstrap := buildBootstrap(t)
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancelStart()
+	e, err := localenv.Start(startCtx, localenv.Options{Stack: testbed.Name(t, "lambda"), Baked: true})
 	require.NoError(t, err)
 	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	require.NoError(t, e.UpdatePool(ctx, func(d *poolconfig.Document) {
 		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: 1}}}
 	}))
@@ -123,7 +128,7 @@ func TestLambdaBootstrap(t *testing.T) {
 
 	api := newRuntimeAPI()
 	defer api.srv.Close()
-	fn := exec.Command(buildBootstrap(t))
+	fn := exec.Command(bootstrap)
 	fn.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(api.srv.URL, "http://"), "HANGAR_STACK="+e.Stack,
 		"AWS_LAMBDA_FUNCTION_NAME=hangar-refresh", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256")
 	var logs testbed.Buffer

@@ -26,8 +26,10 @@ func TestBadInputs(t *testing.T) {
 	tests := []struct {
 		name, key, value, want string
 	}{
-		{"no run id", "GITHUB_RUN_ID", "", "run-id: run id is empty"},
-		{"bad run id", "GITHUB_RUN_ID", "12x", `run-id: run id "12x" is malformed`},
+		{"no run id", "GITHUB_RUN_ID", "", "GITHUB_RUN_ID: run id is empty"},
+		{"bad run id", "GITHUB_RUN_ID", "12x", `GITHUB_RUN_ID: run id "12x" is malformed`},
+		{"timeout too long", "HANGAR_DEREGISTER_TIMEOUT", "2h", "deregister-timeout: 2h0m0s: want 1s to 1h0m0s"},
+		{"plain http api", "GITHUB_API_URL", "http://api.example.com", `GITHUB_API_URL: "http://api.example.com": want an https URL`},
 		{"no token", "HANGAR_GITHUB_TOKEN", "", "github-token: empty"},
 		{"scope", "HANGAR_RUNNER_SCOPE", "team", `runner-scope "team": want repo or org`},
 		{"repository", "GITHUB_REPOSITORY", "x", `repository "x": want owner/name`},
@@ -39,7 +41,7 @@ func TestBadInputs(t *testing.T) {
 			env := map[string]string{"HANGAR_GITHUB_TOKEN": "ghs_x", "GITHUB_RUN_ID": "77", "GITHUB_REPOSITORY": "octo/app",
 				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
 			env[tc.key] = tc.value
-			cmd := exec.Command(bin)
+			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
 			cmd.Env = testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_")
 			for k, v := range env {
 				cmd.Env = append(cmd.Env, k+"="+v)
