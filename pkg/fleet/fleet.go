@@ -95,122 +95,166 @@ type Launcher struct {
 
 type override struct{ typ, subnet, az string }
 
+// launching is one Launch in progress: the overrides, which of them are out of capacity, the
+// market being tried, and what has been launched.
+type launching struct {
+	l            *Launcher
+	req          Request
+	market       string
+	types        []string
+	all          []override
+	exhausted    map[override]bool
+	capacityType ec2types.DefaultTargetCapacityType
+	backoff      time.Duration
+	maxBackoff   time.Duration
+	lastCapacity string // the last capacity error code, for the final error
+	out          []Instance
+}
+
 // Launch launches req.Count instances and returns those it launched. When it returns an error,
 // the instances it did launch are still returned (and were handed to OnLaunch).
 func (l *Launcher) Launch(ctx context.Context, req Request) ([]Instance, error) {
-	p := req.Pool
-	market := req.Market
-	if market == "" {
-		market = p.Market
+	g, err := l.start(req)
+	if err != nil {
+		return nil, err
 	}
-	types := req.Types
-	if len(types) == 0 {
-		types = p.InstanceTypes
+	for attempt := 1; len(g.out) < req.Count; attempt++ {
+		avail := g.available()
+		if len(avail) == 0 {
+			if err := g.nothingLeft(ctx); err != nil {
+				return g.out, err
+			}
+			continue
+		}
+		if err := g.round(ctx, avail, attempt); err != nil {
+			return g.out, err
+		}
+	}
+	return g.out, nil
+}
+
+// start checks the request and lays out every (type × subnet) override.
+func (l *Launcher) start(req Request) (*launching, error) {
+	p := req.Pool
+	g := &launching{l: l, req: req, market: req.Market, types: req.Types, exhausted: map[override]bool{},
+		backoff: time.Second, maxBackoff: l.MaxBackoff}
+	if g.market == "" {
+		g.market = p.Market
+	}
+	if len(g.types) == 0 {
+		g.types = p.InstanceTypes
+	}
+	if g.maxBackoff == 0 {
+		g.maxBackoff = 30 * time.Second
 	}
 	if req.Count < 1 {
 		return nil, fmt.Errorf("launch: count %d: want 1 or more", req.Count)
 	}
-	if len(types) == 0 || len(p.Subnets) == 0 {
+	if len(g.types) == 0 || len(p.Subnets) == 0 {
 		return nil, errors.New("launch: the pool has no instance types or no subnets")
 	}
-	var all []override
-	for _, t := range types {
+	for _, t := range g.types {
 		for _, s := range p.Subnets {
-			all = append(all, override{t, s.ID, s.AZ})
+			g.all = append(g.all, override{t, s.ID, s.AZ})
 		}
 	}
-	capacityType := ec2types.DefaultTargetCapacityTypeSpot
-	if market == poolconfig.MarketOnDemand {
-		capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
+	g.capacityType = ec2types.DefaultTargetCapacityTypeSpot
+	if g.market == poolconfig.MarketOnDemand {
+		g.capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
 	}
-	var out []Instance
-	exhausted := map[override]bool{}
-	backoff := time.Second
-	maxBackoff := l.MaxBackoff
-	if maxBackoff == 0 {
-		maxBackoff = 30 * time.Second
+	return g, nil
+}
+
+// available returns the overrides not known to be out of capacity.
+func (g *launching) available() []override {
+	var avail []override
+	for _, o := range g.all {
+		if !g.exhausted[o] {
+			avail = append(avail, o)
+		}
 	}
-	var lastCapacity string
-	for attempt := 1; len(out) < req.Count; attempt++ {
-		var avail []override
-		for _, o := range all {
-			if !exhausted[o] {
-				avail = append(avail, o)
-			}
+	return avail
+}
+
+// nothingLeft handles a round with every override out of capacity: spot-fallback falls back to
+// on-demand; otherwise it waits (jittered, growing) and tries everything again, unless the
+// deadline would pass first.
+func (g *launching) nothingLeft(ctx context.Context) error {
+	p := g.req.Pool
+	if g.market == poolconfig.MarketSpotFallback && g.capacityType == ec2types.DefaultTargetCapacityTypeSpot {
+		g.l.log().Warn("spot has no capacity in any type and zone; falling back to on-demand", "pool", p.Name)
+		g.capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
+		clear(g.exhausted)
+		return nil
+	}
+	delay := wait.Jitter(g.backoff)
+	if !g.req.Deadline.IsZero() && time.Now().Add(delay).After(g.req.Deadline) {
+		return fmt.Errorf("launch %d of %d instances of pool %s: %w in any of %d types × %d subnets before the deadline (last: %s)",
+			g.req.Count-len(g.out), g.req.Count, p.Name, ErrNoCapacity, len(g.types), len(p.Subnets), g.lastCapacity)
+	}
+	g.l.log().Warn("no capacity anywhere; backing off", "pool", p.Name, "wait", delay, "missing", g.req.Count-len(g.out))
+	if err := wait.Sleep(ctx, delay); err != nil {
+		return err
+	}
+	g.backoff = min(g.backoff*2, g.maxBackoff)
+	clear(g.exhausted)
+	if g.market == poolconfig.MarketSpotFallback {
+		g.capacityType = ec2types.DefaultTargetCapacityTypeSpot
+	}
+	return nil
+}
+
+// exhaust marks overrides out of capacity for this round of backoff.
+func (g *launching) exhaust(code string, overrides []override) {
+	g.lastCapacity = code
+	for _, o := range overrides {
+		g.exhausted[o] = true
+	}
+}
+
+// round makes one CreateFleet request over avail, records what it launched, and sorts its
+// errors: capacity errors exhaust their overrides, anything else is permanent.
+func (g *launching) round(ctx context.Context, avail []override, attempt int) error {
+	resp, err := g.l.EC2.CreateFleet(ctx, g.l.input(g.req, avail, g.capacityType, g.req.Count-len(g.out), attempt))
+	if err != nil {
+		switch awserr.Classify(err) {
+		case awserr.Capacity, awserr.Throttled:
+			g.exhaust(awserr.Code(err), avail)
+			return nil
+		case awserr.Canceled:
+			return err
+		default:
+			return permanent(awserr.Code(err), err.Error(), err)
 		}
-		if len(avail) == 0 {
-			if market == poolconfig.MarketSpotFallback && capacityType == ec2types.DefaultTargetCapacityTypeSpot {
-				l.log().Warn("spot has no capacity in any type and zone; falling back to on-demand", "pool", p.Name)
-				capacityType = ec2types.DefaultTargetCapacityTypeOnDemand
-				clear(exhausted)
-				continue
-			}
-			delay := wait.Jitter(backoff)
-			if !req.Deadline.IsZero() && time.Now().Add(delay).After(req.Deadline) {
-				return out, fmt.Errorf("launch %d of %d instances of pool %s: %w in any of %d types × %d subnets before the deadline (last: %s)",
-					req.Count-len(out), req.Count, p.Name, ErrNoCapacity, len(types), len(p.Subnets), lastCapacity)
-			}
-			l.log().Warn("no capacity anywhere; backing off", "pool", p.Name, "wait", delay, "missing", req.Count-len(out))
-			if err := wait.Sleep(ctx, delay); err != nil {
-				return out, err
-			}
-			backoff = min(backoff*2, maxBackoff)
-			clear(exhausted)
-			if market == poolconfig.MarketSpotFallback {
-				capacityType = ec2types.DefaultTargetCapacityTypeSpot
-			}
-			continue
-		}
-		in := l.input(req, avail, capacityType, req.Count-len(out), attempt)
-		resp, err := l.EC2.CreateFleet(ctx, in)
-		if err != nil {
-			switch awserr.Classify(err) {
-			case awserr.Capacity, awserr.Throttled:
-				lastCapacity = awserr.Code(err)
-				for _, o := range avail {
-					exhausted[o] = true
-				}
-				continue
-			case awserr.Canceled:
-				return out, err
-			default:
-				return out, permanent(awserr.Code(err), err.Error(), err)
-			}
-		}
-		launched, err := l.launched(ctx, resp, avail, capacityType)
-		if len(launched) > 0 {
-			out = append(out, launched...)
-			if req.OnLaunch != nil {
-				if cbErr := req.OnLaunch(ctx, launched); cbErr != nil {
-					return out, fmt.Errorf("record launched instances: %w", cbErr)
-				}
-			}
-		}
-		if err != nil {
-			return out, err
-		}
-		for _, e := range resp.Errors {
-			code, msg := aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)
-			switch awserr.ClassifyCode(code) {
-			case awserr.Capacity, awserr.Throttled:
-				lastCapacity = code
-				for _, o := range overridesOf(e.LaunchTemplateAndOverrides, avail) {
-					exhausted[o] = true
-				}
-			default:
-				if len(out) < req.Count {
-					return out, permanent(code, msg, nil)
-				}
-			}
-		}
-		if len(launched) == 0 && len(resp.Errors) == 0 {
-			// Nothing launched and nothing said: treat every override tried as out of capacity.
-			for _, o := range avail {
-				exhausted[o] = true
+	}
+	launched, err := g.l.launched(ctx, resp, avail, g.capacityType)
+	if len(launched) > 0 {
+		g.out = append(g.out, launched...)
+		if g.req.OnLaunch != nil {
+			if cbErr := g.req.OnLaunch(ctx, launched); cbErr != nil {
+				return fmt.Errorf("record launched instances: %w", cbErr)
 			}
 		}
 	}
-	return out, nil
+	if err != nil {
+		return err
+	}
+	for _, e := range resp.Errors {
+		code, msg := aws.ToString(e.ErrorCode), aws.ToString(e.ErrorMessage)
+		switch awserr.ClassifyCode(code) {
+		case awserr.Capacity, awserr.Throttled:
+			g.exhaust(code, overridesOf(e.LaunchTemplateAndOverrides, avail))
+		default:
+			if len(g.out) < g.req.Count {
+				return permanent(code, msg, nil)
+			}
+		}
+	}
+	if len(launched) == 0 && len(resp.Errors) == 0 {
+		// Nothing launched and nothing said: treat every override tried as out of capacity.
+		g.exhaust(g.lastCapacity, avail)
+	}
+	return nil
 }
 
 func (l *Launcher) log() *slog.Logger {

@@ -2,12 +2,12 @@ package poolconfig
 
 import (
 	"errors"
-	"maps"
-	"slices"
 	"fmt"
+	"maps"
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 

@@ -3,7 +3,6 @@ package provision
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,7 +73,7 @@ func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member
 		})
 	case it.SignalFor(state.SignalRegisterFailed, p.cfg.RunID, m.version):
 		failed.Add(1)
-		p.warn("%s could not register its runner: %s", id, lastLine(it.SignalLog))
+		p.warn("%s could not register its runner: %s", id, state.LastLine(it.SignalLog))
 		wg.Go(func() { p.drop(ctx, it, "runner registration failed") })
 	case it.Signal == state.SignalFailed || it.Signal == state.SignalSpotInterrupted || it.State == state.Terminated:
 		failed.Add(1)
@@ -82,7 +81,7 @@ func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member
 		if it.State == state.Terminated {
 			reason = "terminated meanwhile: " + it.StateReason
 		}
-		p.warn("%s failed: %s %s", id, reason, lastLine(it.SignalLog))
+		p.warn("%s failed: %s %s", id, reason, state.LastLine(it.SignalLog))
 		wg.Go(func() { p.drop(ctx, it, reason) })
 	default:
 		return false
@@ -101,12 +100,4 @@ func (p *provisioning) toRunning(ctx context.Context, m *member, it *state.Insta
 	defer p.mu.Unlock()
 	m.inst, m.version, m.ready, m.readyAt = *out, out.Version, true, time.Since(p.start)
 	return nil
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, "\n"); i >= 0 {
-		s = s[i+1:]
-	}
-	return s
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -227,7 +226,7 @@ func (r *run) unfit(doc *poolconfig.Document, in state.Instance, gone map[string
 	case gone[in.ID] != "":
 		return "its instance is " + gone[in.ID] + " on EC2"
 	case in.Signal == state.SignalFailed:
-		return "its agent failed: " + lastLine(in.SignalLog)
+		return "its agent failed: " + state.LastLine(in.SignalLog)
 	case in.Signal == state.SignalSpotInterrupted:
 		return "spot interruption"
 	case in.SpecHash != "" && in.SpecHash != doc.SpecHash && in.State != state.Created:
@@ -236,14 +235,6 @@ func (r *run) unfit(doc *poolconfig.Document, in state.Instance, gone map[string
 		return fmt.Sprintf("no heartbeat since %s", in.HeartbeatAt.UTC().Format(time.RFC3339))
 	}
 	return ""
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndex(s, "\n"); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
 
 // vanished returns the instances among insts that EC2 no longer has running or stopped, with

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"strings"
+
 	"github.com/hangar-ci/hangar/pkg/awserr"
 
 	"context"
@@ -166,6 +168,16 @@ func (a *Agent) write(ctx context.Context, what string, cond expression.Conditio
 	default:
 		return nil, fmt.Errorf("%s of %s: %w", what, a.id, err)
 	}
+}
+
+// LastLine returns the last non-blank line of a log tail (a signal's log, say), for a one-line
+// message.
+func LastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
 }
 
 // LogTail returns the last max bytes of s, cut at a UTF-8 boundary.
