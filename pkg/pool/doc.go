@@ -1,5 +1,5 @@
 // Package pool is Hangar's resource pool: one SQS queue per pool, one message per idle (or
-// stopped) instance (docs/design.md §5).
+// stopped) instance (docs/design.md §8).
 //
 // SQS is a hint and DynamoDB the truth. Publish puts an instance's message on its pool's queue;
 // Selector.Claim receives messages in batches, keeps those that fit a Request, and claims them

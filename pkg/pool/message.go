@@ -12,7 +12,7 @@ import (
 // MessageVersion is the schema version of Message.
 const MessageVersion = 1
 
-// Message describes one idle or stopped instance waiting in a pool (docs/design.md §5).
+// Message describes one idle or stopped instance waiting in a pool (docs/design.md §8).
 type Message struct {
 	V            int    `json:"v"`
 	InstanceARN  string `json:"instanceArn"`

@@ -61,7 +61,7 @@ type Subnet struct {
 	AZ string `json:"az"`
 }
 
-// Timeouts are the deadlines of each state (docs/design.md §7).
+// Timeouts are the deadlines of each state (docs/design.md §10).
 type Timeouts struct {
 	Created Duration `json:"created"`
 	Claimed Duration `json:"claimed"`

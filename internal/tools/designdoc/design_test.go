@@ -152,11 +152,11 @@ func TestItemAttributesMatchDesign(t *testing.T) {
 func TestExamplesParse(t *testing.T) {
 	t.Parallel()
 	doc := readDoc(t)
-	m, err := pool.ParseMessage(jsonBlock(t, doc, "## 5. The pool message"), "linux-x64")
+	m, err := pool.ParseMessage(jsonBlock(t, doc, "## 8. The pool message"), "linux-x64")
 	require.NoError(t, err, "the example pool message")
 	require.Equal(t, int64(7), m.Version)
 
-	d, err := poolconfig.Parse([]byte(jsonBlock(t, doc, "## 6. The pool document")))
+	d, err := poolconfig.Parse([]byte(jsonBlock(t, doc, "## 9. The pool document")))
 	require.NoError(t, err, "the example pool document")
 	require.Equal(t, "linux-x64", d.Name)
 }
