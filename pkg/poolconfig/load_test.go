@@ -24,11 +24,7 @@ func TestLoadFromSSM(t *testing.T) {
 	raw, err := os.ReadFile("testdata/pool.json")
 	require.NoError(t, err)
 
-	put := func(pool string, body []byte) {
-		_, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(stack, pool)),
-			Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
-		require.NoError(t, err)
-	}
+	put := func(pool string, body []byte) { publish(t, client, stack, pool, body) }
 	put("linux-x64", raw)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(raw, &m))
@@ -68,9 +64,7 @@ func TestLoadStack(t *testing.T) {
 		m["name"] = pool
 		change(m)
 		b, _ := json.Marshal(m)
-		_, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(stack, pool)),
-			Value: aws.String(string(b)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
-		require.NoError(t, err)
+		publish(t, client, stack, pool, b)
 	}
 
 	_, err = poolconfig.LoadStack(ctx, client, stack)
@@ -91,4 +85,12 @@ func TestLoadStack(t *testing.T) {
 	put("c", func(m map[string]any) { m["table"] = "another-table" })
 	_, err = poolconfig.LoadStack(ctx, client, stack)
 	require.ErrorContains(t, err, "pools c name another state table")
+}
+
+// publish puts a pool document where the stack publishes it.
+func publish(t *testing.T, client *ssm.Client, stack, pool string, body []byte) {
+	t.Helper()
+	_, err := client.PutParameter(testbed.Context(t, 30*time.Second), &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(stack, pool)),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+	require.NoError(t, err)
 }
