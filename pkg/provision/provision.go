@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +81,25 @@ type Deps struct {
 	Mask func(secret string)
 }
 
+// validate refuses missing collaborators (a wiring mistake) before anything happens.
+func (d *Deps) validate() error {
+	var missing []string
+	for name, set := range map[string]bool{"Store": d.Store != nil, "Claimer": d.Claimer != nil, "Queue": d.Queue != nil,
+		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "Releaser": d.Releaser != nil} {
+		if !set {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("provision: Deps.%s not set", strings.Join(missing, ", Deps."))
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	return nil
+}
+
 // Instance is one instance given to the run.
 type Instance struct {
 	ID, Type, AZ, UsageClass string
@@ -136,8 +157,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Log == nil {
-		d.Log = slog.Default()
+	if err := d.validate(); err != nil {
+		return nil, err
 	}
 	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID},
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log},
