@@ -38,12 +38,12 @@ func (s *Simulator) AgentPID(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inst, ok := s.insts[id]; ok && inst.agent != nil {
-		return inst.agent.Process.Pid
+		return inst.agentPID
 	}
 	return 0
 }
 
-// Interrupt makes an instance's metadata announce a spot interruption.
+// Interrupt makes a running instance's metadata announce a spot interruption.
 func (s *Simulator) Interrupt(ctx context.Context, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,7 +51,13 @@ func (s *Simulator) Interrupt(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return inst.md.interrupt(ctx)
+	if inst.md == nil {
+		return fmt.Errorf("fleetsim: instance %s is not running", id)
+	}
+	if err := inst.md.interrupt(ctx); err != nil {
+		return fmt.Errorf("fleetsim: interrupt %s: %w", id, err)
+	}
+	return nil
 }
 
 // SetDynamoDB makes DynamoDB reachable (up) or unreachable for one instance.

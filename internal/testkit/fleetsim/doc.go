@@ -11,4 +11,11 @@
 // It stops the agent when the instance is stopped or terminated, restarts it when the instance
 // starts again, and turns an agent's power-off (its shutdown command) into a termination, as the
 // launch template's shutdown behaviour does on EC2.
+//
+// It leaves no process behind: a failed start stops what it had started; stopping an agent kills
+// everything the agent started too, in whatever process group (each agent runs under a small shim,
+// this package's own program re-executed, see shimEnv); and should the simulator's process die
+// without stopping them (a panic, a test timeout, SIGKILL), its mocks and agents get a
+// parent-death signal and die with it, the agents' runners and scripts too. That part is
+// Linux-only, as is the test world.
 package fleetsim

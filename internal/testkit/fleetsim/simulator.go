@@ -1,14 +1,17 @@
 package fleetsim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -54,10 +57,11 @@ type Config struct {
 type instance struct {
 	id, pool, dir string
 	ident         identity
-	md            *metadataMock
-	proxy         *ddbProxy
-	agent         *exec.Cmd
-	agentDone     chan struct{}
+	md            *metadataMock // nil while the agent is not running
+	proxy         *ddbProxy     // kept across restarts, closed by stopAll
+	agent         *exec.Cmd     // the agent's shim (see shimEnv); nil while not running
+	agentDone     <-chan struct{}
+	agentPID      int
 	prepared      bool
 }
 
@@ -65,6 +69,7 @@ type instance struct {
 type Simulator struct {
 	cfg   Config
 	ec2   EC2
+	self  string // this program, run as the agents' shim
 	mu    sync.Mutex
 	insts map[string]*instance
 	ready chan struct{} // closed after the first reconcile
@@ -82,10 +87,16 @@ func New(cfg Config, client EC2) (*Simulator, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Simulator{cfg: cfg, ec2: client, insts: map[string]*instance{}, ready: make(chan struct{})}, nil
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("fleetsim: find this program, to run agents under it: %w", err)
+	}
+	return &Simulator{cfg: cfg, ec2: client, self: self, insts: map[string]*instance{}, ready: make(chan struct{})}, nil
 }
 
-// Run simulates until ctx ends, then stops every agent and mock.
+// Run simulates until ctx ends, then stops every agent and mock and returns once every process
+// it started has exited. Should the simulator's process die first, its agents and mocks die with
+// it (a parent-death signal), the agents' runners and scripts too (see shimEnv).
 func (s *Simulator) Run(ctx context.Context) error {
 	defer s.stopAll()
 	t := time.NewTicker(s.cfg.Interval)
@@ -181,10 +192,12 @@ func (s *Simulator) apply(ctx context.Context, in ec2types.Instance, owner strin
 	}
 }
 
-func (s *Simulator) start(ctx context.Context, inst *instance) error {
+// start starts an instance's metadata mock, DynamoDB proxy and agent. On error nothing of it
+// runs.
+func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 	runnerDir := filepath.Join(inst.dir, "runner")
 	if err := os.MkdirAll(runnerDir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("create runner dir: %w", err)
 	}
 	if !inst.prepared && s.cfg.Prepare != nil {
 		if err := s.cfg.Prepare(inst.id, runnerDir); err != nil {
@@ -192,58 +205,114 @@ func (s *Simulator) start(ctx context.Context, inst *instance) error {
 		}
 	}
 	inst.prepared = true
-	var err error
-	if inst.md, err = startMetadata(ctx, s.cfg.MetadataBin, inst.dir, inst.ident); err != nil {
-		return err
+	if inst.md != nil { // not expected: stop keeps none; never leave one running unreferenced
+		inst.md.stop()
+		inst.md = nil
 	}
-	if inst.proxy == nil {
-		if inst.proxy, err = newProxy(s.cfg.DynamoDBEndpoint); err != nil {
-			return err
-		}
-	}
-	logf, err := os.OpenFile(filepath.Join(inst.dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	md, err := startMetadata(ctx, s.cfg.MetadataBin, inst.dir, inst.ident)
 	if err != nil {
 		return err
 	}
-	defer logf.Close()
+	defer func() {
+		if err != nil {
+			md.stop()
+		}
+	}()
+	if inst.proxy == nil {
+		if inst.proxy, err = newProxy(s.cfg.DynamoDBEndpoint); err != nil {
+			return fmt.Errorf("start DynamoDB proxy: %w", err)
+		}
+	}
 	args := append([]string{"--stack", s.cfg.Stack, "--pool", inst.pool, "--runner-dir", runnerDir,
 		"--work-dir", filepath.Join(inst.dir, "work"), "--run-as", "self", "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
-	cmd := exec.Command(s.cfg.AgentBin, args...)
-	cmd.Env = append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+inst.md.url(),
+	env := append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+md.url(),
 		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.url())
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Dir = inst.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so that a "power cut" takes the runner too
-	if err := cmd.Start(); err != nil {
-		inst.md.stop()
-		return fmt.Errorf("start agent: %w", err)
+	if err := s.startAgent(inst, args, env); err != nil {
+		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	inst.agent, inst.agentDone = cmd, done
-	s.cfg.Log.Info("fleetsim: agent started", "instance", inst.id, "pool", inst.pool, "pid", cmd.Process.Pid)
+	inst.md = md
+	s.cfg.Log.Info("fleetsim: agent started", "instance", inst.id, "pool", inst.pool, "pid", inst.agentPID)
 	return nil
 }
 
+// startAgent starts the agent under its shim (see shimEnv) in the instance's directory, and
+// learns the agent's pid from the shim. On error neither runs.
+func (s *Simulator) startAgent(inst *instance, args, env []string) error {
+	logPath := filepath.Join(inst.dir, "agent.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open agent log: %w", err)
+	}
+	defer logf.Close()
+	pidIn, pidOut, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	defer pidIn.Close()
+	cmd := exec.Command(s.self, append([]string{s.cfg.AgentBin}, args...)...)
+	cmd.Env = append(env, shimEnv+"=1")
+	cmd.ExtraFiles = []*os.File{pidOut} // descriptor 3
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = inst.dir
+	// Its own process group, and a power cut (SIGHUP, see shimEnv) when the simulator dies.
+	cmd.SysProcAttr = procAttr(true, syscall.SIGHUP)
+	done, err := startLocked(cmd)
+	_ = pidOut.Close()
+	if err != nil {
+		return fmt.Errorf("start agent shim: %w", err)
+	}
+	pid, err := readPID(pidIn, 10*time.Second)
+	if err != nil {
+		halt(cmd, done, syscall.SIGHUP, 10*time.Second)
+		return fmt.Errorf("start agent: %w; see %s", err, logPath)
+	}
+	inst.agent, inst.agentDone, inst.agentPID = cmd, done, pid
+	return nil
+}
+
+// readPID reads the pid the shim writes once the agent has started; the shim closes the pipe
+// without one when the agent could not start.
+func readPID(r *os.File, timeout time.Duration) (int, error) {
+	if err := r.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return 0, fmt.Errorf("read the agent's pid: %w", err)
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's pid: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return 0, errors.New("the agent did not start")
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return 0, fmt.Errorf("read the agent's pid: %w", err)
+	}
+	return pid, nil
+}
+
 // stop ends an instance's agent: gracefully (SIGTERM, as systemd does on a stop) or at once (a
-// terminated machine), with its whole process group.
+// terminated machine), and with it every process the agent started (the shim's sweep), then its
+// metadata mock.
 func (s *Simulator) stop(inst *instance, graceful bool) {
-	pgid := inst.agent.Process.Pid
 	if graceful {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = inst.agent.Process.Signal(syscall.SIGTERM) // the shim passes it on to the agent
 		select {
 		case <-inst.agentDone:
 		case <-time.After(10 * time.Second):
 		}
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-inst.agentDone
-	inst.agent = nil
-	inst.md.stop()
+	halt(inst.agent, inst.agentDone, syscall.SIGHUP, 30*time.Second) // a power cut, see shimEnv
+	inst.agent, inst.agentDone, inst.agentPID = nil, nil, 0
+	if inst.md != nil {
+		inst.md.stop()
+		inst.md = nil
+	}
 	s.cfg.Log.Info("fleetsim: agent stopped", "instance", inst.id, "graceful", graceful)
 }
 
+// stopAll stops every agent and mock, and closes every proxy, whether or not an instance's agent
+// still runs.
 func (s *Simulator) stopAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,8 +320,13 @@ func (s *Simulator) stopAll() {
 		if inst.agent != nil {
 			s.stop(inst, false)
 		}
+		if inst.md != nil {
+			inst.md.stop()
+			inst.md = nil
+		}
 		if inst.proxy != nil {
 			inst.proxy.close()
+			inst.proxy = nil
 		}
 	}
 }

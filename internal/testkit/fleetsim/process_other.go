@@ -1,0 +1,20 @@
+//go:build !linux
+
+package fleetsim
+
+import "syscall"
+
+// procAttr: outside Linux there is no parent-death signal; children outlive a simulator that
+// dies without stopping them.
+func procAttr(pgid bool, _ syscall.Signal) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: pgid}
+}
+
+// becomeSubreaper: outside Linux orphans go to init, out of the shim's reach.
+func becomeSubreaper() error { return nil }
+
+// childrenOf: outside Linux the shim only reaps what is already its own.
+func childrenOf(int) []int { return nil }
+
+// ProcessesUnder: outside Linux there is no /proc to look in; it reports nothing.
+func ProcessesUnder(string) []string { return nil }
