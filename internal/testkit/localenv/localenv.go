@@ -1,9 +1,10 @@
 // Package localenv assembles a whole local Hangar world on the emulators, for end-to-end tests,
 // benchmarks and the demo: a state table in DynamoDB Local, a pool document in moto's SSM, the
 // GitHub stand-in, a download server for the stand-in runner, and a fleet simulator running real
-// agents for the instances launched in moto. It also does, step by step, what the control plane
-// does to an instance (warm it, claim it, release it), so that the agent can be driven before
-// provision and release exist as programs.
+// agents for the instances launched in moto. Tests run the action's step binaries (cmd/provision,
+// cmd/release) against it with StepEnv and RunStep; it also does, one transition at a time, what
+// the control plane does to an instance (Warm, Claim, Release), for tests that drive the agent
+// through states no step binary would produce on cue.
 package localenv
 
 import (
@@ -85,8 +86,9 @@ type Env struct {
 
 // Start builds the agent and the stand-in runner and brings the world up. The emulators must be
 // running, with their endpoints in the environment (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_DYNAMODB,
-// HANGAR_TESTBED_IMDS_BIN: make testbed-up writes them).
-func Start(ctx context.Context, o Options) (e *Env, err error) {
+// HANGAR_TESTBED_IMDS_BIN: make testbed-up writes them). On error, what it had created is
+// removed again.
+func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.Pool == "" {
 		o.Pool = "linux-x64"
 	}
@@ -99,21 +101,22 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 	imdsBin := os.Getenv("HANGAR_TESTBED_IMDS_BIN")
 	ddbURL := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")
 	if imdsBin == "" || ddbURL == "" {
-		return nil, errors.New("the emulators' endpoints are not in the environment: run make testbed-up and load .cache/testbed/endpoints.env")
+		return nil, errors.New("the emulators' endpoints are not in the environment (HANGAR_TESTBED_IMDS_BIN, AWS_ENDPOINT_URL_DYNAMODB): run make testbed-up and load .cache/testbed/endpoints.env")
 	}
 	agentBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/agent")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("build the agent: %w", err)
 	}
 	runnerBin, err := testbuild.Build("github.com/hangar-ci/hangar/internal/testkit/cmd/fake-runner")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("build the stand-in runner: %w", err)
 	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
-	e = &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances"}
+	// e is not the named result: a failed return sets that to nil before the deferred Close runs.
+	e := &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances"}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -122,25 +125,25 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
 	if err := state.CreateTable(ctx, db, e.Table); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create state table %s: %w", e.Table, err)
 	}
 	e.closers = append(e.closers, func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
 	})
 	if e.Store, err = state.NewStore(db, e.Table, state.Account{Partition: "aws", Region: cfg.Region, ID: Account}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open state store: %w", err)
 	}
 
 	e.GH = ghfake.New(AdminToken)
 	e.closers = append(e.closers, e.GH.Close)
 	if e.GitHub, err = github.NewClient(nil).WithAuthToken(AdminToken).WithEnterpriseURLs(e.GH.URL()+"/", e.GH.URL()+"/"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GitHub client for the stand-in: %w", err)
 	}
 	e.GitHub.BaseURL.Path = "/"
 
 	tarball, sum, err := fakerunner.Tarball(runnerBin)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pack the stand-in runner: %w", err)
 	}
 	e.TarSum = sum
 	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -155,13 +158,13 @@ func Start(ctx context.Context, o Options) (e *Env, err error) {
 		sum = strings.Repeat("0", 64)
 	}
 	if err := e.publishPool(ctx, o, dl.URL, sum); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("publish pool %s: %w", e.Pool, err)
 	}
 
 	dir := o.Dir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "hangar-fleet-"); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("simulator directory: %w", err)
 		}
 		e.closers = append(e.closers, func() { _ = os.RemoveAll(dir) })
 	}
@@ -194,6 +197,9 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	if err != nil {
 		return fmt.Errorf("create launch template: %w", err)
 	}
+	e.closers = append(e.closers, func() {
+		_, _ = e.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+	})
 	subnets, err := e.subnets(ctx)
 	if err != nil {
 		return err
@@ -215,14 +221,21 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	}
 	body, err := json.Marshal(doc)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode pool document: %w", err)
 	}
 	if e.Doc, err = poolconfig.Parse(body); err != nil {
 		return fmt.Errorf("local pool document: %w", err)
 	}
-	_, err = ssm.NewFromConfig(e.AWS).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(e.Stack, e.Pool)),
-		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
-	return err
+	name := poolconfig.ParameterName(e.Stack, e.Pool)
+	client := ssm.NewFromConfig(e.AWS)
+	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+		return fmt.Errorf("put parameter %s: %w", name, err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = client.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
+	})
+	return nil
 }
 
 // UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
@@ -247,10 +260,13 @@ func (e *Env) createQueues(ctx context.Context, name string) (string, string, er
 	if err != nil {
 		return "", "", fmt.Errorf("create queue: %w", err)
 	}
+	e.closers = append(e.closers, func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl})
+	})
 	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("dead-letter queue ARN: %w", err)
 	}
 	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": attrs.Attributes["QueueArn"], "maxReceiveCount": "50"})
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{"RedrivePolicy": string(redrive)}})
@@ -259,7 +275,6 @@ func (e *Env) createQueues(ctx context.Context, name string) (string, string, er
 	}
 	e.closers = append(e.closers, func() {
 		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
-		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl})
 	})
 	return aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), nil
 }
