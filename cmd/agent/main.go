@@ -6,7 +6,8 @@
 // It reads its identity from instance metadata (IMDSv2), its pool document from SSM
 // (/hangar/<stack>/pools/<pool>, or a local file with --pool-document) and runs until its
 // instance is terminated or it gets SIGTERM. Every flag has an environment variable
-// (HANGAR_<FLAG>, upper case, dashes as underscores).
+// (HANGAR_<FLAG>, upper case, dashes as underscores); a flag given wins over its variable, and a
+// malformed variable stops the agent at start with an error naming it.
 package main
 
 import (
@@ -67,24 +68,35 @@ func main() {
 	}
 }
 
+// envName is the environment variable of a flag: HANGAR_<FLAG>, upper case, dashes as underscores.
+func envName(flag string) string {
+	return "HANGAR_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// parse reads the flags from args and their defaults from the HANGAR_* environment. A malformed
+// variable is an error, never silently replaced by the default: an agent would otherwise run
+// with settings nobody asked for.
 func parse(args []string) (options, error) {
 	var o options
+	var envErrs []error
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	env := func(name, def string) string {
-		if v, ok := os.LookupEnv("HANGAR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
-			return v
+	str := func(p *string, name, def, usage string) {
+		if v, ok := os.LookupEnv(envName(name)); ok {
+			def = v
 		}
-		return def
+		fs.StringVar(p, name, def, usage)
 	}
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	// An empty duration variable counts as unset (systemd's Environment=HANGAR_BOOT_WAIT=).
 	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
-		d := def
-		if v := env(name, ""); v != "" {
-			if parsed, err := time.ParseDuration(v); err == nil {
-				d = parsed
+		if v := os.Getenv(envName(name)); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s: %q: want a duration such as 1s or 2m", envName(name), v))
+			} else {
+				def = d
 			}
 		}
-		fs.DurationVar(p, name, d, usage)
+		fs.DurationVar(p, name, def, usage)
 	}
 	str(&o.stack, "stack", "", "the Hangar stack name (pool documents live under /hangar/<stack>/pools/)")
 	str(&o.pool, "pool", "", "this instance's pool")
@@ -100,17 +112,20 @@ func parse(args []string) (options, error) {
 	dur(&o.spot, "spot-interval", agent.DefaultSpotInterval, "how often to look for a spot interruption notice")
 	str(&o.shutdown, "shutdown-command", strings.Join(agent.DefaultShutdownCommand, " "), "powers the machine off when EC2 will not terminate it")
 	str(&o.logFormat, "log-format", "json", "json or text")
+	if err := errors.Join(envErrs...); err != nil {
+		return o, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if o.poolDocument == "" && (o.stack == "" || o.pool == "") {
-		return o, errors.New("--stack and --pool (or --pool-document) are required")
+		return o, errors.New("--stack and --pool (HANGAR_STACK, HANGAR_POOL), or --pool-document (HANGAR_POOL_DOCUMENT), are required")
 	}
 	if o.logFormat != "json" && o.logFormat != "text" {
-		return o, fmt.Errorf("--log-format %q: want json or text", o.logFormat)
+		return o, fmt.Errorf("--log-format (HANGAR_LOG_FORMAT) %q: want json or text", o.logFormat)
 	}
 	if strings.TrimSpace(o.shutdown) == "" {
-		return o, errors.New("--shutdown-command is empty")
+		return o, errors.New("--shutdown-command (HANGAR_SHUTDOWN_COMMAND) is empty")
 	}
 	return o, nil
 }
