@@ -81,10 +81,7 @@ func TestBadInputs(t *testing.T) {
 			env[tc.key] = tc.value
 			env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"], env["GITHUB_API_URL"] = trap.URL, trap.URL, trap.URL
 			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
-			cmd.Env = cleanEnviron()
-			for k, v := range env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
+			cmd.Env = testbed.WithEnv(cleanEnviron(), env)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			require.ErrorAs(t, err, &exit, "%s", out)
@@ -109,10 +106,7 @@ func TestLoopbackGitHubOnlyByFlag(t *testing.T) {
 		env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"] = trap.URL, trap.URL
 		env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"] = trap.URL, trap.URL
 		cmd := exec.Command(bin)
-		cmd.Env = append(cleanEnviron(), extra...)
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+		cmd.Env = testbed.WithEnv(append(cleanEnviron(), extra...), env)
 		out, err := cmd.CombinedOutput()
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "%s", out)
@@ -140,10 +134,7 @@ func TestCancelledMidway(t *testing.T) {
 	env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"], env["HANGAR_GITHUB_TOKEN"] = e.GH.URL(), e.GH.URL(), localenv.AdminToken
 	env["GITHUB_RUN_ID"] = "8801"
 	cmd := exec.Command(bin, "--allow-loopback-github")
-	cmd.Env = os.Environ()
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = testbed.WithEnv(os.Environ(), env)
 	var out testbed.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())

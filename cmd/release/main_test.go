@@ -34,10 +34,7 @@ func TestBadInputs(t *testing.T) {
 				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
 			env[tc.key] = tc.value
 			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
-			cmd.Env = testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_")
-			for k, v := range env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
+			cmd.Env = testbed.WithEnv(testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_"), env)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			require.ErrorAs(t, err, &exit, "%s", out)

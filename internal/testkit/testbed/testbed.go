@@ -12,9 +12,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,15 @@ func Environ(drop ...string) []string {
 		if keep {
 			out = append(out, kv)
 		}
+	}
+	return out
+}
+
+// WithEnv returns base followed by env's variables as KEY=value (later entries win in exec).
+func WithEnv(base []string, env map[string]string) []string {
+	out := slices.Clone(base)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
 	}
 	return out
 }
