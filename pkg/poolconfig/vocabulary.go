@@ -49,7 +49,7 @@ func ValidateTag(key, value string) error {
 	case strings.HasPrefix(lower, ReservedTagPrefix):
 		return fmt.Errorf("%q: the %s prefix is reserved for Hangar's own tags", key, ReservedTagPrefix)
 	case !tagKeyRe.MatchString(key) || strings.HasPrefix(lower, "aws:"):
-		return fmt.Errorf("%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @, not starting with aws:", key)
+		return fmt.Errorf("%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @ that does not start with \"aws:\"", key)
 	case len(value) > 256:
 		return fmt.Errorf("%q: the value is longer than 256 characters", key)
 	}

@@ -17,7 +17,7 @@ func TestValidateTag(t *testing.T) {
 		{"cost center/team:a@b", "x", ""},
 		{"hangar:pool", "x", "reserved for Hangar"},
 		{"HANGAR:run", "x", "reserved for Hangar"},
-		{"aws:cloudformation", "x", "not starting with aws:"},
+		{"aws:cloudformation", "x", `does not start with "aws:"`},
 		{"", "x", "want a tag key"},
 		{"bad*key", "x", "want a tag key"},
 		{strings.Repeat("k", 129), "x", "want a tag key"},

@@ -43,7 +43,7 @@ func (t *Thief) Transition(ctx context.Context, c state.Change) (*state.Instance
 
 // steal releases the instance from whichever run holds it and claims it for t.Run.
 func (t *Thief) steal(ctx context.Context) error {
-	in, err := t.Store.Get(ctx, t.Target)
+	in, err := t.Get(ctx, t.Target)
 	if err != nil {
 		return fmt.Errorf("steal %s: %w", t.Target, err)
 	}

@@ -113,6 +113,9 @@ func TestMetadataMockStopsWhenStopped(t *testing.T) {
 	md.stop()
 
 	require.Empty(t, procsUnder(dir))
-	_, err = http.Get(md.url() + "/latest/api/token")
+	resp, err := http.Get(md.url() + "/latest/api/token")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err, "nothing listens any more")
 }
