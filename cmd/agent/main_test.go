@@ -57,11 +57,11 @@ func TestParseReadsTheEnvironment(t *testing.T) {
 				require.Equal(t, "prod", o.stack)
 			}},
 		{"strings", map[string]string{"HANGAR_STACK": "prod", "HANGAR_POOL": "linux-x64", "HANGAR_RUNNER_DIR": "/r",
-			"HANGAR_WORK_DIR": "/w", "HANGAR_RUN_AS": "runner", "HANGAR_WIPE_DIRS": "/tmp/a,/tmp/b", "HANGAR_LOG_FORMAT": "text",
+			"HANGAR_RUNS_DIR": "/w", "HANGAR_STATE_DIR": "/s", "HANGAR_RUN_AS": "runner", "HANGAR_TMP_DIRS": "/tmp/a,/tmp/b", "HANGAR_LOG_FORMAT": "text",
 			"HANGAR_SHUTDOWN_COMMAND": "poweroff -f", "HANGAR_POOL_DOCUMENT": "/etc/pool.json"}, nil,
 			func(t *testing.T, o options) {
-				require.Equal(t, options{stack: "prod", pool: "linux-x64", poolDocument: "/etc/pool.json", runnerDir: "/r", workDir: "/w",
-					runAs: "runner", wipeDirs: "/tmp/a,/tmp/b", poll: agent.DefaultPollInterval, heartbeat: agent.DefaultHeartbeatInterval,
+				require.Equal(t, options{stack: "prod", pool: "linux-x64", poolDocument: "/etc/pool.json", runnerDir: "/r", runsDir: "/w", stateDir: "/s",
+					runAs: "runner", tmpDirs: "/tmp/a,/tmp/b", poll: agent.DefaultPollInterval, heartbeat: agent.DefaultHeartbeatInterval,
 					grace: agent.DefaultTerminateGrace, spot: agent.DefaultSpotInterval, shutdown: "poweroff -f", logFormat: "text"}, o)
 			}},
 	} {

@@ -39,13 +39,13 @@ const maxBackoff = 5 * time.Second
 
 // Agent runs one instance. Create it with New and call Run once.
 type Agent struct {
-	cfg    Config
-	store  Store
-	ec2    EC2
-	md     Metadata
-	log    *slog.Logger
-	http   *http.Client
-	runner *scriptRunner
+	cfg   Config
+	store Store
+	ec2   EC2
+	md    Metadata
+	log   *slog.Logger
+	http  *http.Client
+	user  *runnerUser // set by init
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -138,8 +138,12 @@ func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
 		err  error
 	)
 	if now.Sub(a.lastHeartbeat) >= a.cfg.HeartbeatInterval {
-		if item, err = a.store.Heartbeat(ctx, now); err == nil {
-			a.lastHeartbeat = now
+		// Due either way: a refused heartbeat is tried again an interval later, not on every
+		// poll, and the poll falls back to a plain read so that the agent still sees its item.
+		a.lastHeartbeat = now
+		if item, err = a.store.Heartbeat(ctx, now); err != nil {
+			a.log.Warn("heartbeat failed; reading the item instead", "error", err)
+			item, err = a.store.Get(ctx)
 		}
 	} else {
 		item, err = a.store.Get(ctx)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -16,15 +17,29 @@ type Config struct {
 	Identity Identity
 	// Pool is the instance's pool document (table, runner, pre-runner script, labels).
 	Pool *poolconfig.Document
-	// RunnerDir holds the GitHub runner (config.sh, run.sh); it is installed there when missing.
+	// RunnerDir holds the GitHub runner install (config.sh, run.sh); it is installed there when
+	// missing, then made root's and read-only. Runs never use it directly: each gets a copy.
 	RunnerDir string
-	// WorkDir is the runner's work directory, wiped after every run.
-	WorkDir string
-	// WipeDirs are further directories whose contents are wiped after every run (the runner
-	// user's temp directory, say).
-	WipeDirs []string
-	// RunAs is the unprivileged user the runner runs as; empty runs it as the agent's own user.
+	// RunsDir is the root-owned parent of each run's directories (its runner copy and its work
+	// directory), removed after the run.
+	RunsDir string
+	// StateDir holds what the agent keeps across restarts (the init marker of each spec).
+	StateDir string
+	// TmpDirs are the shared temporary directories cleared of the runner user's files after
+	// every run.
+	TmpDirs []string
+	// RunAs is the unprivileged user the runner runs as (the pool's runner.user). It may not be
+	// root or the agent's own user.
 	RunAs string
+	// MetadataEndpoint is the instance metadata service the runner user is kept from (a URL).
+	MetadataEndpoint string
+	// Iptables is the iptables command that installs that rule.
+	Iptables string
+	// Docker is the docker command: when it is on the instance, containers, volumes, networks and
+	// images a run left are removed after it. Empty or absent: skipped.
+	Docker string
+	// Self is the agent's own binary, run as the runner user to probe the firewall rule.
+	Self string
 	// PollInterval is how often the agent reads its item (one request each; heartbeats are
 	// folded into the polls). At most one a second keeps an idle instance at 3,600 requests an
 	// hour.
@@ -63,7 +78,11 @@ const (
 	DefaultStopTimeout       = 30 * time.Second
 	DefaultPreRunnerTimeout  = 30 * time.Minute
 	DefaultRunnerDir         = "/opt/hangar/runner"
+	DefaultStateDir          = "/var/lib/hangar"
 )
+
+// DefaultTmpDirs are the shared temporary directories a run may leave files in.
+var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
 // DefaultShutdownCommand powers the machine off.
 var DefaultShutdownCommand = []string{"shutdown", "-h", "now"}
@@ -73,8 +92,26 @@ func (c *Config) ApplyDefaults() {
 	if c.RunnerDir == "" {
 		c.RunnerDir = DefaultRunnerDir
 	}
-	if c.WorkDir == "" {
-		c.WorkDir = filepath.Join(c.RunnerDir, "_work")
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.RunsDir == "" {
+		c.RunsDir = filepath.Join(c.StateDir, "runs")
+	}
+	if c.TmpDirs == nil {
+		c.TmpDirs = DefaultTmpDirs
+	}
+	if c.MetadataEndpoint == "" {
+		c.MetadataEndpoint = DefaultMetadataEndpoint
+	}
+	if c.Iptables == "" {
+		c.Iptables = "iptables"
+	}
+	if c.Docker == "" {
+		c.Docker = "docker"
+	}
+	if c.Self == "" {
+		c.Self = selfPath()
 	}
 	set := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -108,18 +145,21 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    string
-	}{{"runner dir", c.RunnerDir}, {"work dir", c.WorkDir}} {
-		if !filepath.IsAbs(d.v) {
-			errs = append(errs, fmt.Errorf("%s %q: want an absolute path", d.name, d.v))
+	}{{"runner dir", c.RunnerDir}, {"runs dir", c.RunsDir}, {"state dir", c.StateDir}} {
+		if !filepath.IsAbs(d.v) || filepath.Clean(d.v) == "/" {
+			errs = append(errs, fmt.Errorf("%s %q: want an absolute path other than /", d.name, d.v))
 		}
 	}
-	for _, d := range c.WipeDirs {
+	if r, err := filepath.Rel(c.RunnerDir, c.RunsDir); err == nil && !strings.HasPrefix(r, "..") {
+		errs = append(errs, fmt.Errorf("runs dir %q: it is removed run by run; want a directory outside the runner dir %q", c.RunsDir, c.RunnerDir))
+	}
+	for _, d := range c.TmpDirs {
 		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
-			errs = append(errs, fmt.Errorf("wipe dir %q: want an absolute path other than /", d))
+			errs = append(errs, fmt.Errorf("tmp dir %q: want an absolute path other than /", d))
 		}
 	}
-	if filepath.Clean(c.WorkDir) == "/" || filepath.Clean(c.WorkDir) == filepath.Clean(c.RunnerDir) {
-		errs = append(errs, fmt.Errorf("work dir %q: it is wiped after every run; want a directory of its own", c.WorkDir))
+	if c.RunAs == "" || c.RunAs == "self" {
+		errs = append(errs, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", c.RunAs))
 	}
 	for _, d := range []struct {
 		name string

@@ -2,7 +2,7 @@ package agent_test
 
 import (
 	"encoding/json"
-	"path/filepath"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -45,7 +45,9 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 		released := e.release(running)
 		dereg := e.waitSignal(id, state.SignalDeregistered, run, released.Version)
 		require.Empty(t, e.GH.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
-		require.NoFileExists(t, filepath.Join(e.Sim.WorkDir(id), "app", "app", "secret.txt"), "work dir wiped")
+		left, err := os.ReadDir(e.Sim.RunsDir(id))
+		require.NoError(t, err)
+		require.Empty(t, left, "run %d: its runner copy and work directory are gone", i+1)
 		in = dereg
 	}
 	require.Equal(t, 3, e.GH.Registrations())

@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestChecksumMismatch(t *testing.T) {
 	failed := e.waitSignal(id, state.SignalFailed, "", 1)
 	require.Contains(t, failed.SignalLog, "runner checksum mismatch")
 	require.Contains(t, failed.SignalLog, e.TarSum, "the log names the checksum it got")
-	require.NoFileExists(t, e.Sim.WorkDir(id)+"/../runner/config.sh", "nothing unpacked")
+	require.NoFileExists(t, filepath.Join(e.Sim.RunnerDir(id), "config.sh"), "nothing unpacked")
 }
 
 // TestDynamoDBUnreachableThenBack: with DynamoDB cut off the agent backs off (no hot loop) and

@@ -90,15 +90,23 @@ func installRunner(ctx context.Context, client *http.Client, r poolconfig.Runner
 	return fmt.Sprintf("runner %s (%d bytes, SHA-256 verified) unpacked into %s", url, n, dir), nil
 }
 
-// untar unpacks a gzipped tarball into dir, refusing entries that would land outside it.
+// untar unpacks a gzipped tarball into dir through an os.Root: no entry, and no symlink an
+// earlier entry made, can lead a write outside dir. Symlinks must point inside dir too.
 func untar(r io.Reader, dir string) error {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return err
 	}
 	defer gz.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
 	tr := tar.NewReader(gz)
-	root := filepath.Clean(dir) + string(os.PathSeparator)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -107,42 +115,40 @@ func untar(r io.Reader, dir string) error {
 		if err != nil {
 			return err
 		}
-		target := filepath.Join(dir, hdr.Name)
-		if !strings.HasPrefix(target+string(os.PathSeparator), root) {
+		name := filepath.Clean(hdr.Name)
+		if !filepath.IsLocal(name) {
 			return fmt.Errorf("entry %q would land outside %s", hdr.Name, dir)
 		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode)&0o755)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, io.LimitReader(tr, 2<<30))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			dest := filepath.Join(filepath.Dir(target), hdr.Linkname)
-			if filepath.IsAbs(hdr.Linkname) || !strings.HasPrefix(dest+string(os.PathSeparator), root) {
-				return fmt.Errorf("symlink %q → %q would point outside %s", hdr.Name, hdr.Linkname, dir)
-			}
-			if err := os.Symlink(hdr.Linkname, target); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %q: unsupported type %q", hdr.Name, hdr.Typeflag)
+		if err := untarEntry(root, tr, hdr, name); err != nil {
+			return fmt.Errorf("entry %q: %w", hdr.Name, err)
 		}
 	}
+}
+
+func untarEntry(root *os.Root, tr *tar.Reader, hdr *tar.Header, name string) error {
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return root.MkdirAll(name, 0o755)
+	case tar.TypeReg:
+		if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(hdr.Mode)&0o755)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, io.LimitReader(tr, 2<<30))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	case tar.TypeSymlink:
+		if filepath.IsAbs(hdr.Linkname) || !filepath.IsLocal(filepath.Join(filepath.Dir(name), hdr.Linkname)) {
+			return fmt.Errorf("symlink to %q would point outside the runner directory", hdr.Linkname)
+		}
+		return root.Symlink(hdr.Linkname, name)
+	}
+	return fmt.Errorf("unsupported type %q", hdr.Typeflag)
 }
 
 // downloadClient is the HTTP client for runner downloads: a download may take minutes, but a

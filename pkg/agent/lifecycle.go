@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -16,9 +15,41 @@ import (
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
-// init runs once: the pre-runner script, then the runner install, then READY. A failure is
-// signalled as FAILED with the log tail.
+// init readies the instance: the runner user must exist and be unprivileged; the firewall rule
+// keeping it off the metadata endpoint is installed and proved (on every start: rules do not
+// survive a reboot); then, once per spec (a root-owned marker), the pre-runner script and the
+// runner install. READY follows; a failure is signalled as FAILED with the log tail.
 func (a *Agent) init(ctx context.Context) error {
+	p := a.cfg.Pool
+	var err error
+	if a.user, err = lookupRunnerUser(a.cfg.RunAs); err != nil {
+		return a.failInit(ctx, err, "")
+	}
+	if p.Runner.MetadataAccess {
+		a.log.Warn("the pool lets the runner user reach instance metadata (runner.metadataAccess): jobs can use the instance role")
+	} else if out, err := blockMetadata(ctx, a.cfg.Iptables, a.cfg.Self, a.cfg.MetadataEndpoint, a.user); err != nil {
+		return a.failInit(ctx, err, out)
+	} else {
+		a.log.Info("metadata endpoint closed to the runner user", "detail", out)
+	}
+	if done, err := a.initDone(); err != nil {
+		return a.failInit(ctx, err, "")
+	} else if done && runnerInstalled(a.cfg.RunnerDir) {
+		a.log.Info("initialised before for this spec; straight to the reuse loop", "spec", p.SpecHash)
+	} else {
+		if err := a.initOnce(ctx); err != nil {
+			return err
+		}
+	}
+	if err := a.signalLatest(ctx, state.SignalReady, "", ""); err != nil {
+		a.log.Warn("could not signal READY; serving anyway", "error", err)
+	}
+	return nil
+}
+
+// initOnce runs the pre-runner script and installs the runner, then records that this spec is
+// done, so that a restarted agent or an instance started from stopped does not do it again.
+func (a *Agent) initOnce(ctx context.Context) error {
 	p := a.cfg.Pool
 	preLog, err := runPreRunner(ctx, p.Runner.PreRunnerScript, a.cfg.PreRunnerTimeout, []string{
 		"HANGAR_POOL=" + p.Name, "HANGAR_INSTANCE_ID=" + a.cfg.Identity.InstanceID,
@@ -30,12 +61,12 @@ func (a *Agent) init(ctx context.Context) error {
 	if err != nil {
 		return a.failInit(ctx, err, preLog)
 	}
-	a.log.Info("runner ready", "detail", installLog)
-	if a.runner, err = newScriptRunner(a.cfg.RunnerDir, a.cfg.WorkDir, a.cfg.RunAs, a.cfg.StopTimeout); err != nil {
-		return a.failInit(ctx, err, preLog)
+	if err := hardenInstall(a.cfg.RunnerDir); err != nil {
+		return a.failInit(ctx, fmt.Errorf("make the runner install root's and read-only: %w", err), installLog)
 	}
-	if err := a.signalLatest(ctx, state.SignalReady, "", ""); err != nil {
-		a.log.Warn("could not signal READY; serving anyway", "error", err)
+	a.log.Info("runner ready", "detail", installLog)
+	if err := a.markInitDone(); err != nil {
+		return a.failInit(ctx, err, "")
 	}
 	return nil
 }
@@ -80,8 +111,8 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 }
 
-// serve registers the runner for the item's run, runs it until the run lets the instance go,
-// then deregisters and wipes. It reports whether registration failed.
+// serve registers a fresh copy of the runner for the item's run, runs it until the run lets the
+// instance go, then deregisters and cleans up. It reports whether registration failed.
 func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, err error) {
 	run, version := item.RunID, item.Version
 	log := a.log.With("run", run)
@@ -89,26 +120,28 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
 
+	dirs := runDirsFor(a.cfg.RunsDir, run, item.RunAttempt)
+	runner := newScriptRunner(dirs, a.user, a.cfg.StopTimeout)
 	name := state.RunnerName(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
-	if !a.configuredFor(name) {
-		if err := a.runner.forget(); err != nil { // a registration for another run never serves this one
-			log.Warn("forget a stale registration", "error", err)
-		}
+	if !configuredFor(dirs.runner, name) {
 		if item.RegToken == "" {
-			return a.registerFailed(ctx, item, "", errors.New("the item carries no registration token"))
+			return a.registerFailed(ctx, item, dirs, "", errors.New("the item carries no registration token"))
 		}
-		out, err := a.runner.configure(ctx, item.RunnerURL, item.RegToken, name, labels)
+		if err := dirs.make(a.cfg.RunnerDir, a.user); err != nil {
+			return a.registerFailed(ctx, item, dirs, "", err)
+		}
+		out, err := runner.configure(ctx, item.RunnerURL, item.RegToken, name, labels)
 		if err != nil {
-			return a.registerFailed(ctx, item, out, err)
+			return a.registerFailed(ctx, item, dirs, out, err)
 		}
 		log.Info("runner registered", "name", name, "labels", labels, "ms", a.now().Sub(noticed).Milliseconds())
 	} else {
 		log.Info("runner already registered; resuming it", "name", name)
 	}
-	proc, err := a.runner.start()
+	proc, err := runner.start()
 	if err != nil {
-		return a.registerFailed(ctx, item, "", err)
+		return a.registerFailed(ctx, item, dirs, "", err)
 	}
 	switch err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: run, Version: version, At: a.now()}); {
 	case err == nil:
@@ -131,7 +164,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		if wait.Sleep(ctx, wait.Jitter(min(time.Duration(restarts)*time.Second, maxBackoff))) != nil {
 			return
 		}
-		if p, err := a.runner.start(); err == nil {
+		if p, err := runner.start(); err == nil {
 			proc = p
 		}
 	})
@@ -141,46 +174,50 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	if err != nil {
 		return false, err // ctx ended or the instance is terminating: nothing to give back
 	}
-	a.giveBack(ctx, released, run)
+	a.giveBack(ctx, released, run, dirs)
 	return false, nil
 }
 
-// giveBack deregisters the runner, wipes the work directories and signals DEREGISTERED.
-func (a *Agent) giveBack(ctx context.Context, item *state.Instance, run string) {
+// giveBack ends the run on the instance (see endRun) and signals DEREGISTERED; when anything of
+// the run may have survived, it signals FAILED instead, and the instance is not reused.
+func (a *Agent) giveBack(ctx context.Context, item *state.Instance, run string, dirs runDirs) {
 	log := a.log.With("run", run)
-	if item.RemoveToken != "" {
-		if out, err := a.runner.remove(ctx, item.RemoveToken); err != nil {
-			log.Warn("remove runner from GitHub failed; release removes it by API", "error", err, "output", out)
-		} else {
-			log.Info("runner removed from GitHub")
-		}
-	} else {
-		log.Info("no remove token on the item; release removes the runner by API")
+	start := a.now()
+	if err := a.endRun(ctx, dirs, item.RemoveToken, log); err != nil {
+		a.cleaningFailed(ctx, run, err)
+		return
 	}
-	if err := a.runner.forget(); err != nil {
-		log.Warn("forget local registration", "error", err)
-	}
-	for _, d := range append([]string{a.cfg.WorkDir}, a.cfg.WipeDirs...) {
-		if err := wipe(d); err != nil {
-			log.Warn("wipe", "dir", d, "error", err)
-		}
-	}
+	log.Info("run cleaned up", "ms", a.now().Sub(start).Milliseconds())
 	if err := a.signalLatest(ctx, state.SignalDeregistered, run, ""); err != nil {
 		log.Warn("could not signal DEREGISTERED; release will terminate this instance when it times out", "error", err)
 	}
 }
 
-// registerFailed signals REGISTER_FAILED about the assignment with the log tail, and cleans up so
-// that the next assignment starts fresh.
-func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, out string, cause error) (bool, error) {
+// cleaningFailed signals FAILED with the reason and takes no more work: release and refresh
+// terminate an instance whose agent failed, instead of offering it.
+func (a *Agent) cleaningFailed(ctx context.Context, run string, cause error) {
+	a.draining.Store(true)
+	a.log.Error("cleaning up after the run failed; this instance will not serve another run", "run", run, "error", cause)
+	msg := "hangar-agent: cleaning up after run " + run + " failed: " + cause.Error()
+	if err := a.signalLatest(ctx, state.SignalFailed, "", msg); err != nil {
+		a.log.Error("could not signal FAILED", "error", err)
+	}
+}
+
+// registerFailed signals REGISTER_FAILED about the assignment with the log tail, after cleaning
+// up what the attempt left, so that the next assignment starts fresh. A failed cleanup signals
+// FAILED instead.
+func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs runDirs, out string, cause error) (bool, error) {
 	msg := out
 	if msg != "" && !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
 	}
 	msg += "hangar-agent: " + cause.Error()
 	a.log.Error("runner registration failed", "run", item.RunID, "error", cause, "output", out)
-	_ = a.runner.forget()
-	_ = wipe(a.cfg.WorkDir)
+	if err := a.endRun(ctx, dirs, "", a.log.With("run", item.RunID)); err != nil {
+		a.cleaningFailed(ctx, item.RunID, err)
+		return true, nil
+	}
 	err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegisterFailed, Run: item.RunID, Version: item.Version, Log: msg, At: a.now()})
 	if err != nil && !errors.Is(err, state.ErrConflict) {
 		a.log.Warn("could not signal REGISTER_FAILED", "error", err)
@@ -188,11 +225,16 @@ func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, out st
 	return true, nil
 }
 
-// configuredFor reports whether the runner holds a registration under name (after an agent
+// configuredFor reports whether the run's runner holds a registration under name (after an agent
 // restart mid-run). The real runner records the name as agentName in .runner; the stand-in as
-// name.
-func (a *Agent) configuredFor(name string) bool {
-	b, err := os.ReadFile(filepath.Join(a.cfg.RunnerDir, ".runner"))
+// name. The file is read through an os.Root: a symlink the run left there leads nowhere else.
+func configuredFor(dir, name string) bool {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = root.Close() }()
+	b, err := root.ReadFile(".runner")
 	if err != nil {
 		return false
 	}
@@ -221,5 +263,5 @@ func runnerLabels(run string, pool, extra []string) []string {
 
 // String describes the agent's configuration for its start-up log line.
 func (c Config) String() string {
-	return fmt.Sprintf("runner dir %s, work dir %s, run as %q, poll %s, heartbeat %s", c.RunnerDir, c.WorkDir, c.RunAs, c.PollInterval, c.HeartbeatInterval)
+	return fmt.Sprintf("runner dir %s, runs dir %s, run as %q, poll %s, heartbeat %s", c.RunnerDir, c.RunsDir, c.RunAs, c.PollInterval, c.HeartbeatInterval)
 }

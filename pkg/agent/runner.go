@@ -2,14 +2,10 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,50 +16,18 @@ import (
 // configureTimeout bounds config.sh (register and remove).
 const configureTimeout = 2 * time.Minute
 
-// scriptRunner drives the GitHub runner through its own scripts in dir, as an unprivileged user.
+// scriptRunner drives one run's copy of the GitHub runner through its own scripts, as the
+// unprivileged runner user.
 type scriptRunner struct {
 	dir, work   string
-	cred        *syscall.Credential // nil: the agent's own user
+	cred        *syscall.Credential
 	env         []string
 	stopTimeout time.Duration
 }
 
-// newScriptRunner prepares to run the runner in dir as runAs ("" for the agent's own user), and
-// hands dir and work to that user.
-func newScriptRunner(dir, work, runAs string, stopTimeout time.Duration) (*scriptRunner, error) {
-	r := &scriptRunner{dir: dir, work: work, stopTimeout: stopTimeout, env: os.Environ()}
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		return nil, fmt.Errorf("work dir: %w", err)
-	}
-	if runAs == "" {
-		return r, nil
-	}
-	u, err := user.Lookup(runAs)
-	if err != nil {
-		return nil, fmt.Errorf("runner user %q: %w", runAs, err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	if uid == 0 {
-		return nil, fmt.Errorf("runner user %q is root: the runner must run unprivileged", runAs)
-	}
-	r.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	r.env = append(os.Environ(), "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
-	for _, d := range []string{dir, work} {
-		if err := chownTree(d, uid, gid); err != nil {
-			return nil, fmt.Errorf("hand %s to %s: %w", d, runAs, err)
-		}
-	}
-	return r, nil
-}
-
-func chownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
+// newScriptRunner runs the runner in dirs as u.
+func newScriptRunner(dirs runDirs, u *runnerUser, stopTimeout time.Duration) *scriptRunner {
+	return &scriptRunner{dir: dirs.runner, work: dirs.work, stopTimeout: stopTimeout, cred: u.credential(), env: u.env()}
 }
 
 func (r *scriptRunner) command(ctx context.Context, script string, args ...string) *exec.Cmd {
@@ -104,18 +68,6 @@ func (r *scriptRunner) remove(ctx context.Context, token string) (string, error)
 		return redact(out.String(), token), fmt.Errorf("config.sh remove: %w", err)
 	}
 	return redact(out.String(), token), nil
-}
-
-// forget deletes the local registration so that the next configure starts clean; used when no
-// remove token is at hand (release then deletes the runner on GitHub itself).
-func (r *scriptRunner) forget() error {
-	var errs []error
-	for _, f := range []string{".runner", ".credentials", ".credentials_rsaparams"} {
-		if err := os.Remove(filepath.Join(r.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // withToken passes a registration or remove token the way the runner reads inputs from its
@@ -175,22 +127,4 @@ func (p *runnerProc) stop(timeout time.Duration) error {
 		<-p.done
 		return fmt.Errorf("runner did not stop within %s of an interrupt; killed", timeout)
 	}
-}
-
-// wipe removes everything inside dir (not dir itself).
-func wipe(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

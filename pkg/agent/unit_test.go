@@ -69,6 +69,18 @@ func TestUntarRefusesEscapes(t *testing.T) {
 		tar.Header{Name: "bin/ok-link", Typeflag: tar.TypeSymlink, Linkname: "../config.sh"},
 	)), dir))
 	require.FileExists(t, filepath.Join(dir, "config.sh"))
+
+	// A symlink that passes a check of its own text but resolves outside, through one an
+	// earlier entry made, cannot carry a later write out of the directory.
+	dir = t.TempDir()
+	err := untar(bytes.NewReader(tarball(t,
+		tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755},
+		tar.Header{Name: "d/up", Typeflag: tar.TypeSymlink, Linkname: ".."},
+		tar.Header{Name: "d/out", Typeflag: tar.TypeSymlink, Linkname: "up/.."},
+		tar.Header{Name: "d/out/evil", Typeflag: tar.TypeReg, Mode: 0o644},
+	)), filepath.Join(dir, "runner"))
+	require.Error(t, err)
+	require.NoFileExists(t, filepath.Join(dir, "evil"), "nothing written outside through a symlink")
 }
 
 func TestRunnerURL(t *testing.T) {
@@ -88,6 +100,7 @@ func validConfig() Config {
 		Identity:  Identity{InstanceID: "i-0123456789abcdef0", Region: "us-east-1", Account: "123456789012", Partition: "aws", Arch: "x64"},
 		Pool:      &poolconfig.Document{Name: "p", Timeouts: poolconfig.DefaultTimeouts},
 		RunnerDir: "/opt/hangar/runner",
+		RunAs:     "runner",
 	}
 	c.ApplyDefaults()
 	return c
@@ -97,7 +110,8 @@ func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	c := validConfig()
 	require.NoError(t, c.Validate())
-	require.Equal(t, "/opt/hangar/runner/_work", c.WorkDir)
+	require.Equal(t, "/var/lib/hangar/runs", c.RunsDir)
+	require.Equal(t, []string{"/tmp", "/var/tmp", "/dev/shm"}, c.TmpDirs)
 	require.Equal(t, 10*time.Minute, c.BootWait, "boot wait defaults to the pool's created timeout")
 
 	tests := []struct {
@@ -106,9 +120,11 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"relative runner dir", func(c *Config) { c.RunnerDir = "runner" }, `runner dir "runner": want an absolute path`},
-		{"root work dir", func(c *Config) { c.WorkDir = "/" }, `work dir "/"`},
-		{"work dir is runner dir", func(c *Config) { c.WorkDir = c.RunnerDir }, "want a directory of its own"},
-		{"wipe root", func(c *Config) { c.WipeDirs = []string{"/"} }, `wipe dir "/"`},
+		{"root runs dir", func(c *Config) { c.RunsDir = "/" }, `runs dir "/": want an absolute path other than /`},
+		{"runs dir in runner dir", func(c *Config) { c.RunsDir = c.RunnerDir + "/runs" }, "want a directory outside the runner dir"},
+		{"tmp root", func(c *Config) { c.TmpDirs = []string{"/"} }, `tmp dir "/"`},
+		{"run as self", func(c *Config) { c.RunAs = "self" }, `run-as "self": want the unprivileged user`},
+		{"run as nobody given", func(c *Config) { c.RunAs = "" }, `run-as "": want the unprivileged user`},
 		{"hot poll", func(c *Config) { c.PollInterval = 10 * time.Millisecond }, "poll interval 10ms: want 200ms or more"},
 		{"negative grace", func(c *Config) { c.TerminateGrace = -time.Second }, "terminate grace -1s"},
 		{"no pool", func(c *Config) { c.Pool = nil }, "pool document: missing"},

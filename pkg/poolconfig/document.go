@@ -92,8 +92,12 @@ type Runner struct {
 	SHA256 map[string]string `json:"sha256,omitempty"`
 	// User is the unprivileged user the runner runs as.
 	User string `json:"user,omitempty"`
-	// PreRunnerScript runs once, as root, before the runner is installed.
+	// PreRunnerScript runs once per spec, as root, before the runner is installed.
 	PreRunnerScript string `json:"preRunnerScript,omitempty"`
+	// MetadataAccess lets the runner user reach the instance metadata service, and so the
+	// instance role's credentials. Off by default: the agent blocks it with a firewall rule.
+	// Turning it on weakens isolation (docs/security.md); only for pools whose jobs need the role.
+	MetadataAccess bool `json:"metadataAccess,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("10m", "6h").

@@ -98,5 +98,29 @@ func (s *Simulator) AgentLog(id string) string {
 	return string(b)
 }
 
-// WorkDir returns an instance's runner work directory.
-func (s *Simulator) WorkDir(id string) string { return filepath.Join(s.cfg.Dir, id, "work") }
+// RunsDir returns the parent of an instance's per-run directories (the agent's --runs-dir).
+func (s *Simulator) RunsDir(id string) string { return filepath.Join(s.cfg.Dir, id, "runs") }
+
+// RunnerDir returns an instance's runner install (the agent's --runner-dir).
+func (s *Simulator) RunnerDir(id string) string { return filepath.Join(s.cfg.Dir, id, "runner") }
+
+// RunnerUser returns the name of the unprivileged user an instance's runner runs as ("" when
+// the instance never started).
+func (s *Simulator) RunnerUser(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.user != nil {
+		return inst.user.name
+	}
+	return ""
+}
+
+// MetadataURL returns the URL of an instance's metadata mock ("" while its agent is not running).
+func (s *Simulator) MetadataURL(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.md != nil {
+		return inst.md.url()
+	}
+	return ""
+}

@@ -287,3 +287,12 @@ func readyPIDs(t *testing.T, instDir string) (runner, job int) {
 	}, 60*time.Second, 20*time.Millisecond, "the stand-in runner and its job never started")
 	return runner, job
 }
+
+// simDir is a temporary Dir for a simulator that the runners' unprivileged users can reach
+// (t.TempDir's parent is closed to them).
+func simDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(d), 0o755))
+	return d
+}

@@ -68,7 +68,7 @@ func waitGone(t *testing.T, dir, when string) {
 }
 
 func TestRunThenCancelLeavesNoProcess(t *testing.T) {
-	bin, dir := t.TempDir(), t.TempDir()
+	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
 	sim, err := newTestSimulator(dir, imds, "", newFakeEC2(testInstance), nil)
@@ -83,7 +83,7 @@ func TestRunThenCancelLeavesNoProcess(t *testing.T) {
 }
 
 func TestStoppedInstanceTakesItsWholeTreeAlongAndRestartsClean(t *testing.T) {
-	bin, dir := t.TempDir(), t.TempDir()
+	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
 	ec2 := newFakeEC2(testInstance)
@@ -117,7 +117,7 @@ func TestStoppedInstanceTakesItsWholeTreeAlongAndRestartsClean(t *testing.T) {
 }
 
 func TestFailedAgentStartStopsTheMetadataMock(t *testing.T) {
-	bin, dir := t.TempDir(), t.TempDir()
+	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
 	var log testbed.Buffer
@@ -148,7 +148,7 @@ func TestSimulatorKilledLeavesNoProcess(t *testing.T) {
 			if tc.metadataBin == "" {
 				t.Skip("HANGAR_TESTBED_IMDS_BIN is not set: make testbed-up and load .cache/testbed/endpoints.env")
 			}
-			dir := t.TempDir()
+			dir := simDir(t)
 			reapOnFailure(t, dir)
 			self, err := os.Executable()
 			require.NoError(t, err)

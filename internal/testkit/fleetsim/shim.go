@@ -60,6 +60,9 @@ func shimMain(args []string) int {
 	// Before the agent starts: a power cut from here on is caught, not the default exit.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT)
+	// As a subreaper the shim inherits the agent's orphans: reap those that die, as init would.
+	orphans := make(chan os.Signal, 1)
+	signal.Notify(orphans, syscall.SIGCHLD)
 	if err := os.Unsetenv(shimEnv); err != nil {
 		log.Error("clear the shim's environment variable", "error", err)
 		return 1
@@ -81,6 +84,8 @@ func shimMain(args []string) int {
 		select {
 		case <-done:
 			waiting = false
+		case <-orphans:
+			reapOrphans(cmd.Process.Pid)
 		case sig := <-sigs:
 			if sig == syscall.SIGTERM {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -96,6 +101,17 @@ func shimMain(args []string) int {
 		return 128 + int(st.Signal())
 	}
 	return cmd.ProcessState.ExitCode()
+}
+
+// reapOrphans reaps the shim's dead children other than the agent (whose status cmd.Wait takes).
+func reapOrphans(agent int) {
+	for _, pid := range childrenOf(os.Getpid()) {
+		if pid == agent {
+			continue
+		}
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	}
 }
 
 // sweep kills every process left below the shim and reaps it. The shim being a subreaper, every

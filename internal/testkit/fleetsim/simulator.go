@@ -63,6 +63,7 @@ type instance struct {
 	agentDone     <-chan struct{}
 	agentPID      int
 	prepared      bool
+	user          *runnerUser // lent for the instance's life (stop and start keep it)
 }
 
 // Simulator runs agents for simulated instances. Create with New, then Run.
@@ -80,6 +81,19 @@ type Simulator struct {
 func New(cfg Config, client EC2) (*Simulator, error) {
 	if cfg.Stack == "" || cfg.AgentBin == "" || cfg.MetadataBin == "" || cfg.Dir == "" || cfg.DynamoDBEndpoint == "" {
 		return nil, errors.New("fleetsim: Stack, AgentBin, MetadataBin, Dir and DynamoDBEndpoint are required")
+	}
+	// The instances' runner users (unprivileged) must reach their runs' directories below Dir.
+	if err := os.Chmod(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fleetsim: %w", err)
+	}
+	for d := filepath.Dir(filepath.Clean(cfg.Dir)); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			return nil, fmt.Errorf("fleetsim: %s (above Dir %s) is closed to other users (mode %s): the runners' unprivileged users must reach their directories",
+				d, cfg.Dir, st.Mode().Perm())
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = 200 * time.Millisecond
@@ -189,6 +203,10 @@ func (s *Simulator) apply(ctx context.Context, in ec2types.Instance, owner strin
 	case !running && inst != nil && inst.agent != nil:
 		graceful := in.State != nil && (in.State.Name == ec2types.InstanceStateNameStopping || in.State.Name == ec2types.InstanceStateNameStopped)
 		s.stop(inst, graceful)
+		if !graceful {
+			inst.user.release() // terminated: the user may serve another instance
+			inst.user = nil
+		}
 	}
 }
 
@@ -223,8 +241,14 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 			return fmt.Errorf("start DynamoDB proxy: %w", err)
 		}
 	}
+	if inst.user == nil {
+		if inst.user, err = claimUser(); err != nil {
+			return err
+		}
+	}
 	args := append([]string{"--stack", s.cfg.Stack, "--pool", inst.pool, "--runner-dir", runnerDir,
-		"--work-dir", filepath.Join(inst.dir, "work"), "--run-as", "self", "--log-format", "json",
+		"--state-dir", filepath.Join(inst.dir, "state"), "--runs-dir", filepath.Join(inst.dir, "runs"),
+		"--run-as", inst.user.name, "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
 	env := append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+md.url(),
 		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.url())
@@ -328,5 +352,7 @@ func (s *Simulator) stopAll() {
 			inst.proxy.close()
 			inst.proxy = nil
 		}
+		inst.user.release()
+		inst.user = nil
 	}
 }

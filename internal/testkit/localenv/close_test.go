@@ -2,6 +2,8 @@ package localenv_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +23,8 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 	testbed.Require(t)
 	ctx := testbed.Context(t, 3*time.Minute)
 	dir := t.TempDir()
-	t.Cleanup(func() { // whatever a failing test leaves, so that it does not leak what it reports
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755)) // the runner's unprivileged user must reach it
+	t.Cleanup(func() {                                     // whatever a failing test leaves, so that it does not leak what it reports
 		for _, p := range fleetsim.ProcessesUnder(dir) {
 			var pid int
 			if _, err := fmt.Sscanf(p, "pid %d", &pid); err == nil {

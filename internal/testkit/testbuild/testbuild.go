@@ -41,6 +41,10 @@ func Build(pkg string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// Others may run the binaries: the agent runs itself as its runner user (a probe).
+		if err := os.Chmod(d, 0o755); err != nil {
+			return "", err
+		}
 		dir = d // left for the OS to clean: other tests of this process may still run the binaries
 	}
 	out := filepath.Join(dir, filepath.Base(pkg))

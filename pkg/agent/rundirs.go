@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// runDirs are one run's directories under a root-owned parent (so the runner user cannot swap
+// them for symlinks): its runner, made from the root-owned install, and its work directory.
+type runDirs struct {
+	base, runner, work string
+}
+
+// runDirsFor returns the directories of the run (not made yet).
+func runDirsFor(runsDir, run string, attempt int) runDirs {
+	base := filepath.Join(runsDir, run+"-"+strconv.Itoa(attempt))
+	return runDirs{base: base, runner: filepath.Join(base, "runner"), work: filepath.Join(base, "work")}
+}
+
+// make builds the run's directories: the parent root-owned, the runner a tree of the install
+// whose directories the user owns (the runner writes its registration and logs there) and whose
+// files are hard links to the install's root-owned, read-only files, the work directory empty.
+func (d runDirs) make(install string, u *runnerUser) error {
+	if err := removeTree(d.base); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(d.base), 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", filepath.Dir(d.base), err)
+	}
+	if err := os.Mkdir(d.base, 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", d.base, err)
+	}
+	if err := linkTree(install, d.runner, u.uid, u.gid); err != nil {
+		return fmt.Errorf("make the run's runner from %s: %w", install, err)
+	}
+	if err := os.Mkdir(d.work, 0o750); err != nil {
+		return fmt.Errorf("make %s: %w", d.work, err)
+	}
+	return os.Lchown(d.work, u.uid, u.gid)
+}
+
+// linkTree makes dst a tree like src: directories owned by uid:gid, regular files hard-linked
+// (copied when src and dst are on different file systems), symlinks recreated. Only what is
+// under src is read; src must be root-owned and not writable by others (see hardenInstall).
+func linkTree(src, dst string, uid, gid int) error {
+	return walkInstall(src, func(rel string, d fs.DirEntry) error {
+		to := filepath.Join(dst, rel)
+		from := filepath.Join(src, rel)
+		switch {
+		case d.IsDir():
+			if err := os.Mkdir(to, 0o755); err != nil {
+				return err
+			}
+			return os.Lchown(to, uid, gid)
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(from)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case d.Type().IsRegular():
+			err := os.Link(from, to)
+			if errors.Is(err, syscall.EXDEV) {
+				err = copyFile(from, to)
+			}
+			return err
+		}
+		return nil // devices, sockets: nothing a runner ships
+	})
+}
+
+// copyTree copies src into the existing directory dst, owned by uid:gid, without following
+// symlinks (they are copied as symlinks).
+func copyTree(src, dst string, uid, gid int) error {
+	return walkInstall(src, func(rel string, d fs.DirEntry) error {
+		if rel == "." {
+			return nil
+		}
+		to := filepath.Join(dst, rel)
+		from := filepath.Join(src, rel)
+		switch {
+		case d.IsDir():
+			if err := os.Mkdir(to, 0o755); err != nil {
+				return err
+			}
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(from)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, to); err != nil {
+				return err
+			}
+		case d.Type().IsRegular():
+			if err := copyFile(from, to); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		return os.Lchown(to, uid, gid)
+	})
+}
+
+// walkInstall walks src (not following symlinks) calling fn with paths relative to src.
+func walkInstall(src string, fn func(rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		return fn(rel, d)
+	})
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, st.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// hardenInstall makes the runner install root's and read-only for everyone else, so that no run
+// can change what the next run's runner is made from.
+func hardenInstall(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, info.Mode().Perm()&^0o022)
+	})
+}
+
+// registrationFiles are what config.sh leaves in a runner directory for `config.sh remove`.
+var registrationFiles = []string{".runner", ".credentials", ".credentials_rsaparams"}
+
+// maxRegistrationFile bounds what is copied of one registration file.
+const maxRegistrationFile = 1 << 20
+
+// copyRegistration copies the registration files of the runner directory from into to, reading
+// them through an os.Root (a symlink the run left in their place cannot point anywhere else) and
+// only when they are regular files.
+func copyRegistration(from, to string, uid, gid int) error {
+	root, err := os.OpenRoot(from)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = root.Close() }()
+	for _, name := range registrationFiles {
+		st, err := root.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s in the run's runner is not a regular file", name)
+		}
+		f, err := root.Open(name)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(io.LimitReader(f, maxRegistrationFile))
+		f.Close()
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(to, name)
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			return err
+		}
+		if err := os.Lchown(dst, uid, gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}

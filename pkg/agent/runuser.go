@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// runnerUser is the unprivileged user runs run as.
+type runnerUser struct {
+	name     string
+	uid, gid int
+	groups   []uint32
+	home     string // "" when the user has no home of its own
+}
+
+// lookupRunnerUser resolves the runner user. The agent runs as root (it kills the user's
+// processes and removes its files after every run), so the runner user must be another,
+// unprivileged one: root, the agent's own user ("self" included) and a missing user are errors.
+func lookupRunnerUser(name string) (*runnerUser, error) {
+	if name == "" || name == "self" {
+		return nil, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", name)
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("run-as %q: no such user on this instance (the image or user data must create it): %w", name, err)
+	}
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return nil, fmt.Errorf("run-as %q: uid %q: %w", name, u.Uid, err)
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return nil, fmt.Errorf("run-as %q: gid %q: %w", name, u.Gid, err)
+	}
+	if uid == 0 || gid == 0 {
+		return nil, fmt.Errorf("run-as %q resolves to uid %d, gid %d: the runner must not run as root", name, uid, gid)
+	}
+	if uid == os.Geteuid() {
+		return nil, fmt.Errorf("run-as %q is the agent's own user: the runner must run as another, unprivileged user", name)
+	}
+	r := &runnerUser{name: name, uid: uid, gid: gid, home: u.HomeDir}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, g := range ids {
+			if n, err := strconv.Atoi(g); err == nil && n != gid {
+				if n == 0 {
+					return nil, fmt.Errorf("run-as %q is in group root: the runner must be unprivileged", name)
+				}
+				r.groups = append(r.groups, uint32(n))
+			}
+		}
+	}
+	if !ownHome(r.home) {
+		r.home = ""
+	}
+	return r, nil
+}
+
+// ownHome reports whether home is a directory the user may have to itself (not /, not a system
+// directory, not a placeholder such as /nonexistent).
+func ownHome(home string) bool {
+	if !filepath.IsAbs(home) {
+		return false
+	}
+	switch filepath.Clean(home) {
+	case "/", "/root", "/nonexistent", "/var/empty", "/dev/null", "/bin", "/usr", "/var", "/tmp", "/home", "/opt":
+		return false
+	}
+	return true
+}
+
+func (u *runnerUser) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: u.groups}
+}
+
+func (u *runnerUser) env() []string {
+	home := u.home
+	if home == "" {
+		home = "/"
+	}
+	return []string{"HOME=" + home, "USER=" + u.name, "LOGNAME=" + u.name,
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+// skelDir is copied into a fresh home (a variable for tests).
+var skelDir = "/etc/skel"
+
+// resetHome removes the user's home (without following symlinks) and makes it anew from the
+// skeleton, owned by the user.
+func (u *runnerUser) resetHome() error {
+	if u.home == "" {
+		return nil
+	}
+	if err := removeTree(u.home); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(u.home), 0o755); err != nil {
+		return fmt.Errorf("make %s: %w", filepath.Dir(u.home), err)
+	}
+	if err := os.Mkdir(u.home, 0o750); err != nil {
+		return fmt.Errorf("make home %s: %w", u.home, err)
+	}
+	if err := os.Lchown(u.home, u.uid, u.gid); err != nil {
+		return fmt.Errorf("make home %s: %w", u.home, err)
+	}
+	if _, err := os.Stat(skelDir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return copyTree(skelDir, u.home, u.uid, u.gid)
+}
