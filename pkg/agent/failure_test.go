@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,4 +152,32 @@ func TestOrphanWithoutItem(t *testing.T) {
 	id := aws.ToString(out.Instances[0].InstanceId)
 	e.waitTerminated(id, 30*time.Second)
 	require.Contains(t, e.Sim.AgentLog(id), "an orphan")
+}
+
+// TestStartedFromStoppedSkipsInit: a warm instance that is stopped and started again (the
+// stopped part of a warm pool, claimed) goes straight to the reuse loop: the pre-runner script
+// ran once for the spec, not again.
+func TestStartedFromStoppedSkipsInit(t *testing.T) {
+	t.Parallel()
+	counter, err := os.CreateTemp("", "hangar-prerunner-")
+	require.NoError(t, err)
+	require.NoError(t, counter.Close())
+	t.Cleanup(func() { _ = os.Remove(counter.Name()) })
+	e := newEnv(t, envOptions{Baked: true, PreRunner: "echo ran >> " + counter.Name()})
+	id := e.launch(time.Time{})
+	e.warm(id)
+
+	_, err = e.EC2.StopInstances(e.ctx, &ec2.StopInstancesInput{InstanceIds: []string{id}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.Sim.AgentPID(id) == 0 }, time.Minute, 50*time.Millisecond, "the agent stops with its machine")
+	_, err = e.EC2.StartInstances(e.ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.Sim.AgentPID(id) != 0 }, time.Minute, 50*time.Millisecond, "the agent starts with its machine")
+
+	claimed := e.claim(e.must(e.Store.Get(e.ctx, id)), "2301")
+	e.waitSignal(id, state.SignalRegistered, "2301", claimed.Version)
+	b, err := os.ReadFile(counter.Name())
+	require.NoError(t, err)
+	require.Equal(t, "ran\n", string(b), "the pre-runner script ran once, not on the second start")
+	require.Contains(t, e.Sim.AgentLog(id), "initialised before for this spec")
 }

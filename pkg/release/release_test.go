@@ -29,12 +29,12 @@ type env struct {
 	ctx context.Context
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, agentArgs ...string) *env {
 	t.Helper()
 	testbed.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "rel"), Baked: true, AgentArgs: []string{"--poll-interval", "250ms"}})
+	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "rel"), Baked: true, AgentArgs: append([]string{"--poll-interval", "250ms"}, agentArgs...)})
 	require.NoError(t, err)
 	t.Cleanup(le.Close)
 	return &env{Env: le, t: t, ctx: ctx}
@@ -143,4 +143,32 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 	st, err := e.InstanceState(e.ctx, stuck.ID)
 	require.NoError(t, err)
 	require.Equal(t, "running", string(st), "a lost write never reaches TerminateInstances")
+}
+
+// TestCleaningFailureTerminates: an agent that cannot clean up after the run (here, one of its
+// temporary directories is not a directory) signals FAILED instead of DEREGISTERED; release
+// terminates the instance instead of offering it.
+func TestCleaningFailureTerminates(t *testing.T) {
+	t.Parallel()
+	notADir, err := os.CreateTemp("", "hangar-not-a-dir-")
+	require.NoError(t, err)
+	require.NoError(t, notADir.Close())
+	t.Cleanup(func() { _ = os.Remove(notADir.Name()) })
+	e := newEnv(t, "--tmp-dirs", "/tmp,"+notADir.Name())
+	in := e.running("9401")
+
+	res := e.release("9401", time.Minute)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, release.Terminated, res.Instances[0].Result)
+	require.Contains(t, res.Instances[0].Reason, "its agent reported FAILED")
+	it, err := e.Store.Get(e.ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+	require.Contains(t, it.SignalLog, "cleaning up after run 9401 failed")
+	st, err := e.InstanceState(e.ctx, in.ID)
+	require.NoError(t, err)
+	require.Contains(t, []string{"terminated", "shutting-down"}, string(st))
+	offers, err := e.Offered(e.ctx)
+	require.NoError(t, err)
+	require.NotContains(t, offers, in.ID, "an instance that may hold traces of a run is never offered")
 }
