@@ -146,7 +146,7 @@ EOF
 
 # ---------------------------------------------------------------------------------------------
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
-http_up() { curl -s -o /dev/null --max-time 1 "$1"; }
+http_up() { curl -s -o /dev/null --max-time 5 "$1"; }
 wait_http() {
   local name=$1 url=$2 i
   for i in $(seq 1 400); do
@@ -158,14 +158,25 @@ wait_http() {
 }
 
 # is_service NAME: does the port of NAME answer as that service would (another checkout's
-# emulator, say)? Checked by a request only that service answers so.
+# emulator, say)? Checked by a request only that service answers so. An emulator still busy with
+# a test run's load may take a while to answer: it gets a few tries before it counts as another
+# program.
 is_service() {
+  local i
+  for i in 1 2 3 4 5; do
+    probe_service "$1" && return 0
+    sleep 1
+  done
+  return 1
+}
+
+probe_service() {
   case $1 in
-    moto) curl -sf --max-time 2 "http://127.0.0.1:$MOTO_PORT/moto-api/" | grep -qi moto ;;
-    dynamodb-local) curl -s --max-time 1 -X POST "http://127.0.0.1:$DDB_PORT/" -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
+    moto) curl -sf --max-time 10 "http://127.0.0.1:$MOTO_PORT/moto-api/" | grep -qi moto ;;
+    dynamodb-local) curl -s --max-time 10 -X POST "http://127.0.0.1:$DDB_PORT/" -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
         -H 'Content-Type: application/x-amz-json-1.0' -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x' \
         -d '{}' | grep -q TableNames ;;
-    imds) curl -sf --max-time 1 -X PUT "http://127.0.0.1:$IMDS_PORT/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' -o /dev/null ;;
+    imds) curl -sf --max-time 10 -X PUT "http://127.0.0.1:$IMDS_PORT/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' -o /dev/null ;;
     *) return 1 ;;
   esac
 }
@@ -173,7 +184,11 @@ is_service() {
 # start NAME URL CMD...: start CMD in the background unless NAME is already up.
 start() {
   local name=$1 url=$2; shift 2
-  if alive "$name" && http_up "$url"; then say "$name already running (pid $(cat "$RUN/$name.pid"))"; return 0; fi
+  if alive "$name"; then # ours: wait for it (a busy emulator may answer slowly), never start a second
+    wait_http "$name" "$url"
+    say "$name already running (pid $(cat "$RUN/$name.pid"))"
+    return 0
+  fi
   if http_up "$url"; then
     if is_service "$name"; then say "$name already served on $url by another process; using it (testbed down will not stop it)"; return 0; fi
     die "port of $url is taken by a process that is not $name; stop it or set MOTO_PORT / DDB_PORT / IMDS_PORT"
