@@ -19,8 +19,10 @@ import (
 //     fresh copy of the install, given only the run's registration files: nothing the run wrote
 //     is run with the token;
 //  3. every process of the runner user is killed again (what the removal started);
-//  4. Docker's containers, volumes, networks and images are removed, when Docker is here;
-//  5. the run's directories, the user's home (made anew from the skeleton) and the user's files
+//  4. what outlives processes is removed: the user's System V IPC objects, crontab and systemd
+//     lingering;
+//  5. Docker's containers, volumes, networks and images are removed, when Docker is here;
+//  6. the run's directories, the user's home (made anew from the skeleton) and the user's files
 //     in the shared temporary directories are removed, never following a symlink.
 //
 // Any failure is returned: the caller must not offer the instance again.
@@ -40,6 +42,9 @@ func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, lo
 		}
 	} else {
 		log.Info("no remove token; release removes the runner by API")
+	}
+	if err := removeLeftovers(ctx, u); err != nil {
+		return fmt.Errorf("remove what outlives the run's processes: %w", err)
 	}
 	if err := cleanDocker(ctx, a.cfg.Docker, log); err != nil {
 		return fmt.Errorf("remove what the run left in Docker: %w", err)

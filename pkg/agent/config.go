@@ -82,7 +82,7 @@ const (
 )
 
 // DefaultTmpDirs are the shared temporary directories a run may leave files in.
-var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"}
 
 // DefaultShutdownCommand powers the machine off.
 var DefaultShutdownCommand = []string{"shutdown", "-h", "now"}

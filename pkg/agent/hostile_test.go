@@ -44,6 +44,7 @@ for d in /tmp /var/tmp /dev/shm; do echo left > "$d/hostile-$TAG"; done
 mkdir -p /tmp/hostile-dir-$TAG && echo left > /tmp/hostile-dir-$TAG/file
 ln -s "$CANARY" "/tmp/hostile-link-$TAG"
 ln -s "$CANARY" "$HOME/canary-link"
+ipcmk --shmem=4096 >/dev/null && echo "ipc-made"
 # 4. the work directory replaced with a symlink to a directory outside it
 cd /
 rm -rf "$BASE/work/app"
@@ -132,6 +133,17 @@ func TestHostileJob(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, left, "the run's directories are gone")
 	})
+	t.Run("System V IPC objects are removed", func(t *testing.T) {
+		require.Contains(t, out, "ipc-made")
+		b, err := os.ReadFile("/proc/sysvipc/shm")
+		require.NoError(t, err)
+		uid := processUID(t, user)
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 7 {
+				require.NotEqual(t, uid, f[7], "a shared memory segment of run A is left: %s", line)
+			}
+		}
+	})
 	t.Run("the metadata endpoint refused the runner", func(t *testing.T) {
 		require.Contains(t, out, "metadata=refused")
 	})
@@ -169,18 +181,24 @@ func alive(pid int) bool {
 	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
-// processesOf lists the pids of name's processes.
-func processesOf(t *testing.T, name string) []string {
+// processUID returns a user's uid from /etc/passwd.
+func processUID(t *testing.T, name string) string {
 	t.Helper()
-	uid := ""
 	b, err := os.ReadFile("/etc/passwd")
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Split(line, ":"); len(f) > 2 && f[0] == name {
-			uid = f[2]
+			return f[2]
 		}
 	}
-	require.NotEmpty(t, uid)
+	require.Failf(t, "no such user", "%s", name)
+	return ""
+}
+
+// processesOf lists the pids of name's processes.
+func processesOf(t *testing.T, name string) []string {
+	t.Helper()
+	uid := processUID(t, name)
 	var pids []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

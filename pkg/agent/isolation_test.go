@@ -113,3 +113,25 @@ func TestRemoveTreeDoesNotFollowSymlinks(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(base, "run"))
 	require.FileExists(t, filepath.Join(outside, "keep"))
 }
+
+// TestRemoveLeftovers: System V IPC objects a run made outlive its processes; they go.
+func TestRemoveLeftovers(t *testing.T) {
+	u := unitUser(t)
+	for _, kind := range []string{"--shmem=4096", "--queue", "--semaphore=1"} {
+		cmd := exec.Command("ipcmk", kind)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.credential()}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	for _, kind := range sysvIPC {
+		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.uid)
+		require.NoError(t, err)
+		require.NotEmpty(t, ids, kind.file)
+	}
+	require.NoError(t, removeLeftovers(context.Background(), u))
+	for _, kind := range sysvIPC {
+		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.uid)
+		require.NoError(t, err)
+		require.Empty(t, ids, "%s objects of the run are left", kind.file)
+	}
+}
