@@ -112,6 +112,31 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 	}
 }
 
+// metadataIPv6 is the metadata service's IPv6 address (reachable when the launch template turns
+// the IPv6 endpoint on).
+var metadataIPv6 = net.ParseIP("fd00:ec2::254")
+
+// blockMetadataIPv6 adds the same rule for the IPv6 endpoint with ip6tables, when the agent
+// guards the default endpoint and ip6tables is on the instance. It cannot be proved where the
+// endpoint is off (the default), so a failure is only reported.
+func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runnerUser) error {
+	if endpoint != DefaultMetadataEndpoint {
+		return nil
+	}
+	ip6tables, found := lookPath(strings.TrimSuffix(iptables, "iptables") + "ip6tables")
+	if !found {
+		return nil
+	}
+	rule := metadataRule(u.uid, metadataIPv6, "80")
+	if exec.CommandContext(ctx, ip6tables, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
+		return nil
+	}
+	if out, err := exec.CommandContext(ctx, ip6tables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", ip6tables, strings.Join(rule, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // selfPath is the agent's own binary, for the probe.
 func selfPath() string {
 	p, err := os.Executable()

@@ -31,6 +31,9 @@ func (a *Agent) init(ctx context.Context) error {
 		return a.failInit(ctx, err, out)
 	} else {
 		a.log.Info("metadata endpoint closed to the runner user", "detail", out)
+		if err := blockMetadataIPv6(ctx, a.cfg.Iptables, a.cfg.MetadataEndpoint, a.user); err != nil {
+			a.log.Warn("could not close the IPv6 metadata endpoint to the runner user (keep it off in the launch template)", "error", err)
+		}
 	}
 	if done, err := a.initDone(); err != nil {
 		return a.failInit(ctx, err, "")
