@@ -46,47 +46,20 @@ func (d runDirs) make(install string, u *runnerUser) error {
 }
 
 // linkTree makes dst a tree like src: directories owned by uid:gid, regular files hard-linked
-// (copied when src and dst are on different file systems), symlinks recreated. Only what is
-// under src is read; src must be root-owned and not writable by others (see hardenInstall).
-func linkTree(src, dst string, uid, gid int) error {
-	return walkInstall(src, func(rel string, d fs.DirEntry) error {
-		to := filepath.Join(dst, rel)
-		from := filepath.Join(src, rel)
-		switch {
-		case d.IsDir():
-			if err := os.Mkdir(to, 0o755); err != nil {
-				return err
-			}
-			return os.Lchown(to, uid, gid)
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(from)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case d.Type().IsRegular():
-			err := os.Link(from, to)
-			if errors.Is(err, syscall.EXDEV) {
-				err = copyFile(from, to)
-			}
-			return err
-		}
-		return nil // devices, sockets: nothing a runner ships
-	})
-}
+// (copied when src and dst are on different file systems) and so still root's and read-only,
+// symlinks recreated. src must be root-owned and not writable by others (see hardenInstall).
+func linkTree(src, dst string, uid, gid int) error { return cloneTree(src, dst, uid, gid, true) }
 
-// copyTree copies src into the existing directory dst, owned by uid:gid, without following
-// symlinks (they are copied as symlinks).
-func copyTree(src, dst string, uid, gid int) error {
+// copyTree copies src into dst (made when missing), everything owned by uid:gid, without
+// following symlinks (they are copied as symlinks).
+func copyTree(src, dst string, uid, gid int) error { return cloneTree(src, dst, uid, gid, false) }
+
+func cloneTree(src, dst string, uid, gid int, link bool) error {
 	return walkInstall(src, func(rel string, d fs.DirEntry) error {
-		if rel == "." {
-			return nil
-		}
-		to := filepath.Join(dst, rel)
-		from := filepath.Join(src, rel)
+		to, from := filepath.Join(dst, rel), filepath.Join(src, rel)
 		switch {
 		case d.IsDir():
-			if err := os.Mkdir(to, 0o755); err != nil {
+			if err := os.Mkdir(to, 0o755); err != nil && !(rel == "." && errors.Is(err, fs.ErrExist)) {
 				return err
 			}
 		case d.Type()&fs.ModeSymlink != 0:
@@ -97,12 +70,18 @@ func copyTree(src, dst string, uid, gid int) error {
 			if err := os.Symlink(target, to); err != nil {
 				return err
 			}
+		case d.Type().IsRegular() && link:
+			err := os.Link(from, to)
+			if errors.Is(err, syscall.EXDEV) {
+				err = copyFile(from, to)
+			}
+			return err // a link shares the install's inode: never chown it
 		case d.Type().IsRegular():
 			if err := copyFile(from, to); err != nil {
 				return err
 			}
 		default:
-			return nil
+			return nil // devices, sockets: nothing a runner or a skeleton ships
 		}
 		return os.Lchown(to, uid, gid)
 	})
