@@ -59,7 +59,11 @@ func cloneTree(src, dst string, uid, gid int, link bool) error {
 		to, from := filepath.Join(dst, rel), filepath.Join(src, rel)
 		switch {
 		case d.IsDir():
-			if err := os.Mkdir(to, 0o755); err != nil && !(rel == "." && errors.Is(err, fs.ErrExist)) {
+			err := os.Mkdir(to, 0o755)
+			if rel == "." && errors.Is(err, fs.ErrExist) {
+				err = nil // copyTree's destination may exist already
+			}
+			if err != nil {
 				return err
 			}
 		case d.Type()&fs.ModeSymlink != 0:
