@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,4 +136,33 @@ func TestRemoveLeftovers(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, ids, "%s objects of the run are left", kind.file)
 	}
+}
+
+// TestCleanDocker: with a Docker daemon, every container goes (volumes with them), then whatever
+// nothing uses; without a daemon, or without Docker, there is nothing to do; a failing command
+// is a failed cleanup.
+func TestCleanDocker(t *testing.T) {
+	t.Parallel()
+	fake := func(t *testing.T, script string) (string, string) {
+		dir := t.TempDir()
+		calls := filepath.Join(dir, "calls")
+		bin := filepath.Join(dir, "docker")
+		require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\n"+script), 0o755))
+		return bin, calls
+	}
+	read := func(p string) string { b, _ := os.ReadFile(p); return string(b) }
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	bin, calls := fake(t, `case "$1" in ps) echo c1; echo c2;; esac`)
+	require.NoError(t, cleanDocker(context.Background(), bin, log))
+	require.Equal(t, "info --format {{.ID}}\nps -aq\nrm -f -v c1 c2\nsystem prune --all --volumes --force\n", read(calls))
+
+	bin, calls = fake(t, `[ "$1" = info ] && exit 1; exit 0`)
+	require.NoError(t, cleanDocker(context.Background(), bin, log), "no daemon: nothing to clean")
+	require.Equal(t, "info --format {{.ID}}\n", read(calls))
+
+	bin, _ = fake(t, `case "$1" in ps) echo c1;; rm) echo busy >&2; exit 1;; esac`)
+	require.ErrorContains(t, cleanDocker(context.Background(), bin, log), "rm -f -v c1")
+
+	require.NoError(t, cleanDocker(context.Background(), filepath.Join(t.TempDir(), "no-docker"), log), "no Docker at all")
 }
