@@ -46,10 +46,11 @@ ln -s "$CANARY" "/tmp/hostile-link-$TAG"
 ln -s "$CANARY" "$HOME/canary-link"
 ipcmk --shmem=4096 >/dev/null && echo "ipc-made"
 # 4. the work directory replaced with a symlink to a directory outside it
+WORKDIR=$(dirname "$(dirname "$W")")
 cd /
-rm -rf "$BASE/work/app"
-ln -s "$CANARY" "$BASE/work/app"
-rm -rf "$BASE/work" 2>/dev/null; ls -ld "$BASE/work" >/dev/null 2>&1 && echo "work-kept"
+rm -rf "$WORKDIR"/app
+ln -s "$CANARY" "$WORKDIR"/app
+rm -rf "$WORKDIR" 2>/dev/null; ls -ld "$WORKDIR" >/dev/null 2>&1 && echo "work-kept"
 # 5. the instance's identity
 if curl -s -m 3 -X PUT "$METADATA/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 60" >/dev/null; then
   echo "metadata=reached"
