@@ -18,7 +18,7 @@ import (
 //  2. the runner is removed from GitHub with removeToken (when there is one) by config.sh of a
 //     fresh copy of the install, given only the run's registration files: nothing the run wrote
 //     is run with the token;
-//  3. every process of the runner user is killed again (what the removal started);
+//  3. (scrub) every process of the runner user is killed again (what the removal started);
 //  4. what outlives processes is removed: the user's System V IPC objects, crontab and systemd
 //     lingering;
 //  5. Docker's containers, volumes, networks and images are removed, when Docker is here;
@@ -27,8 +27,7 @@ import (
 //
 // Any failure is returned: the caller must not offer the instance again.
 func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, log *slog.Logger) error {
-	u := a.user
-	if err := killUser(ctx, u.uid); err != nil {
+	if err := killUser(ctx, a.user.uid); err != nil {
 		return fmt.Errorf("end the run's processes: %w", err)
 	}
 	if removeToken != "" {
@@ -37,11 +36,18 @@ func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, lo
 		} else {
 			log.Info("runner removed from GitHub")
 		}
-		if err := killUser(ctx, u.uid); err != nil {
-			return fmt.Errorf("end the processes left by the deregistration: %w", err)
-		}
 	} else {
 		log.Info("no remove token; release removes the runner by API")
+	}
+	return a.scrub(ctx, log, dirs.base, dirs.base+"-remove")
+}
+
+// scrub removes whatever the runner user may have left: its processes (again), what outlives
+// them, Docker's leftovers, the given trees, its home and its temporary files.
+func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) error {
+	u := a.user
+	if err := killUser(ctx, u.uid); err != nil {
+		return fmt.Errorf("end the runner user's processes: %w", err)
 	}
 	if err := removeLeftovers(ctx, u); err != nil {
 		return fmt.Errorf("remove what outlives the run's processes: %w", err)
@@ -50,7 +56,10 @@ func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, lo
 		return fmt.Errorf("remove what the run left in Docker: %w", err)
 	}
 	var errs []error
-	errs = append(errs, removeTree(dirs.base), removeTree(dirs.base+"-remove"), u.resetHome())
+	for _, t := range trees {
+		errs = append(errs, removeTree(t))
+	}
+	errs = append(errs, u.resetHome())
 	for _, d := range a.cfg.TmpDirs {
 		errs = append(errs, removeOwned(d, u.uid))
 	}
@@ -58,6 +67,29 @@ func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, lo
 		return fmt.Errorf("remove the run's files: %w", err)
 	}
 	return nil
+}
+
+// scrubAtStart cleans up after whatever ran before this agent started (an agent that crashed or
+// was restarted mid-run, a run released meanwhile), unless the item still assigns the run whose
+// directories are there: that run the agent resumes.
+func (a *Agent) scrubAtStart(ctx context.Context) error {
+	if it := a.last.Load(); it != nil && assigned(it) {
+		if _, err := os.Stat(runDirsFor(a.cfg.RunsDir, it.RunID, it.RunAttempt).base); err == nil {
+			return nil
+		}
+	}
+	entries, err := os.ReadDir(a.cfg.RunsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", a.cfg.RunsDir, err)
+	}
+	trees := make([]string, len(entries))
+	for i, e := range entries {
+		trees[i] = filepath.Join(a.cfg.RunsDir, e.Name())
+	}
+	if len(trees) > 0 {
+		a.log.Warn("runs left by an earlier agent; removing them", "count", len(trees))
+	}
+	return a.scrub(ctx, a.log, trees...)
 }
 
 // deregister runs `config.sh remove` from a fresh copy of the install holding only the run's

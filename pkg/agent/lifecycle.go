@@ -35,6 +35,9 @@ func (a *Agent) init(ctx context.Context) error {
 			a.log.Warn("could not close the IPv6 metadata endpoint to the runner user (keep it off in the launch template)", "error", err)
 		}
 	}
+	if err := a.scrubAtStart(ctx); err != nil {
+		return a.failInit(ctx, fmt.Errorf("clean up after an earlier agent: %w", err), "")
+	}
 	if done, err := a.initDone(); err != nil {
 		return a.failInit(ctx, err, "")
 	} else if done && runnerInstalled(a.cfg.RunnerDir) {
