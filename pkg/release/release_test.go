@@ -146,16 +146,17 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 }
 
 // TestCleaningFailureTerminates: an agent that cannot clean up after the run (here, one of its
-// temporary directories is not a directory) signals FAILED instead of DEREGISTERED; release
-// terminates the instance instead of offering it.
+// temporary directories is replaced by a file while the run goes on) signals FAILED instead of
+// DEREGISTERED; release terminates the instance instead of offering it.
 func TestCleaningFailureTerminates(t *testing.T) {
 	t.Parallel()
-	notADir, err := os.CreateTemp("", "hangar-not-a-dir-")
+	tmp, err := os.MkdirTemp("", "hangar-tmp-")
 	require.NoError(t, err)
-	require.NoError(t, notADir.Close())
-	t.Cleanup(func() { _ = os.Remove(notADir.Name()) })
-	e := newEnv(t, "--tmp-dirs", "/tmp,"+notADir.Name())
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	e := newEnv(t, "--tmp-dirs", "/tmp,"+tmp)
 	in := e.running("9401")
+	require.NoError(t, os.Remove(tmp))
+	require.NoError(t, os.WriteFile(tmp, []byte("not a directory"), 0o644))
 
 	res := e.release("9401", time.Minute)
 	require.Len(t, res.Instances, 1)
