@@ -72,6 +72,8 @@ func TestBadInputs(t *testing.T) {
 		{"server url", "GITHUB_SERVER_URL", "ftp://example.com", []string{`GITHUB_SERVER_URL: "ftp://example.com": want an https URL`}},
 		{"plain http server", "GITHUB_SERVER_URL", "http://github.example.com", []string{`GITHUB_SERVER_URL: "http://github.example.com": want an https URL`}},
 		{"stack", "HANGAR_STACK", "bad stack", []string{`stack: "bad stack"`}},
+		{"zero timeout", "HANGAR_REGISTRATION_TIMEOUT", "0", []string{`registration-timeout: "0": want a duration above zero`}},
+		{"zero runtime", "HANGAR_MAX_RUNTIME", "0s", []string{`max-runtime: "0s": want a duration above zero`}},
 	}
 	require.GreaterOrEqual(t, len(tests), 20)
 	for _, tc := range tests {
@@ -113,6 +115,37 @@ func TestLoopbackGitHubOnlyByFlag(t *testing.T) {
 		require.Equal(t, 2, exit.ExitCode(), "%s", out)
 		require.Contains(t, string(out), `GITHUB_SERVER_URL: "`+trap.URL+`": want an https URL`)
 		require.Contains(t, string(out), `GITHUB_API_URL: "`+trap.URL+`": want an https URL`)
+	}
+}
+
+// TestIdentityOnlyFromTheWorkflow: inside a workflow run (GITHUB_ACTIONS=true) the run id,
+// attempt, repository and GitHub's URLs come only from GITHUB_*; a HANGAR_* variable a job set
+// for later steps through $GITHUB_ENV is refused before any request, naming both values.
+func TestIdentityOnlyFromTheWorkflow(t *testing.T) {
+	t.Parallel()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+	trap := testbed.NewTrap(t)
+	tests := []struct{ key, value, want string }{
+		{"HANGAR_RUN_ID", "999", `run-id: HANGAR_RUN_ID says "999", the workflow's GITHUB_RUN_ID is "123456"`},
+		{"HANGAR_RUN_ATTEMPT", "7", `run-attempt: HANGAR_RUN_ATTEMPT says "7", the workflow's GITHUB_RUN_ATTEMPT is "1"`},
+		{"HANGAR_REPOSITORY", "octo/allowed", `repository: HANGAR_REPOSITORY says "octo/allowed", the workflow's GITHUB_REPOSITORY is "octo/app"`},
+		{"HANGAR_API_URL", "https://attacker.example", `api-url: HANGAR_API_URL says "https://attacker.example"`},
+		{"HANGAR_SERVER_URL", "https://attacker.example", `server-url: HANGAR_SERVER_URL says "https://attacker.example"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.key, func(t *testing.T) {
+			t.Parallel()
+			env := baseEnv()
+			env["GITHUB_ACTIONS"], env[tc.key] = "true", tc.value
+			env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"], env["GITHUB_API_URL"] = trap.URL, trap.URL, "https://api.github.com"
+			cmd := exec.Command(bin)
+			cmd.Env = testbed.WithEnv(cleanEnviron(), env)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "%s", out)
+			require.Equal(t, 2, exit.ExitCode(), "%s", out)
+			require.Contains(t, string(out), tc.want)
+		})
 	}
 }
 

@@ -138,7 +138,9 @@ func TestLambdaBootstrap(t *testing.T) {
 
 	for _, bad := range []string{`not json`, `{"source":"aws.events","detail-type":"Something Else"}`,
 		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{}}`,
-		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"i-nope"}}`} {
+		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"i-nope"}}`,
+		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":"i-0123456789abcdef0"}}`,
+		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":"i-0123456789abcdef0","state":"exploded"}}`} {
 		res := api.invoke(t, bad)
 		require.True(t, res.error, "%s was accepted: %s", bad, res.body)
 		require.Regexp(t, `malformed|unrecognised`, string(res.body), bad)

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -116,6 +117,9 @@ type event struct {
 	Pools      []string        `json:"pools"`
 }
 
+// ec2States are the states EC2's state-change notifications carry.
+var ec2States = []string{"pending", "running", "stopping", "stopped", "shutting-down", "terminated"}
+
 // Event kinds.
 const (
 	scheduled  = "Scheduled Event"
@@ -144,6 +148,9 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		}
 		if err := state.ValidateInstanceID(detail.InstanceID); err != nil {
 			return nil, fmt.Errorf("malformed %s: %w", kind, err)
+		}
+		if kind == stateEvent && !slices.Contains(ec2States, detail.State) {
+			return nil, fmt.Errorf("malformed %s: detail.state %q: want one of %s", kind, detail.State, strings.Join(ec2States, ", "))
 		}
 	default:
 		return nil, fmt.Errorf("unrecognised event (source %q, detail-type %q, action %q): want a scheduled event, an EC2 spot interruption warning or state-change notification, or {\"action\":\"refresh\"}",

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -43,6 +44,9 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 	o := options{run: ctx.RunID, stack: in.String("stack"), token: in.String("github-token"), apiURL: ctx.APIURL,
 		cfg: release.Config{DeregisterTimeout: in.Duration("deregister-timeout")}}
 	errs := in.Err()
+	if err := poolconfig.ValidateStack(o.stack); err != nil {
+		errs = append(errs, fmt.Errorf("stack: %w", err))
+	}
 	if err := state.ValidateRunID(o.run); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_RUN_ID: %w", err))
 	}

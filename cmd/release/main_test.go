@@ -21,6 +21,9 @@ func TestBadInputs(t *testing.T) {
 		{"no run id", "GITHUB_RUN_ID", "", "GITHUB_RUN_ID: run id is empty"},
 		{"bad run id", "GITHUB_RUN_ID", "12x", `GITHUB_RUN_ID: run id "12x" is malformed`},
 		{"timeout too long", "HANGAR_DEREGISTER_TIMEOUT", "2h", "deregister-timeout: 2h0m0s: want 1s to 1h0m0s"},
+		{"zero timeout", "HANGAR_DEREGISTER_TIMEOUT", "0", `deregister-timeout: "0": want a duration above zero`},
+		{"stack", "HANGAR_STACK", "bad stack", `stack: "bad stack": want the Hangar stack's name`},
+		{"another run in a workflow", "HANGAR_RUN_ID", "999", `run-id: HANGAR_RUN_ID says "999", the workflow's GITHUB_RUN_ID is "77"`},
 		{"plain http api", "GITHUB_API_URL", "http://api.example.com", `GITHUB_API_URL: "http://api.example.com": want an https URL`},
 		{"no token", "HANGAR_GITHUB_TOKEN", "", "github-token: empty"},
 		{"scope", "HANGAR_RUNNER_SCOPE", "team", `runner-scope "team": want repo or org`},
@@ -30,7 +33,8 @@ func TestBadInputs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := map[string]string{"HANGAR_GITHUB_TOKEN": "ghs_x", "GITHUB_RUN_ID": "77", "GITHUB_REPOSITORY": "octo/app",
+			// As in a workflow run: the identity comes only from GITHUB_*.
+			env := map[string]string{"GITHUB_ACTIONS": "true", "HANGAR_GITHUB_TOKEN": "ghs_x", "GITHUB_RUN_ID": "77", "GITHUB_REPOSITORY": "octo/app",
 				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
 			env[tc.key] = tc.value
 			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server

@@ -55,3 +55,13 @@ func ValidateTag(key, value string) error {
 	}
 	return nil
 }
+
+var stackRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
+
+// ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
+func ValidateStack(name string) error {
+	if !stackRe.MatchString(name) {
+		return fmt.Errorf("%q: want the Hangar stack's name (1 to 63 letters, digits and '-', starting with a letter or digit)", name)
+	}
+	return nil
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -55,8 +54,6 @@ const (
 	maxRegistrationTimeout     = time.Hour
 )
 
-var stackRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
-
 // ApplyDefaults fills unset fields.
 func (c *Config) ApplyDefaults() {
 	if c.Stack == "" {
@@ -83,8 +80,8 @@ func (c *Config) Validate() error {
 	bad := func(input, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", input, fmt.Sprintf(format, a...)))
 	}
-	if !stackRe.MatchString(c.Stack) {
-		bad("stack", "%q: want the Hangar stack's name (letters, digits and '-')", c.Stack)
+	if err := poolconfig.ValidateStack(c.Stack); err != nil {
+		bad("stack", "%v", err)
 	}
 	if c.Pool == "" {
 		bad("pool", "empty: want the name of a pool of the stack")

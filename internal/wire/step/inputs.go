@@ -53,16 +53,24 @@ func (in *Inputs) Parse(args []string) error {
 
 // String returns an input's value.
 func (in *Inputs) String(name string) string {
+	v, _ := in.source(name)
+	return v
+}
+
+// source returns an input's value and where it came from: the flag, INPUT_<NAME>,
+// HANGAR_<NAME>, or "" for the default.
+func (in *Inputs) source(name string) (value, from string) {
 	if in.set[name] {
-		return strings.TrimSpace(*in.vals[name])
+		return strings.TrimSpace(*in.vals[name]), "--" + name
 	}
 	if v := strings.TrimSpace(in.gha.GetInput(name)); v != "" {
-		return v
+		return v, "the " + name + " input"
 	}
-	if v := strings.TrimSpace(os.Getenv("HANGAR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))); v != "" {
-		return v
+	env := "HANGAR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+		return v, env
 	}
-	return in.defs[name]
+	return in.defs[name], ""
 }
 
 // Int returns an integer input; a malformed value is recorded (see Err) and 0 returned.
@@ -85,8 +93,12 @@ func (in *Inputs) Duration(name string) time.Duration {
 		return 0
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil {
+	switch {
+	case err != nil:
 		in.errs = append(in.errs, fmt.Errorf("%s: %q: want a duration such as 90s, 30m or 2h", name, v))
+	case d <= 0:
+		// Zero is never a setting: it would silently mean the default.
+		in.errs = append(in.errs, fmt.Errorf("%s: %q: want a duration above zero, such as 90s, 30m or 2h (leave it empty for the default)", name, v))
 	}
 	return d
 }
@@ -119,15 +131,42 @@ func (in *Inputs) DeclareContext() {
 		"accept a plain-http GitHub on a loopback address (for a local stand-in; only as a flag, never from INPUT_* or HANGAR_*)")
 }
 
+// workflowContext names each context input's workflow variable.
+var workflowContext = map[string]string{
+	"run-id": "GITHUB_RUN_ID", "run-attempt": "GITHUB_RUN_ATTEMPT", "repository": "GITHUB_REPOSITORY",
+	"server-url": "GITHUB_SERVER_URL", "api-url": "GITHUB_API_URL",
+}
+
+// contextValue returns a context input. Inside a workflow run (GITHUB_ACTIONS=true) the run's
+// identity and GitHub's URLs come only from the runner's GITHUB_* variables, which a job cannot
+// change: a flag, input or HANGAR_* variable saying otherwise (a job can set HANGAR_* for later
+// steps through $GITHUB_ENV) is refused.
+func (in *Inputs) contextValue(name string) string {
+	if os.Getenv("GITHUB_ACTIONS") != "true" {
+		return in.String(name)
+	}
+	env := workflowContext[name]
+	want := strings.TrimSpace(os.Getenv(env))
+	if got, from := in.source(name); from != "" && got != want {
+		in.errs = append(in.errs, fmt.Errorf("%s: %s says %q, the workflow's %s is %q: inside a workflow run it comes only from %s",
+			name, from, got, env, want, env))
+	}
+	return want
+}
+
 // Context reads the context.
 func (in *Inputs) Context() Context {
 	attempt := 1 // outside a workflow there is one attempt
-	if in.String("run-attempt") != "" {
-		attempt = in.Int("run-attempt", "a whole number (GITHUB_RUN_ATTEMPT)")
+	if v := in.contextValue("run-attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			in.errs = append(in.errs, fmt.Errorf("run-attempt: %q: want a whole number (GITHUB_RUN_ATTEMPT)", v))
+		}
+		attempt = n
 	}
 	c := Context{
-		RunID: in.String("run-id"), RunAttempt: attempt,
-		Repository: in.String("repository"), ServerURL: in.String("server-url"), APIURL: in.String("api-url"),
+		RunID: in.contextValue("run-id"), RunAttempt: attempt, Repository: in.contextValue("repository"),
+		ServerURL: in.contextValue("server-url"), APIURL: in.contextValue("api-url"),
 		AllowLoopbackGitHub: *in.loopbackGitHub,
 	}
 	if err := ghapi.CheckURL(c.APIURL, c.AllowLoopbackGitHub); err != nil {
