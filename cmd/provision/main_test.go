@@ -61,6 +61,7 @@ func TestBadInputs(t *testing.T) {
 		{"timeout too long", "HANGAR_REGISTRATION_TIMEOUT", "2h", []string{"registration-timeout: 2h0m0s"}},
 		{"scope", "HANGAR_RUNNER_SCOPE", "enterprise", []string{`runner-scope: "enterprise": want repo or org`}},
 		{"label", "HANGAR_LABELS", "gpu,bad label!", []string{`labels: "label!"`}},
+		{"numeric label", "HANGAR_LABELS", "gpu,4242", []string{`labels: "4242": all digits could name another run`}},
 		{"reserved tag", "HANGAR_TAGS", "hangar:pool=x", []string{`tags: "hangar:pool": the hangar: prefix is reserved`}},
 		{"aws tag", "HANGAR_TAGS", "aws:cost=1", []string{`tags: "aws:cost"`}},
 		{"tag without value", "HANGAR_TAGS", "team", []string{`tags: "team": want key=value pairs`}},

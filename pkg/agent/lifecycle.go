@@ -255,13 +255,18 @@ func configuredFor(dir, name string) bool {
 	return settings.AgentName == name || settings.Name == name
 }
 
-// runnerLabels returns the run id, then the pool's and the assignment's extra labels, without
-// repeats.
+// runnerLabels returns the run id, then, for each of the pool's and the assignment's extra
+// labels l, the composite <run>-<l>, without repeats. Never a bare label: GitHub gives a job to
+// any runner that has all the job's labels, so a bare `linux` would let any job of the repository
+// (of the organisation, with org scope) asking `runs-on: [linux]` land on a run's machine.
 func runnerLabels(run string, pool, extra []string) []string {
 	out := []string{run}
 	for _, l := range slices.Concat(pool, extra) {
-		if l != "" && !slices.Contains(out, l) {
-			out = append(out, l)
+		if l == "" || l == run {
+			continue
+		}
+		if c := run + "-" + l; !slices.Contains(out, c) {
+			out = append(out, c)
 		}
 	}
 	return out

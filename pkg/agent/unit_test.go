@@ -91,7 +91,8 @@ func TestRunnerURL(t *testing.T) {
 
 func TestRunnerLabels(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"42", "linux", "gpu"}, runnerLabels("42", []string{"linux", "42"}, []string{"gpu", "linux", ""}))
+	require.Equal(t, []string{"42", "42-linux", "42-gpu"}, runnerLabels("42", []string{"linux", "42"}, []string{"gpu", "linux", ""}),
+		"the run id, then composites only: never a bare label a job of another run could ask for")
 	require.Equal(t, []string{"7"}, runnerLabels("7", nil, nil))
 }
 

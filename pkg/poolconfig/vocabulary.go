@@ -31,10 +31,15 @@ func UsageClassOf(market string) string {
 
 var labelRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// ValidateLabel checks a runner label, as a pool or a provision request gives it.
+// ValidateLabel checks an extra runner label, as a pool or a provision request gives it (the
+// runner carries it as <run>-<label>). All digits are refused: such a label could name another
+// run.
 func ValidateLabel(l string) error {
 	if !labelRe.MatchString(l) {
 		return fmt.Errorf("%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
+	}
+	if strings.Trim(l, "0123456789") == "" {
+		return fmt.Errorf("%q: all digits could name another run; want at least one letter or '.', '_', '-'", l)
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ func TestValidateLabel(t *testing.T) {
 	for _, bad := range []string{"", "has space", "a,b", strings.Repeat("a", 65), "ünï"} {
 		require.ErrorContains(t, poolconfig.ValidateLabel(bad), "want 1 to 64", bad)
 	}
+	require.ErrorContains(t, poolconfig.ValidateLabel("12345"), "could name another run")
 }
 
 func TestMarkets(t *testing.T) {
