@@ -82,7 +82,8 @@ const (
 )
 
 // DefaultTmpDirs are the shared temporary directories a run may leave files in.
-var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"}
+// Missing ones are skipped (/var/crash is Ubuntu's, world-writable like the others).
+var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue", "/var/crash"}
 
 // DefaultShutdownCommand powers the machine off.
 var DefaultShutdownCommand = []string{"shutdown", "-h", "now"}

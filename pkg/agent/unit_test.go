@@ -112,7 +112,7 @@ func TestConfigValidate(t *testing.T) {
 	c := validConfig()
 	require.NoError(t, c.Validate())
 	require.Equal(t, "/var/lib/hangar/runs", c.RunsDir)
-	require.Equal(t, []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue"}, c.TmpDirs)
+	require.Equal(t, []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue", "/var/crash"}, c.TmpDirs)
 	require.Equal(t, 10*time.Minute, c.BootWait, "boot wait defaults to the pool's created timeout")
 
 	tests := []struct {
