@@ -35,6 +35,9 @@ const (
 	Permanent
 	// Canceled: the caller's context ended.
 	Canceled
+	// WrongState: the resource is in a state the request cannot act on yet, such as starting an
+	// instance that is still stopping; the same request may work once the state settles.
+	WrongState
 )
 
 func (k Kind) String() string {
@@ -51,6 +54,8 @@ func (k Kind) String() string {
 		return "permanent"
 	case Canceled:
 		return "canceled"
+	case WrongState:
+		return "wrong state"
 	default:
 		return "unknown"
 	}
@@ -142,6 +147,8 @@ func ClassifyCode(code string) Kind {
 		return NotFound
 	case conditionCodes[code]:
 		return ConditionFailed
+	case code == "IncorrectInstanceState", code == "IncorrectState":
+		return WrongState
 	case strings.HasPrefix(code, "InvalidAMIID"), strings.HasPrefix(code, "InvalidParameter"),
 		strings.HasPrefix(code, "InvalidSubnet"), strings.HasPrefix(code, "InvalidLaunchTemplate"),
 		strings.HasPrefix(code, "InvalidGroup"), strings.HasPrefix(code, "InvalidKeyPair"),
@@ -170,6 +177,9 @@ func IgnoreNotFound(err error) error {
 	}
 	return err
 }
+
+// IsWrongState reports whether err says the resource is not in a state the request can act on yet.
+func IsWrongState(err error) bool { return Classify(err) == WrongState }
 
 // IsConditionFailed reports whether err is a conditional write that lost.
 func IsConditionFailed(err error) bool { return Classify(err) == ConditionFailed }

@@ -25,6 +25,7 @@ func TestClassify(t *testing.T) {
 		{"canceled", fmt.Errorf("wait: %w", context.Canceled), Canceled},
 		{"deadline", context.DeadlineExceeded, Canceled},
 		{"capacity", api("InsufficientInstanceCapacity"), Capacity},
+		{"instance still stopping", api("IncorrectInstanceState"), WrongState},
 		{"spot price", api("SpotMaxPriceTooLow"), Capacity},
 		{"type not in AZ", api("Unsupported"), Capacity},
 		{"throttled ec2", api("RequestLimitExceeded"), Throttled},

@@ -8,11 +8,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/awserr"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // acquire claims up to n instances from the pool and creates the rest.
@@ -40,11 +42,26 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 		p.warn("claim from pool %s: %v (creating instead)", doc.Name, err)
 	}
 	if len(res.Stopped) > 0 {
-		if _, err := p.d.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: res.Stopped}); err != nil {
+		if err := p.startStopped(ctx, res.Stopped); err != nil {
 			p.warn("start stopped instances %v: %v", res.Stopped, err)
 		}
 	}
 	return len(res.Instances)
+}
+
+// startStopped starts claimed stopped instances. Refresh may have stopped one a moment ago, and EC2
+// refuses to start an instance that is still stopping: that is waited out, with jittered backoff,
+// within the provision's deadline.
+func (p *provisioning) startStopped(ctx context.Context, ids []string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := p.d.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
+		if err == nil || !awserr.IsWrongState(err) {
+			return err
+		}
+		if err := wait.Sleep(ctx, wait.Jitter(min(time.Duration(attempt+1)*time.Second, 5*time.Second))); err != nil {
+			return fmt.Errorf("still stopping when the provision's time ran out: %w", err)
+		}
+	}
 }
 
 // create launches n instances for the run with one fleet request (retried across types, zones

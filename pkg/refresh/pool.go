@@ -144,18 +144,21 @@ func (p *poolRun) promoteReady(ctx context.Context) {
 }
 
 // stopForSchedule stops idle instances the schedule wants stopped, most recently launched first
-// (the freshest disks are worth keeping).
+// (the freshest disks are worth keeping), of those whose agent has finished with its last run.
 func (p *poolRun) stopForSchedule(ctx context.Context) {
 	target := p.rep.Target
 	toStop := min(target.Stopped-len(p.stopped), len(p.idle)-target.Hot)
 	if toStop <= 0 {
 		return
 	}
-	slices.SortFunc(p.idle, func(a, b state.Instance) int { return b.LaunchedAt.Compare(a.LaunchedAt) })
-	moved := p.stop(ctx, p.doc, p.idle[:toStop], p.now)
+	candidates := slices.DeleteFunc(slices.Clone(p.idle), func(in state.Instance) bool { return !finished(in) })
+	slices.SortFunc(candidates, func(a, b state.Instance) int { return b.LaunchedAt.Compare(a.LaunchedAt) })
+	moved := p.stop(ctx, p.doc, candidates[:min(toStop, len(candidates))], p.now)
 	p.rep.Stops = len(moved)
 	p.stopped = append(p.stopped, moved...)
-	p.idle = p.idle[toStop:]
+	p.idle = slices.DeleteFunc(p.idle, func(in state.Instance) bool {
+		return slices.ContainsFunc(moved, func(m state.Instance) bool { return m.ID == in.ID })
+	})
 }
 
 // fill launches the warm instances the schedule misses, under the pool's launch lease, counting
@@ -299,39 +302,57 @@ func (r *run) offer(ctx context.Context, pool string, insts ...*state.Instance) 
 	}
 }
 
-// stop stops idle instances for the stopped part of the warm pool: EC2 first (one request), then
-// idle → stopped, and a new offer that says so.
+// stop stops idle instances for the stopped part of the warm pool. The conditional write comes
+// first: idle → stopped, one per instance; only the instances whose write won go to EC2 (one
+// request), and only then is the new offer published. A claim or a release that lands before the
+// write makes it lose, and the instance is left running for whoever holds it now; a claim after it
+// can only come through the new offer, which provision answers by starting the instance.
 func (r *run) stop(ctx context.Context, doc *poolconfig.Document, idle []state.Instance, now time.Time) []state.Instance {
-	ids := make([]string, len(idle))
-	for i, in := range idle {
-		ids[i] = in.ID
+	for _, in := range idle {
 		r.act(Action{Instance: in.ID, Pool: doc.Name, Do: "stop", Reason: "the schedule wants stopped warm instances"})
 	}
 	if r.cfg.DryRun {
 		return idle
 	}
-	if _, err := r.d.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: ids}); err != nil {
-		r.fail("pool %s: stop %d instances: %v", doc.Name, len(ids), err)
-		return nil
-	}
 	var moved []state.Instance
-	var offers []*state.Instance
+	var ids []string
 	for _, in := range idle {
 		out, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: doc.Name, From: state.Idle, To: state.Stopped,
 			Version: in.Version, Threshold: now.Add(doc.Timeout(state.Stopped)), Reason: "stopped warm instance"})
 		if err != nil {
-			// Claimed meanwhile: provision starts stopped instances it claims, but this one was
-			// claimed as running. Start it again for its run.
-			r.fail("pool %s: record %s stopped: %v", doc.Name, in.ID, err)
-			continue
+			if !errors.Is(err, state.ErrConflict) {
+				r.fail("pool %s: record %s stopped: %v", doc.Name, in.ID, err)
+			}
+			continue // claimed or moved on meanwhile: not ours to stop
 		}
 		moved = append(moved, *out)
-		offers = append(offers, out)
+		ids = append(ids, out.ID)
 	}
-	if len(offers) > 0 {
-		r.offer(ctx, doc.Name, offers...)
+	if len(ids) == 0 {
+		return nil
 	}
+	if _, err := r.d.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: ids}); err != nil {
+		// Recorded stopped but still running: offered as stopped all the same, provision's start
+		// of a running instance changes nothing, and the next refresh counts them as stopped.
+		r.fail("pool %s: stop %d instances: %v", doc.Name, len(ids), err)
+	}
+	offers := make([]*state.Instance, len(moved))
+	for i := range moved {
+		offers[i] = &moved[i]
+	}
+	r.offer(ctx, doc.Name, offers...)
 	return moved
+}
+
+// finished reports whether an idle instance's agent is done with every run it served: it never
+// served one and is READY, or its last signal is DEREGISTERED for its last run. Only such an
+// instance may be stopped: stopping one that is still deregistering or cleaning would cut that
+// short and offer it half clean.
+func finished(in state.Instance) bool {
+	if in.LastRunID == "" {
+		return in.Signal == state.SignalReady
+	}
+	return in.Signal == state.SignalDeregistered && in.SignalRun == in.LastRunID
 }
 
 // warmingNow returns the pool's warm instances still being created (no run, within their deadline).
