@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
@@ -92,8 +93,25 @@ func TestRegistrationFailureReplaced(t *testing.T) {
 	require.NotEqual(t, bad, res.Instances[0].ID)
 	require.True(t, strings.Contains(strings.Join(res.Warnings, "\n"), "could not register"), "%v", res.Warnings)
 	it := e.items([]string{bad})[bad]
-	require.Equal(t, state.Idle, it.State, "a healthy instance that failed to register goes back to the pool")
+	require.Equal(t, state.Idle, it.State, "an instance that failed to register once goes back to the pool")
+	require.Equal(t, 1, it.RegisterFailures, "the failure is counted")
 	e.release("7502")
+
+	// Both pooled instances are claimed; the bad one fails a second time in a row and is
+	// terminated, not offered again.
+	res = e.mustProvision("7503", 2)
+	require.Equal(t, 1, res.Replaced)
+	it = e.items([]string{bad})[bad]
+	require.Equal(t, state.Terminated, it.State, "a twice-failing instance is terminated")
+	require.Contains(t, it.StateReason, "2 registrations in a row failed")
+	st, err := e.InstanceState(e.ctx, bad)
+	require.NoError(t, err)
+	require.Contains(t, []ec2types.InstanceStateName{ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameTerminated}, st)
+	require.Zero(t, e.offered()[bad], "never offered again")
+	for _, in := range res.Instances {
+		require.Zero(t, e.items([]string{in.ID})[in.ID].RegisterFailures, "a registered runner resets the count")
+	}
+	e.release("7503")
 }
 
 // TestRacingProvisions: 10 provisions race over 15 pooled instances; no instance serves two runs

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -9,8 +10,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// drop gives a failed instance back (healthy and claimed: to the pool) or retires it, and
-// forgets it.
+// drop gives a failed instance back or retires it, and forgets it. Only a claimed instance whose
+// registration failed goes back to the pool, with the failure counted; at MaxRegisterFailures in a
+// row it is terminated instead.
 func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason string) {
 	p.mu.Lock()
 	p.failed = append(p.failed, it.ID)
@@ -18,9 +20,12 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == it.ID })
 	p.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
-	if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed {
+	if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
+		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
+	} else if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed {
 		out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: state.Claimed, To: state.Idle,
-			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason})
+			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason,
+			RegisterFailed: true})
 		if err == nil {
 			if err := p.d.Queue.Publish(ctx, out); err != nil {
 				p.warn("offer %s back to the pool: %v", it.ID, err)

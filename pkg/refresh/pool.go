@@ -232,6 +232,8 @@ func (r *run) unfit(doc *poolconfig.Document, in state.Instance, gone map[string
 		return "its agent failed: " + state.LastLine(in.SignalLog)
 	case in.Signal == state.SignalSpotInterrupted:
 		return "spot interruption"
+	case in.State == state.Idle && in.Signal == state.SignalRegisterFailed:
+		return "its last runner registration failed: " + state.LastLine(in.SignalLog)
 	case in.SpecHash != "" && in.SpecHash != doc.SpecHash && in.State != state.Created:
 		return fmt.Sprintf("outdated spec %s (the pool's is %s)", in.SpecHash, doc.SpecHash)
 	case in.State == state.Idle && !in.HeartbeatAt.IsZero() && now.Sub(in.HeartbeatAt) > r.cfg.HeartbeatStale:

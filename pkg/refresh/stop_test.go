@@ -82,3 +82,31 @@ func TestStopWaitsForAFinishedRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Stopped, it.State)
 }
+
+// TestRegisterFailedIdleTerminated: an idle instance whose last word is REGISTER_FAILED is not
+// kept in the pool: refresh terminates it.
+func TestRegisterFailedIdleTerminated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id, err := e.Launch(e.ctx, time.Time{})
+	require.NoError(t, err)
+	in, err := e.Warm(e.ctx, id)
+	require.NoError(t, err)
+	e.GH.RefuseRunners("hangar-" + id)
+	in, err = e.Claim(e.ctx, in, "6312")
+	require.NoError(t, err)
+	in, err = e.WaitSignal(e.ctx, id, state.SignalRegisterFailed, "6312", in.Version)
+	require.NoError(t, err)
+	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Idle, Version: in.Version,
+		RunID: "6312", RegisterFailed: true})
+	require.NoError(t, err)
+
+	e.refresh(refresh.Config{})
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Terminated, it.State)
+	require.Contains(t, it.StateReason, "runner registration failed")
+	st, err := e.InstanceState(e.ctx, id)
+	require.NoError(t, err)
+	require.NotEqual(t, ec2types.InstanceStateNameRunning, st)
+}

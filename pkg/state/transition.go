@@ -36,7 +36,14 @@ type Change struct {
 	RemoveToken string
 	// Reason is recorded as stateReason.
 	Reason string
+	// RegisterFailed counts a failed runner registration (claimed → idle): registerFailures goes
+	// up by one. Moving to running resets the count.
+	RegisterFailed bool
 }
+
+// MaxRegisterFailures is how many registrations in a row an instance may fail before it is
+// terminated rather than offered again.
+const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
 var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels"}
@@ -80,6 +87,9 @@ func (c Change) Validate() error {
 	}
 	if c.Assign != nil && r.before != runSet {
 		return fmt.Errorf("%s → %s of %s: an assignment is only given with a claim", c.From, c.To, c.InstanceID)
+	}
+	if c.RegisterFailed && (c.From != Claimed || c.To != Idle) {
+		return fmt.Errorf("%s → %s of %s: a failed registration is only counted when a claim is given back (claimed → idle)", c.From, c.To, c.InstanceID)
 	}
 	if c.RemoveToken != "" && r.before != runRelease {
 		return fmt.Errorf("%s → %s of %s: a remove token is only given when a run lets the instance go", c.From, c.To, c.InstanceID)
@@ -139,6 +149,12 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.set("lastRunId", c.RunID)
 		u.remove(assignmentAttrs...)
 		u.setOrRemove("removeToken", c.RemoveToken != "", c.RemoveToken)
+		if c.RegisterFailed {
+			u.b = u.b.Add(expression.Name("registerFailures"), expression.Value(1))
+		}
+	}
+	if c.To == Running {
+		u.remove("registerFailures")
 	}
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()

@@ -121,6 +121,9 @@ type Instance struct {
 	UpdatedAt      time.Time `dynamodbav:"updatedAt,omitempty"`
 	StateReason    string    `dynamodbav:"stateReason,omitempty"`
 	ExpiresAt      int64     `dynamodbav:"expiresAt,omitempty"` // TTL, Unix seconds
+	// RegisterFailures counts the runs in a row whose runner this instance failed to register;
+	// a registered runner resets it.
+	RegisterFailures int `dynamodbav:"registerFailures,omitempty"`
 	Spec
 	Assignment
 	Report
