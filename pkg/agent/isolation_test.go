@@ -22,7 +22,7 @@ func unitUser(t *testing.T) *runnerUser {
 		t.Skip("needs root and the test bed's hangar-unit user")
 	}
 	require.Zero(t, os.Geteuid(), "the agent's isolation runs as root")
-	u, err := lookupRunnerUser("hangar-unit")
+	u, err := lookupRunnerUser("hangar-unit", false)
 	require.NoError(t, err, "make testbed-up creates the user")
 	return u
 }
@@ -35,7 +35,7 @@ func TestLookupRunnerUser(t *testing.T) {
 		{"root", "must not run as root"},
 		{"no-such-user-here", "no such user on this instance"},
 	} {
-		_, err := lookupRunnerUser(tc.name)
+		_, err := lookupRunnerUser(tc.name, false)
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
 }

@@ -22,7 +22,7 @@ import (
 func (a *Agent) init(ctx context.Context) error {
 	p := a.cfg.Pool
 	var err error
-	if a.user, err = lookupRunnerUser(a.cfg.RunAs); err != nil {
+	if a.user, err = lookupRunnerUser(a.cfg.RunAs, p.Runner.Sudo); err != nil {
 		return a.failInit(ctx, err, "")
 	}
 	if p.Runner.MetadataAccess {

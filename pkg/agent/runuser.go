@@ -21,7 +21,7 @@ type runnerUser struct {
 // lookupRunnerUser resolves the runner user. The agent runs as root (it kills the user's
 // processes and removes its files after every run), so the runner user must be another,
 // unprivileged one: root, the agent's own user ("self" included) and a missing user are errors.
-func lookupRunnerUser(name string) (*runnerUser, error) {
+func lookupRunnerUser(name string, sudo bool) (*runnerUser, error) {
 	if name == "" || name == "self" {
 		return nil, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", name)
 	}
@@ -52,6 +52,9 @@ func lookupRunnerUser(name string) (*runnerUser, error) {
 				}
 				r.groups = append(r.groups, uint32(n))
 			}
+			if grp, err := user.LookupGroupId(g); err == nil && rootEquivalentGroups[grp.Name] && !sudo {
+				return nil, fmt.Errorf("run-as %q is in group %s, which makes it root-equivalent: set the pool's runner.sudo (reuse is then limited to repository or never), or take the user out of the group", name, grp.Name)
+			}
 		}
 	}
 	if !ownHome(r.home) {
@@ -59,6 +62,10 @@ func lookupRunnerUser(name string) (*runnerUser, error) {
 	}
 	return r, nil
 }
+
+// rootEquivalentGroups are the groups whose members can become root (sudo rules, the Docker
+// socket, disk devices) on the images Hangar targets.
+var rootEquivalentGroups = map[string]bool{"sudo": true, "wheel": true, "admin": true, "docker": true, "disk": true, "lxd": true}
 
 // ownHome reports whether home is a directory the user may have to itself (not /, not a system
 // directory, not a placeholder such as /nonexistent).

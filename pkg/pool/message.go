@@ -30,6 +30,9 @@ type Message struct {
 	Stopped bool `json:"stopped,omitempty"`
 	// IdleDeadline is the item's threshold (Unix ms); past it the message is stale.
 	IdleDeadline int64 `json:"idleDeadline"`
+	// Served lists the repositories the instance has served (none when fresh), so that a
+	// selector skips offers the pool's reuse scope keeps from its run without a write.
+	Served []string `json:"served,omitempty"`
 }
 
 // MessageFor returns the message that offers instance in to its pool. The instance must be idle
@@ -45,7 +48,7 @@ func MessageFor(in *state.Instance) (Message, error) {
 		V: MessageVersion, InstanceARN: in.ARN, InstanceID: in.ID, Pool: in.Pool,
 		InstanceType: in.InstanceType, UsageClass: in.UsageClass, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 		AZ: in.AZ, SpecHash: in.SpecHash, Version: in.Version, Stopped: in.State == state.Stopped,
-		IdleDeadline: in.Threshold.UnixMilli(),
+		IdleDeadline: in.Threshold.UnixMilli(), Served: in.ServedRepos,
 	}, nil
 }
 

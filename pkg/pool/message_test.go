@@ -83,7 +83,7 @@ func TestMessageFor(t *testing.T) {
 
 func TestRequestValidate(t *testing.T) {
 	t.Parallel()
-	ok := Request{Count: 2, UsageClass: "spot", InstanceTypes: []string{"c*"}, Assign: state.Assignment{RunID: "9"}, ClaimDeadline: time.Now()}
+	ok := Request{Count: 2, UsageClass: "spot", InstanceTypes: []string{"c*"}, Assign: state.Assignment{RunID: "9", Repo: "octo/app"}, ClaimDeadline: time.Now()}
 	require.NoError(t, ok.Validate())
 	tests := []struct {
 		name string

@@ -34,8 +34,11 @@ type Request struct {
 	// MinVCPU and MinMemoryMiB are lower bounds; 0 means no bound.
 	MinVCPU      int
 	MinMemoryMiB int
-	// Assign is the run the instances are claimed for.
+	// Assign is the run the instances are claimed for; Assign.Repo is the run's repository.
 	Assign state.Assignment
+	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
+	// be given (state.Reusable; "" is state.ReuseRepository).
+	Reuse state.Reuse
 	// ClaimDeadline is the threshold the claimed instances get.
 	ClaimDeadline time.Time
 	// Exclude lists instances not to claim (ones that already failed this request).
@@ -98,6 +101,9 @@ func (r Request) Fits(m Message) bool {
 		return false
 	}
 	if r.UsageClass != UsageAny && m.UsageClass != r.UsageClass {
+		return false
+	}
+	if !state.Reusable(r.Reuse, m.Served, r.Assign.Repo) {
 		return false
 	}
 	if m.VCPU < r.MinVCPU || m.MemoryMiB < r.MinMemoryMiB {

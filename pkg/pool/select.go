@@ -259,7 +259,7 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			defer func() { <-sem }()
 			in, err := sel.Store.Transition(ctx, state.Change{
 				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
-				Version: r.msg.Version, Assign: &sel.req.Assign, Threshold: sel.req.ClaimDeadline,
+				Version: r.msg.Version, Assign: &sel.req.Assign, Reuse: sel.req.Reuse, Threshold: sel.req.ClaimDeadline,
 				Reason: "claimed by run " + sel.req.Assign.RunID,
 			})
 			outs[i] = outcome{r, in, err}
@@ -278,6 +278,10 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 				sel.res.Stopped = append(sel.res.Stopped, o.in.ID)
 			}
 			sel.drop = append(sel.drop, o.r.handle)
+		case unchanged(o.r.msg, o.err):
+			// The offer is current but the reuse scope keeps it from this run (an offer
+			// published before it served another repository): others may take it.
+			sel.give = append(sel.give, o.r.handle)
 		case errors.Is(o.err, state.ErrConflict):
 			// The instance moved on (claimed by someone else, expired, re-offered with a newer
 			// version): this message is stale.
@@ -305,4 +309,15 @@ func (sel *selection) ownWin(m Message, err error) *state.Instance {
 		return cur
 	}
 	return nil
+}
+
+// unchanged reports whether a lost claim found the instance just as the message offers it: the
+// condition that failed is the reuse scope's, not the offer's freshness.
+func unchanged(m Message, err error) bool {
+	var conflict *state.ConflictError
+	if !errors.As(err, &conflict) || conflict.Current == nil {
+		return false
+	}
+	cur := conflict.Current
+	return cur.State == m.State() && cur.Version == m.Version && cur.RunID == ""
 }

@@ -82,7 +82,7 @@ func TestClaimRetriedAfterApplied(t *testing.T) {
 		return nil, &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, Version: c.Version, Current: cur}
 	})
 	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 1,
-		Assign: state.Assignment{RunID: "5"}, ClaimDeadline: time.Now().Add(time.Minute)})
+		Assign: state.Assignment{RunID: "5", Repo: "octo/app"}, ClaimDeadline: time.Now().Add(time.Minute)})
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
 	require.Equal(t, []string{"h1"}, fake.deleted)
@@ -105,7 +105,7 @@ func TestClaimStoreFailure(t *testing.T) {
 		return &state.Instance{ID: c.InstanceID, State: state.Claimed, Version: c.Version + 1}, nil
 	})
 	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 2,
-		Assign: state.Assignment{RunID: "5"}, ClaimDeadline: time.Now().Add(time.Minute)})
+		Assign: state.Assignment{RunID: "5", Repo: "octo/app"}, ClaimDeadline: time.Now().Add(time.Minute)})
 	require.ErrorContains(t, err, "throttled after retries")
 	require.Len(t, res.Instances, 1, "the won claim is kept")
 	require.Equal(t, []string{"ha"}, fake.deleted)

@@ -103,7 +103,7 @@ func TestStaleMessagesDropped(t *testing.T) {
 	// direct claim): its message is stale.
 	taken := e.idle(spotC7)
 	_, err = e.store.Transition(ctx, state.Change{InstanceID: taken.ID, Pool: poolName, From: state.Idle, To: state.Claimed,
-		Version: taken.Version, Assign: &state.Assignment{RunID: "99"}, Threshold: time.Now().Add(time.Hour)})
+		Version: taken.Version, Assign: &state.Assignment{RunID: "99", Repo: "octo/app"}, Threshold: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 
 	// Offered with a deadline in the past.

@@ -27,26 +27,29 @@ const (
 
 // Document is one pool's published configuration.
 type Document struct {
-	SchemaVersion       int               `json:"schemaVersion"`
-	Name                string            `json:"name"`
-	Partition           string            `json:"partition"`
-	Region              string            `json:"region"`
-	Account             string            `json:"account"`
-	Table               string            `json:"table"`
-	QueueURL            string            `json:"queueUrl"`
-	DeadLetterQueueURL  string            `json:"deadLetterQueueUrl,omitempty"`
-	LaunchTemplate      LaunchTemplate    `json:"launchTemplate"`
-	SpecHash            string            `json:"specHash"`
-	InstanceTypes       []string          `json:"instanceTypes"`
-	Subnets             []Subnet          `json:"subnets"`
-	Market              string            `json:"market"`
-	AllocationStrategy  string            `json:"allocationStrategy,omitempty"`
-	Labels              []string          `json:"labels,omitempty"`
-	AllowedRepositories []string          `json:"allowedRepositories,omitempty"`
-	Tags                map[string]string `json:"tags,omitempty"`
-	Timeouts            Timeouts          `json:"timeouts"`
-	Warm                Warm              `json:"warm"`
-	Runner              Runner            `json:"runner"`
+	SchemaVersion       int            `json:"schemaVersion"`
+	Name                string         `json:"name"`
+	Partition           string         `json:"partition"`
+	Region              string         `json:"region"`
+	Account             string         `json:"account"`
+	Table               string         `json:"table"`
+	QueueURL            string         `json:"queueUrl"`
+	DeadLetterQueueURL  string         `json:"deadLetterQueueUrl,omitempty"`
+	LaunchTemplate      LaunchTemplate `json:"launchTemplate"`
+	SpecHash            string         `json:"specHash"`
+	InstanceTypes       []string       `json:"instanceTypes"`
+	Subnets             []Subnet       `json:"subnets"`
+	Market              string         `json:"market"`
+	AllocationStrategy  string         `json:"allocationStrategy,omitempty"`
+	Labels              []string       `json:"labels,omitempty"`
+	AllowedRepositories []string       `json:"allowedRepositories,omitempty"`
+	// Reuse says which runs may follow one another on an instance: repository (the default),
+	// owner, any, or never (one run per instance). See docs/security.md.
+	Reuse    state.Reuse       `json:"reuse,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Timeouts Timeouts          `json:"timeouts"`
+	Warm     Warm              `json:"warm"`
+	Runner   Runner            `json:"runner"`
 }
 
 // LaunchTemplate names the pool's EC2 launch template.
@@ -94,6 +97,11 @@ type Runner struct {
 	User string `json:"user,omitempty"`
 	// PreRunnerScript runs once per spec, as root, before the runner is installed.
 	PreRunnerScript string `json:"preRunnerScript,omitempty"`
+	// Sudo declares that the image makes the runner user root-equivalent (sudo, or membership of
+	// a group such as docker). A job can then leave anything behind, so such a pool may only use
+	// reuse repository or never. The agent refuses to serve when the user is in such a group
+	// and the pool does not say so.
+	Sudo bool `json:"sudo,omitempty"`
 	// MetadataAccess lets the runner user reach the instance metadata service, and so the
 	// instance role's credentials. Off by default: the agent blocks it with a firewall rule.
 	// Turning it on weakens isolation (docs/security.md); only for pools whose jobs need the role.
@@ -148,6 +156,9 @@ func (d *Document) applyDefaults() {
 	}
 	if d.Runner.User == "" {
 		d.Runner.User = "runner"
+	}
+	if d.Reuse == "" {
+		d.Reuse = state.ReuseRepository
 	}
 	for _, f := range []struct{ v, def *Duration }{
 		{&d.Timeouts.Created, &DefaultTimeouts.Created}, {&d.Timeouts.Claimed, &DefaultTimeouts.Claimed},

@@ -96,6 +96,15 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"runner arch", func(m map[string]any) {
 			m["runner"].(map[string]any)["sha256"] = map[string]string{"amd64": strings.Repeat("a", 64)}
 		}, `arch "amd64"`},
+		{"reuse", func(m map[string]any) { m["reuse"] = "org" }, `reuse: "org": want repository, owner, any or never`},
+		{"sudo reused across repositories", func(m map[string]any) {
+			m["reuse"] = "owner"
+			m["runner"].(map[string]any)["sudo"] = true
+		}, `reuse: "owner" with runner.sudo`},
+		{"sudo reused by anyone", func(m map[string]any) {
+			m["reuse"] = "any"
+			m["runner"].(map[string]any)["sudo"] = true
+		}, `reuse: "any" with runner.sudo`},
 		{"runner root", func(m map[string]any) { m["runner"].(map[string]any)["user"] = "root" }, `runner.user: "root"`},
 		{"half runner", func(m map[string]any) { m["runner"] = map[string]any{"baseUrl": "https://x"} }, "runner.version: empty, but baseUrl or sha256 set"},
 	}

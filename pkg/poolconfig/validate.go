@@ -94,6 +94,11 @@ func (d *Document) Validate() error {
 			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
 		}
 	}
+	if _, err := state.ParseReuse(string(d.Reuse)); err != nil {
+		bad("reuse", "%v", err)
+	} else if d.Runner.Sudo && (d.Reuse == state.ReuseOwner || d.Reuse == state.ReuseAny) {
+		bad("reuse", "%q with runner.sudo: a runner user with sudo can leave anything behind for the next run; want repository or never", d.Reuse)
+	}
 	for _, k := range slices.Sorted(maps.Keys(d.Tags)) {
 		if err := ValidateTag(k, d.Tags[k]); err != nil {
 			bad("tags", "%v", err)

@@ -33,7 +33,7 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
-		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Reuse: doc.Reuse,
 		ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	for _, in := range res.Instances {
 		p.add(*in, true)

@@ -22,7 +22,7 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	ctx = context.WithoutCancel(ctx)
 	if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed {
+	} else if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed && p.d.Pool.Reuse != state.ReuseNever {
 		out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: state.Claimed, To: state.Idle,
 			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason,
 			RegisterFailed: true})

@@ -57,7 +57,7 @@ func TestExpiryInEveryState(t *testing.T) {
 				in, err = e.Store.Get(e.ctx, id)
 				require.NoError(t, err)
 				_, err = e.Store.Transition(e.ctx, state.Change{InstanceID: id, Pool: e.Pool, From: state.Idle, To: state.Claimed, Version: in.Version,
-					Assign: &state.Assignment{RunID: "6101"}, Threshold: past})
+					Assign: &state.Assignment{RunID: "6101", Repo: "octo/app"}, Threshold: past})
 			}
 		}
 		require.NoError(t, err)

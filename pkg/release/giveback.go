@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -156,9 +157,22 @@ func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, r
 	return ready, left
 }
 
-// offer puts deregistered instances back into their pools. An offer that fails leaves the
-// instance idle without a message: refresh republishes or expires it.
+// offer puts deregistered instances back into their pools; those of a pool whose reuse is
+// never are terminated instead (their runners deregistered first, like any other). An offer that
+// fails leaves the instance idle without a message: refresh republishes or expires it.
 func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
+	insts = slices.DeleteFunc(insts, func(in *state.Instance) bool {
+		doc, err := g.d.Pools.Pool(ctx, in.Pool)
+		if err == nil && doc.Reuse != state.ReuseNever {
+			return false
+		}
+		reason := "its pool's reuse is never: one run per instance"
+		if err != nil {
+			reason = fmt.Sprintf("its pool document is unreadable (%v)", err)
+		}
+		g.terminate(ctx, reason, *in)
+		return true
+	})
 	if len(insts) == 0 {
 		return
 	}

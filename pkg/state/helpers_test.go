@@ -78,7 +78,9 @@ func create(t *testing.T, s *state.Store, run string) *state.Instance {
 	t.Helper()
 	in := &state.Instance{ID: newID(), Pool: testPool, Threshold: later(10 * time.Minute),
 		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageSpot, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}}
-	in.RunID = run
+	if run != "" {
+		in.RunID, in.Repo = run, "octo/app"
+	}
 	require.NoError(t, s.Create(testbed.Context(t, 30*time.Second), []*state.Instance{in}))
 	return in
 }

@@ -50,7 +50,7 @@ func TestQueriesPagePastOneThousand(t *testing.T) {
 	const n = 1200
 	insts := make([]*state.Instance, n)
 	for i := range insts {
-		insts[i] = &state.Instance{ID: newID(), Pool: "paging", Threshold: later(time.Hour), Assignment: state.Assignment{RunID: "31337"}}
+		insts[i] = &state.Instance{ID: newID(), Pool: "paging", Threshold: later(time.Hour), Assignment: state.Assignment{RunID: "31337", Repo: "octo/app"}}
 	}
 	require.NoError(t, s.Create(ctx, insts))
 

@@ -179,6 +179,10 @@ func (s *Store) prepareNew(in *Instance, now time.Time) error {
 		if err := ValidateRunID(in.RunID); err != nil {
 			return fmt.Errorf("create instance item %s: %w", in.ID, err)
 		}
+		if err := validateRepo(in.Repo); err != nil {
+			return fmt.Errorf("create instance item %s for run %s: %w", in.ID, in.RunID, err)
+		}
+		in.ServedRepos, in.ServedOwners = []string{in.Repo}, []string{Owner(in.Repo)}
 	}
 	if in.Report != (Report{}) {
 		return fmt.Errorf("create instance item %s: agent attributes are the agent's to write", in.ID)

@@ -30,6 +30,9 @@ type Change struct {
 	RunID string
 	// Assign is the run the instance is claimed for (idle or stopped → claimed).
 	Assign *Assignment
+	// Reuse is the pool's reuse scope, for a claim: the write is conditional on the instance
+	// having served only runs the scope lets Assign.Repo follow ("" is ReuseRepository).
+	Reuse Reuse
 	// Threshold is the deadline of the new state; required unless To is terminated.
 	Threshold time.Time
 	// RemoveToken is handed to the agent with running → idle, to remove the runner from GitHub.
@@ -84,6 +87,12 @@ func (c Change) Validate() error {
 		if err := ValidateRunID(c.Assign.RunID); err != nil {
 			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 		}
+		if err := validateRepo(c.Assign.Repo); err != nil {
+			return fmt.Errorf("%s → %s of %s: a claim names the run's repository: %w", c.From, c.To, c.InstanceID, err)
+		}
+		if _, err := ParseReuse(string(c.Reuse)); err != nil {
+			return fmt.Errorf("%s → %s of %s: reuse %w", c.From, c.To, c.InstanceID, err)
+		}
 	}
 	if c.Assign != nil && r.before != runSet {
 		return fmt.Errorf("%s → %s of %s: an assignment is only given with a claim", c.From, c.To, c.InstanceID)
@@ -117,6 +126,11 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 	case r.before == runAbsent, r.before == runSet:
 		cond = cond.And(expression.AttributeNotExists(expression.Name(AttrRunID)))
 	}
+	if r.before == runSet {
+		if reuse, ok := reuseCondition(c.Reuse, c.Assign.Repo); ok {
+			cond = cond.And(reuse)
+		}
+	}
 
 	u := &update{b: expression.Set(expression.Name("state"), expression.Value(c.To))}
 	u.set("version", c.Version+1)
@@ -145,6 +159,8 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.setOrRemove("regToken", a.RegToken != "", a.RegToken)
 		u.setOrRemove("regTokenExpiresAt", !a.RegTokenExpiresAt.IsZero(), millis(a.RegTokenExpiresAt))
 		u.setOrRemove("labels", len(a.Labels) > 0, a.Labels)
+		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
+		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
 	case runRelease:
 		u.set("lastRunId", c.RunID)
 		u.remove(assignmentAttrs...)

@@ -124,6 +124,10 @@ type Instance struct {
 	// RegisterFailures counts the runs in a row whose runner this instance failed to register;
 	// a registered runner resets it.
 	RegisterFailures int `dynamodbav:"registerFailures,omitempty"`
+	// ServedRepos and ServedOwners are every repository, and its owner, that the instance was
+	// ever assigned to: what the claim condition of a pool's reuse scope checks. Never cleared.
+	ServedRepos  []string `dynamodbav:"servedRepos,stringset,omitempty"`
+	ServedOwners []string `dynamodbav:"servedOwners,stringset,omitempty"`
 	Spec
 	Assignment
 	Report

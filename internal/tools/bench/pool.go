@@ -65,7 +65,7 @@ func benchPool(ctx context.Context, cfg benchConfig) ([]Row, error) {
 			}
 			before := c.n.Load()
 			start := time.Now()
-			res, err := sel.Claim(ctx, pool.Request{Count: n, Assign: state.Assignment{RunID: fmt.Sprint(1000 + round)},
+			res, err := sel.Claim(ctx, pool.Request{Count: n, Assign: state.Assignment{RunID: fmt.Sprint(1000 + round), Repo: "octo/bench"},
 				ClaimDeadline: time.Now().Add(5 * time.Minute)})
 			lat = append(lat, time.Since(start))
 			reqs += c.n.Load() - before

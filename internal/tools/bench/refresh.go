@@ -110,7 +110,7 @@ func seedFleet(ctx context.Context, store *state.Store, pool string) error {
 	insts := make([]*state.Instance, refreshItems)
 	for i := range insts {
 		insts[i] = &state.Instance{ID: fmt.Sprintf("i-%017x", 0xbe0000+i), Pool: pool, Threshold: time.Now().Add(time.Hour),
-			Assignment: state.Assignment{RunID: fmt.Sprint(100 + i%50)}}
+			Assignment: state.Assignment{RunID: fmt.Sprint(100 + i%50), Repo: "octo/bench"}}
 	}
 	if err := store.Create(ctx, insts); err != nil {
 		return err
