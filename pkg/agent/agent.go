@@ -21,6 +21,7 @@ type Store interface {
 	Get(ctx context.Context) (*state.Instance, error)
 	Heartbeat(ctx context.Context, at time.Time) (*state.Instance, error)
 	Signal(ctx context.Context, sig state.Signal) error
+	Ack(ctx context.Context, version int64, at time.Time) error
 }
 
 // EC2 is the part of the EC2 client the agent uses: terminating its own instance.

@@ -29,7 +29,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 
 		runners := e.GH.Runners(repo)
 		require.Len(t, runners, 1, "run %s", run)
-		require.Equal(t, state.RunnerName(id, run), runners[0].Name)
+		require.Equal(t, e.RunnerNames().Name(id, run), runners[0].Name)
 		require.Equal(t, []string{run, run + "-linux"}, runners[0].Labels, "the run id, the pool's label as a composite, no GitHub defaults")
 
 		other := e.GH.QueueJob(repo, []string{"9" + run}, "echo not mine")
@@ -39,7 +39,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "success", done.Conclusion, "run %s: a previous run's file was left in the workspace:\n%s", run, done.Output)
 		require.Contains(t, done.Output, "clean")
-		require.Equal(t, state.RunnerName(id, run), done.RunnerName)
+		require.Equal(t, e.RunnerNames().Name(id, run), done.RunnerName)
 		j, _ := e.GH.Job(other)
 		require.Equal(t, "queued", j.Status, "a job of another run never lands here")
 		j, _ = e.GH.Job(bare)

@@ -29,6 +29,8 @@ func (s *refusingHeartbeats) Heartbeat(context.Context, time.Time) (*state.Insta
 
 func (s *refusingHeartbeats) Signal(context.Context, state.Signal) error { return nil }
 
+func (s *refusingHeartbeats) Ack(context.Context, int64, time.Time) error { return nil }
+
 // TestRefusedHeartbeatDoesNotBlind: a refused heartbeat falls back to a plain read, so the poll
 // still sees the item, and the heartbeat is tried again an interval later, not on every poll.
 func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {

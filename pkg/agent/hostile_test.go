@@ -163,7 +163,7 @@ func TestHostileJob(t *testing.T) {
 	})
 	runners := e.GH.Runners(repo)
 	require.Len(t, runners, 1)
-	require.Equal(t, state.RunnerName(id, "3002"), runners[0].Name, "B registered with the pristine scripts")
+	require.Equal(t, e.RunnerNames().Name(id, "3002"), runners[0].Name, "B registered with the pristine scripts")
 }
 
 func fileSum(t *testing.T, path string) string {

@@ -125,10 +125,17 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	noticed := a.now()
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
+	if err := a.store.Ack(ctx, version, noticed); err != nil {
+		log.Warn("could not acknowledge the assignment; provision may replace this instance", "error", err)
+	}
 
 	dirs := runDirsFor(a.cfg.RunsDir, run, item.RunAttempt)
 	runner := newScriptRunner(dirs, a.user, a.cfg.StopTimeout)
-	name := state.RunnerName(a.cfg.Identity.InstanceID, run)
+	names, err := state.ParseRunnerPrefix(item.RunnerPrefix)
+	if err != nil {
+		return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the assignment's runner name: %w", err))
+	}
+	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
 	if !configuredFor(dirs.runner, name) {
 		if item.RegToken == "" {

@@ -39,6 +39,9 @@ type Request struct {
 	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
 	// be given (state.Reusable; "" is state.ReuseRepository).
 	Reuse state.Reuse
+	// AliveSince, when set, is the oldest heartbeat a running (idle) instance may have to be
+	// claimed (state.Change.AliveSince). Stopped instances have no live agent and are exempt.
+	AliveSince time.Time
 	// ClaimDeadline is the threshold the claimed instances get.
 	ClaimDeadline time.Time
 	// Exclude lists instances not to claim (ones that already failed this request).

@@ -259,7 +259,7 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			defer func() { <-sem }()
 			in, err := sel.Store.Transition(ctx, state.Change{
 				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
-				Version: r.msg.Version, Assign: &sel.req.Assign, Reuse: sel.req.Reuse, Threshold: sel.req.ClaimDeadline,
+				Version: r.msg.Version, Assign: &sel.req.Assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
 				Reason: "claimed by run " + sel.req.Assign.RunID,
 			})
 			outs[i] = outcome{r, in, err}
@@ -278,10 +278,16 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 				sel.res.Stopped = append(sel.res.Stopped, o.in.ID)
 			}
 			sel.drop = append(sel.drop, o.r.handle)
-		case unchanged(o.r.msg, o.err):
+		case unchanged(o.r.msg, o.err) != nil && !state.Reusable(sel.req.Reuse, unchanged(o.r.msg, o.err).ServedRepos, sel.req.Assign.Repo):
 			// The offer is current but the reuse scope keeps it from this run (an offer
 			// published before it served another repository): others may take it.
 			sel.give = append(sel.give, o.r.handle)
+		case unchanged(o.r.msg, o.err) != nil:
+			// Current, fitting, and refused: its agent has gone quiet. Nobody should take it;
+			// refresh terminates it for its stale heartbeat.
+			sel.res.Stats.Stale++
+			sel.drop = append(sel.drop, o.r.handle)
+			sel.log().Warn("offer skipped: its agent's heartbeat is stale", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID)
 		case errors.Is(o.err, state.ErrConflict):
 			// The instance moved on (claimed by someone else, expired, re-offered with a newer
 			// version): this message is stale.
@@ -305,19 +311,23 @@ func (sel *selection) ownWin(m Message, err error) *state.Instance {
 		return nil
 	}
 	cur := conflict.Current
-	if cur.State == state.Claimed && cur.RunID == sel.req.Assign.RunID && cur.Version == m.Version+1 {
+	if cur.State == state.Claimed && cur.RunID == sel.req.Assign.RunID && cur.ClaimID == sel.req.Assign.ClaimID &&
+		cur.ClaimID != "" && cur.Version == m.Version+1 {
 		return cur
 	}
 	return nil
 }
 
-// unchanged reports whether a lost claim found the instance just as the message offers it: the
-// condition that failed is the reuse scope's, not the offer's freshness.
-func unchanged(m Message, err error) bool {
+// unchanged returns the item a lost claim found, if it is just as the message offers it (nil
+// otherwise): then the condition that failed is the reuse scope's or the heartbeat's, not the
+// offer's freshness.
+func unchanged(m Message, err error) *state.Instance {
 	var conflict *state.ConflictError
 	if !errors.As(err, &conflict) || conflict.Current == nil {
-		return false
+		return nil
 	}
-	cur := conflict.Current
-	return cur.State == m.State() && cur.Version == m.Version && cur.RunID == ""
+	if cur := conflict.Current; cur.State == m.State() && cur.Version == m.Version && cur.RunID == "" {
+		return cur
+	}
+	return nil
 }

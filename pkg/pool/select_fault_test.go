@@ -68,24 +68,38 @@ func offer(t *testing.T, handle string, m Message) types.Message {
 }
 
 // TestClaimRetriedAfterApplied: a claim whose retry reports a conflict against our own write is
-// recognised as won.
+// recognised as won; the same conflict against the claim of another provision of the same run
+// (a duplicated offer taken by both) is not, so one instance is never credited to two.
 func TestClaimRetriedAfterApplied(t *testing.T) {
 	t.Parallel()
-	m := goodMessage()
-	m.Pool = "p"
-	fake := &fakeSQS{pending: []types.Message{offer(t, "h1", m)}}
-	q, err := NewQueue(fake, "p", "url", "")
-	require.NoError(t, err)
-	claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
-		cur := &state.Instance{ID: c.InstanceID, Pool: "p", State: state.Claimed, Version: c.Version + 1}
-		cur.RunID = c.Assign.RunID
-		return nil, &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, Version: c.Version, Current: cur}
-	})
-	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 1,
-		Assign: state.Assignment{RunID: "5", Repo: "octo/app"}, ClaimDeadline: time.Now().Add(time.Minute)})
-	require.NoError(t, err)
-	require.Len(t, res.Instances, 1)
-	require.Equal(t, []string{"h1"}, fake.deleted)
+	for _, tc := range []struct {
+		name, holder string
+		won          bool
+	}{{"our own write", "claim-a", true}, {"another provision of the run", "claim-b", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := goodMessage()
+			m.Pool = "p"
+			fake := &fakeSQS{pending: []types.Message{offer(t, "h1", m)}}
+			q, err := NewQueue(fake, "p", "url", "")
+			require.NoError(t, err)
+			claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
+				cur := &state.Instance{ID: c.InstanceID, Pool: "p", State: state.Claimed, Version: c.Version + 1}
+				cur.RunID, cur.ClaimID = c.Assign.RunID, tc.holder
+				return nil, &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, Version: c.Version, Current: cur}
+			})
+			res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 1,
+				Assign: state.Assignment{RunID: "5", Repo: "octo/app", ClaimID: "claim-a"}, ClaimDeadline: time.Now().Add(time.Minute)})
+			require.NoError(t, err)
+			if tc.won {
+				require.Len(t, res.Instances, 1)
+			} else {
+				require.Empty(t, res.Instances, "held by the other provision: not ours")
+				require.Equal(t, 1, res.Stats.Lost)
+			}
+			require.Equal(t, []string{"h1"}, fake.deleted)
+		})
+	}
 }
 
 // TestClaimStoreFailure: a claim that fails for another reason than a lost race gives the

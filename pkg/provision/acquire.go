@@ -34,9 +34,14 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
 		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Reuse: doc.Reuse,
-		ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
+		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	for _, in := range res.Instances {
+		ack := state.AckTimeout
+		if slices.Contains(res.Stopped, in.ID) {
+			ack = state.StartAckTimeout
+		}
 		p.add(*in, true)
+		p.expectAck(in.ID, time.Now().Add(ack))
 	}
 	if err != nil {
 		p.warn("claim from pool %s: %v (creating instead)", doc.Name, err)

@@ -39,8 +39,8 @@ func TestColdThenWarm(t *testing.T) {
 		ran[done.RunnerName] = true
 	}
 	for name := range ran {
-		require.Contains(t, []string{"hangar-" + cold.Instances[0].ID + "-7001", "hangar-" + cold.Instances[1].ID + "-7001",
-			"hangar-" + cold.Instances[2].ID + "-7001"}, name, "jobs land only on the run's runners")
+		require.Contains(t, []string{e.RunnerNames().Name(cold.Instances[0].ID, "7001"), e.RunnerNames().Name(cold.Instances[1].ID, "7001"),
+			e.RunnerNames().Name(cold.Instances[2].ID, "7001")}, name, "jobs land only on the run's runners")
 	}
 	j, _ := e.GH.Job(other)
 	require.Equal(t, "queued", j.Status)

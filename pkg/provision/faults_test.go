@@ -85,7 +85,7 @@ func TestRegistrationFailureReplaced(t *testing.T) {
 	first := e.mustProvision("7501", 1)
 	e.release("7501")
 	bad := first.Instances[0].ID
-	e.GH.RefuseRunners("hangar-" + bad)
+	e.GH.RefuseRunners(e.RunnerNames().Prefix() + bad)
 
 	res := e.mustProvision("7502", 1)
 	require.Equal(t, 1, res.Replaced)

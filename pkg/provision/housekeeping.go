@@ -7,8 +7,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// removeOfflineRunners deletes offline runners Hangar registered earlier for this scope whose
-// instance no longer serves their run (a crashed agent, a vanished instance).
+// removeOfflineRunners deletes offline runners this stack registered earlier for this scope whose
+// instance no longer serves their run (a crashed agent, a vanished instance). Runners of other
+// stacks, and any runner not named by this stack's RunnerNames, are never touched.
 func (p *provisioning) removeOfflineRunners(ctx context.Context) {
 	runners, err := p.d.GitHub.Runners(ctx)
 	if err != nil {
@@ -21,8 +22,9 @@ func (p *provisioning) removeOfflineRunners(ctx context.Context) {
 	}
 	var candidates []stale
 	var ids []string
+	names := state.RunnerNamesOf(p.cfg.Stack)
 	for _, r := range runners {
-		id, run, ok := state.ParseRunnerName(r.Name)
+		id, run, ok := names.Parse(r.Name)
 		if !ok || r.Status != "offline" || r.Busy || run == p.cfg.RunID {
 			continue
 		}

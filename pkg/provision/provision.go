@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -131,6 +132,9 @@ type member struct {
 	reused  bool
 	ready   bool
 	readyAt time.Duration
+	// ackBy is when a claimed instance's agent must have shown, by a heartbeat after the claim,
+	// that it noticed it (zero for created instances, which boot first).
+	ackBy time.Time
 }
 
 // provisioning is one provision in progress.
@@ -184,7 +188,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 		d.Mask(tok.Value)
 	}
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
-		RunnerURL: cfg.RunnerScope().RunnerURL(cfg.ServerURL), RegToken: tok.Value, RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels}
+		RunnerURL: cfg.RunnerScope().RunnerURL(cfg.ServerURL), RegToken: tok.Value, RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
+		RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
 
 	if err := p.provision(ctx); err != nil {
 		p.rollback(err)
@@ -240,6 +245,14 @@ func (p *provisioning) add(in state.Instance, reused bool) {
 	defer p.mu.Unlock()
 	p.members[in.ID] = &member{inst: in, version: in.Version, reused: reused}
 	p.order = append(p.order, in.ID)
+}
+
+func (p *provisioning) expectAck(id string, by time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if m, ok := p.members[id]; ok {
+		m.ackBy = by
+	}
 }
 
 func (p *provisioning) warn(format string, a ...any) {

@@ -50,7 +50,7 @@ func TestReRunReplacesEarlierAttempt(t *testing.T) {
 
 	runners := e.GH.Runners(localenv.Repo)
 	require.Len(t, runners, 1, "only attempt 2's runner carries the label")
-	require.Equal(t, state.RunnerName(reused, "7701"), runners[0].Name)
+	require.Equal(t, e.RunnerNames().Name(reused, "7701"), runners[0].Name)
 	e.release("7701")
 	require.Empty(t, e.GH.Runners(""))
 }
@@ -94,13 +94,13 @@ func TestHousekeepingRemovesStaleRunners(t *testing.T) {
 	reg, _, err := e.GitHub.Actions.CreateRegistrationToken(e.ctx, "octo", "app")
 	require.NoError(t, err)
 	// A stale registration: an instance that is gone left its runner behind, offline.
-	registerStale(t, e, reg.GetToken(), "hangar-i-0123456789abcdef0-7000")
+	registerStale(t, e, reg.GetToken(), e.RunnerNames().Name("i-0123456789abcdef0", "7000"))
 
 	e.mustProvision("7802", 1) // housekeeping runs alongside
 	names := []string{}
 	for _, r := range e.GH.Runners(localenv.Repo) {
 		names = append(names, r.Name)
 	}
-	require.NotContains(t, names, "hangar-i-0123456789abcdef0-7000")
-	require.Contains(t, names, "hangar-"+live.Instances[0].ID+"-7801")
+	require.NotContains(t, names, e.RunnerNames().Name("i-0123456789abcdef0", "7000"))
+	require.Contains(t, names, e.RunnerNames().Name(live.Instances[0].ID, "7801"))
 }

@@ -83,10 +83,26 @@ func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member
 		}
 		p.warn("%s failed: %s %s", id, reason, state.LastLine(it.SignalLog))
 		wg.Go(func() { p.drop(ctx, it, reason) })
+	case !m.ackBy.IsZero() && it.AckVersion < m.version && time.Now().After(m.ackBy):
+		// A live agent acknowledges the claim's version within a second of it. This one has
+		// not: crashed, stuck or cut off. Replace it now rather than fail the whole provision
+		// at the registration timeout.
+		failed.Add(1)
+		reason := fmt.Sprintf("its agent showed no sign of life within %s of the claim (last heartbeat %s)",
+			m.ackBy.Sub(m.inst.UpdatedAt).Round(time.Second), heartbeatText(it.HeartbeatAt))
+		p.warn("%s replaced: %s", id, reason)
+		wg.Go(func() { p.drop(ctx, it, reason) })
 	default:
 		return false
 	}
 	return true
+}
+
+func heartbeatText(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // toRunning moves a registered instance to running.

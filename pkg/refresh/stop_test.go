@@ -92,7 +92,7 @@ func TestRegisterFailedIdleTerminated(t *testing.T) {
 	require.NoError(t, err)
 	in, err := e.Warm(e.ctx, id)
 	require.NoError(t, err)
-	e.GH.RefuseRunners("hangar-" + id)
+	e.GH.RefuseRunners(e.RunnerNames().Prefix() + id)
 	in, err = e.Claim(e.ctx, in, "6312")
 	require.NoError(t, err)
 	in, err = e.WaitSignal(e.ctx, id, state.SignalRegisterFailed, "6312", in.Version)

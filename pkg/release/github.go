@@ -2,18 +2,20 @@ package release
 
 import (
 	"context"
-	"slices"
 )
 
-// cleanGitHub deletes every runner still carrying the run's label.
-func (g *giving) cleanGitHub(ctx context.Context) {
+// cleanGitHub deletes the runners this stack registered for the run on the instances ours
+// accepts, found by the names Hangar gave them (RunnerNames), never by label: a runner that
+// merely carries the run id among its labels is someone else's.
+func (g *giving) cleanGitHub(ctx context.Context, ours func(instanceID string) bool) {
 	runners, err := g.d.GitHub.Runners(ctx)
 	if err != nil {
 		g.warn("check GitHub for runners of run %s: %v", g.run, err)
 		return
 	}
 	for _, x := range runners {
-		if !slices.Contains(x.Labels, g.run) {
+		id, run, ok := g.d.Runners.Parse(x.Name)
+		if !ok || run != g.run || !ours(id) {
 			continue
 		}
 		if err := g.d.GitHub.DeleteRunner(ctx, x.ID); err != nil {

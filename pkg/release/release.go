@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -49,7 +50,9 @@ type Deps struct {
 	GitHub GitHub
 	EC2    EC2
 	Pools  Pools
-	Log    *slog.Logger
+	// Runners names the stack's runners: release deletes leftover runners only by these names.
+	Runners state.RunnerNames
+	Log     *slog.Logger
 	// Mask is called with every secret before it could reach a log (the action masks it).
 	Mask func(secret string)
 }
@@ -65,6 +68,9 @@ type Releaser struct {
 func New(cfg Config, d Deps) (*Releaser, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if d.Runners.Prefix() == "" {
+		return nil, errors.New("release: Deps.Runners not set: want state.RunnerNamesOf(stack)")
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -106,16 +112,27 @@ func (r *Releaser) Release(ctx context.Context, run string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the instances of run %s: %w", run, err)
 	}
-	return r.GiveBack(ctx, run, insts), nil
+	// Every runner this stack registered for the run goes, whether or not its instance is
+	// still in the table.
+	return r.giveBack(ctx, run, insts, func(string) bool { return true }), nil
 }
 
 // GiveBack releases the given instances of run (their items as last read): those serving the
 // run go back to their pools once their agents deregister, those still booting for it are
-// terminated, the others are left alone. Then no runner of the run may remain on GitHub.
+// terminated, the others are left alone. Then no runner of those instances may remain on GitHub;
+// runners of the run's other instances (another provision of the same run) are not touched.
 func (r *Releaser) GiveBack(ctx context.Context, run string, insts []state.Instance) *Result {
+	mine := make(map[string]bool, len(insts))
+	for _, in := range insts {
+		mine[in.ID] = true
+	}
+	return r.giveBack(ctx, run, insts, func(id string) bool { return mine[id] })
+}
+
+func (r *Releaser) giveBack(ctx context.Context, run string, insts []state.Instance, ours func(instanceID string) bool) *Result {
 	g := &giving{Releaser: r, run: run, start: time.Now(), res: &Result{}}
 	g.giveBack(ctx, insts)
-	g.cleanGitHub(ctx)
+	g.cleanGitHub(ctx, ours)
 	slices.SortFunc(g.res.Instances, func(a, b Outcome) int { return strings.Compare(a.ID, b.ID) })
 	g.res.Took = time.Since(g.start)
 	return g.res

@@ -126,7 +126,7 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 	require.NoError(t, err)
 	dir := &pool.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 	releaser, err := release.New(release.Config{DeregisterTimeout: 3 * time.Second},
-		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Log: quiet})
+		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Runners: e.RunnerNames(), Log: quiet})
 	require.NoError(t, err)
 	res, err := releaser.Release(e.ctx, "9201")
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 
 // AgentAttributes are the only attributes the agent writes (docs/design.md §2). The instance
 // role's policy allows UpdateItem on these alone.
-var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "agentVersion"}
+var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "ackVersion", "agentVersion"}
 
 // MaxLogTail is the most of a log the agent stores with a signal.
 const MaxLogTail = 4096
@@ -136,6 +136,18 @@ func (a *Agent) Heartbeat(ctx context.Context, at time.Time) (*Instance, error) 
 		return nil, err
 	}
 	return unmarshalItem(out.Attributes)
+}
+
+// Ack records, with a heartbeat, that the agent has noticed the assignment written at version:
+// the sign of life provision waits for after a claim.
+func (a *Agent) Ack(ctx context.Context, version int64, at time.Time) error {
+	if version < 1 {
+		return fmt.Errorf("ack of %s: version %d: want the version of the assignment noticed", a.id, version)
+	}
+	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
+	u.set("ackVersion", version)
+	_, err := a.write(ctx, "ack", expression.AttributeExists(expression.Name(AttrARN)), u, types.ReturnValueNone)
+	return err
 }
 
 func (a *Agent) write(ctx context.Context, what string, cond expression.ConditionBuilder, u *update, ret types.ReturnValue) (*dynamodb.UpdateItemOutput, error) {

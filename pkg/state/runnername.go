@@ -1,19 +1,57 @@
 package state
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+)
 
-// runnerPrefix starts the name of every runner Hangar registers.
-const runnerPrefix = "hangar-"
+// maxRunnerName is GitHub's limit on a runner's name.
+const maxRunnerName = 64
 
-// RunnerName is the name of the runner an instance registers for a run: derived from the
-// instance and the run, so that a stale registration of the same pair is replaced rather than
-// duplicated, and so that ParseRunnerName can tell which instance and run a runner belongs to.
-func RunnerName(instanceID, run string) string { return runnerPrefix + instanceID + "-" + run }
+// maxStackInName is the longest stack name written into runner names as it is; a longer one is
+// replaced by a hash so that prefix + instance id (19) + run id (up to 20) stays within 64.
+const maxStackInName = maxRunnerName - len("hangar-") - 1 - 19 - 1 - 20
 
-// ParseRunnerName splits a name made by RunnerName; ok is false for any other name.
-func ParseRunnerName(name string) (instanceID, run string, ok bool) {
-	rest, found := strings.CutPrefix(name, runnerPrefix)
-	if !found {
+var runnerPrefixRe = regexp.MustCompile(`^hangar-[A-Za-z0-9-]{1,16}-$`)
+
+// RunnerNames names the runners of one stack: hangar-<stack>-<instance id>-<run id>. The stack
+// in the name keeps each stack's cleanup off another stack's runners in the same repository or
+// organisation; the instance and the run make a stale registration of the same pair replace,
+// not duplicate, and tell whose a runner is.
+type RunnerNames struct{ prefix string }
+
+// RunnerNamesOf returns the runner names of stack (a stack name longer than 16 characters is
+// written as the first 16 hex digits of its SHA-256).
+func RunnerNamesOf(stack string) RunnerNames {
+	tag := stack
+	if len(tag) > maxStackInName {
+		sum := sha256.Sum256([]byte(stack))
+		tag = hex.EncodeToString(sum[:])[:maxStackInName]
+	}
+	return RunnerNames{prefix: "hangar-" + tag + "-"}
+}
+
+// ParseRunnerPrefix returns the runner names whose prefix an assignment carries (runnerPrefix).
+func ParseRunnerPrefix(prefix string) (RunnerNames, error) {
+	if !runnerPrefixRe.MatchString(prefix) {
+		return RunnerNames{}, fmt.Errorf("runner name prefix %q: want hangar-<stack>- as provision writes it", prefix)
+	}
+	return RunnerNames{prefix: prefix}, nil
+}
+
+// Prefix is what every runner name of the stack starts with.
+func (n RunnerNames) Prefix() string { return n.prefix }
+
+// Name is the name of the runner instance id registers for run.
+func (n RunnerNames) Name(instanceID, run string) string { return n.prefix + instanceID + "-" + run }
+
+// Parse splits a name made by Name; ok is false for any other name, another stack's included.
+func (n RunnerNames) Parse(name string) (instanceID, run string, ok bool) {
+	rest, found := strings.CutPrefix(name, n.prefix)
+	if !found || n.prefix == "" {
 		return "", "", false
 	}
 	i := strings.LastIndex(rest, "-")

@@ -30,6 +30,9 @@ type Change struct {
 	RunID string
 	// Assign is the run the instance is claimed for (idle or stopped → claimed).
 	Assign *Assignment
+	// AliveSince, for a claim from idle, requires the agent's last heartbeat at or after it: an
+	// instance whose agent has gone quiet is not handed a run.
+	AliveSince time.Time
 	// Reuse is the pool's reuse scope, for a claim: the write is conditional on the instance
 	// having served only runs the scope lets Assign.Repo follow ("" is ReuseRepository).
 	Reuse Reuse
@@ -44,12 +47,28 @@ type Change struct {
 	RegisterFailed bool
 }
 
+// Liveness bounds (docs/design.md §10). The agent writes heartbeatAt every 30 seconds, and at
+// once when it notices an assignment.
+const (
+	// HeartbeatFresh is how recent an idle instance's heartbeat must be for a claim: three of the
+	// agent's heartbeat intervals.
+	HeartbeatFresh = 90 * time.Second
+	// AckTimeout is how long a claimed running instance's agent has to show it noticed the claim
+	// (a heartbeat after it) before provision replaces it. The agent polls every second.
+	AckTimeout = 30 * time.Second
+	// StartAckTimeout is the same bound for a claimed stopped instance, which must boot first.
+	StartAckTimeout = 3 * time.Minute
+)
+
+const attrHeartbeatAt = "heartbeatAt"
+
 // MaxRegisterFailures is how many registrations in a row an instance may fail before it is
 // terminated rather than offered again.
 const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
-var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels"}
+var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels",
+	"runnerGroup", "runnerPrefix", "claimId"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -130,6 +149,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		if reuse, ok := reuseCondition(c.Reuse, c.Assign.Repo); ok {
 			cond = cond.And(reuse)
 		}
+		if !c.AliveSince.IsZero() && c.From == Idle {
+			cond = cond.And(expression.Name(attrHeartbeatAt).GreaterThanEqual(expression.Value(millis(c.AliveSince))))
+		}
 	}
 
 	u := &update{b: expression.Set(expression.Name("state"), expression.Value(c.To))}
@@ -159,6 +181,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.setOrRemove("regToken", a.RegToken != "", a.RegToken)
 		u.setOrRemove("regTokenExpiresAt", !a.RegTokenExpiresAt.IsZero(), millis(a.RegTokenExpiresAt))
 		u.setOrRemove("labels", len(a.Labels) > 0, a.Labels)
+		u.setOrRemove("runnerGroup", a.RunnerGroup != "", a.RunnerGroup)
+		u.setOrRemove("runnerPrefix", a.RunnerPrefix != "", a.RunnerPrefix)
+		u.setOrRemove("claimId", a.ClaimID != "", a.ClaimID)
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
 	case runRelease:

@@ -93,6 +93,13 @@ type Assignment struct {
 	RegToken          string    `dynamodbav:"regToken,omitempty"`
 	RegTokenExpiresAt time.Time `dynamodbav:"regTokenExpiresAt,omitempty"`
 	Labels            []string  `dynamodbav:"labels,omitempty"`
+	// RunnerGroup is the organisation runner group the runner joins (org scope only).
+	RunnerGroup string `dynamodbav:"runnerGroup,omitempty"`
+	// RunnerPrefix starts the runner's name (RunnerNames): it names the stack.
+	RunnerPrefix string `dynamodbav:"runnerPrefix,omitempty"`
+	// ClaimID identifies the provision that holds the instance, so that a duplicated offer never
+	// credits one instance to two provisions of the same run.
+	ClaimID string `dynamodbav:"claimId,omitempty"`
 }
 
 // Report is what the agent writes about itself: the latest signal and the heartbeat.
@@ -103,6 +110,9 @@ type Report struct {
 	SignalAt      time.Time  `dynamodbav:"sigAt,omitempty"`
 	SignalLog     string     `dynamodbav:"sigLog,omitempty"`
 	HeartbeatAt   time.Time  `dynamodbav:"heartbeatAt,omitempty"`
+	// AckVersion is the item version of the last assignment the agent noticed: provision's proof
+	// of life after a claim, free of clock skew.
+	AckVersion int64 `dynamodbav:"ackVersion,omitempty"`
 	AgentVersion  string     `dynamodbav:"agentVersion,omitempty"`
 }
 

@@ -59,7 +59,7 @@ func (t *Thief) steal(ctx context.Context) error {
 		return fmt.Errorf("steal %s: it is %s", t.Target, in.State)
 	}
 	if _, err = t.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Idle, To: state.Claimed,
-		Version: in.Version, Threshold: deadline, Assign: &state.Assignment{RunID: t.Run, RunAttempt: 1, Repo: "octo/thief"}}); err != nil {
+		Version: in.Version, Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: t.Run, RunAttempt: 1, Repo: "octo/thief"}}); err != nil {
 		return fmt.Errorf("steal %s: claim it: %w", t.Target, err)
 	}
 	t.stolen.Store(true)

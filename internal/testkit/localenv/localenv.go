@@ -238,6 +238,44 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	return nil
 }
 
+// AddPool publishes a second pool of the stack, like the first but with its own queue and
+// launch template, and returns its document.
+func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, error) {
+	queueURL, dlqURL, err := e.createQueues(ctx, e.Stack+"-"+name)
+	if err != nil {
+		return nil, err
+	}
+	lt, err := e.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(e.Stack + "-" + name),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(AMI), InstanceType: ec2types.InstanceTypeC7iLarge}})
+	if err != nil {
+		return nil, fmt.Errorf("create launch template: %w", err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = e.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+	})
+	doc := *e.Doc
+	doc.Name, doc.QueueURL, doc.DeadLetterQueueURL = name, queueURL, dlqURL
+	doc.LaunchTemplate = poolconfig.LaunchTemplate{ID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), Version: "1"}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode pool document: %w", err)
+	}
+	parsed, err := poolconfig.Parse(body)
+	if err != nil {
+		return nil, fmt.Errorf("pool document %s: %w", name, err)
+	}
+	param := poolconfig.ParameterName(e.Stack, name)
+	client := ssm.NewFromConfig(e.AWS)
+	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+		return nil, fmt.Errorf("put parameter %s: %w", param, err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = client.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)})
+	})
+	return parsed, nil
+}
+
 // UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
 func (e *Env) UpdatePool(ctx context.Context, change func(*poolconfig.Document)) error {
 	change(e.Doc)
@@ -398,9 +436,12 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 		return nil, err
 	}
 	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(),
+		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix(),
 			RegToken: tok.GetToken(), RegTokenExpiresAt: tok.GetExpiresAt().Time}})
 }
+
+// RunnerNames returns the names of the stack's runners.
+func (e *Env) RunnerNames() state.RunnerNames { return state.RunnerNamesOf(e.Stack) }
 
 // Release gives the instance back with a remove token, as release does.
 func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance, error) {

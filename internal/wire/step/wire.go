@@ -55,7 +55,8 @@ func (w *Wiring) init() {
 }
 
 func (w *Wiring) releaser(cfg release.Config, store *state.Store) (*release.Releaser, error) {
-	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir, Log: w.Log, Mask: w.Mask})
+	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir,
+		Runners: state.RunnerNamesOf(w.Stack), Log: w.Log, Mask: w.Mask})
 }
 
 // Provision returns provision's dependencies for poolName.
