@@ -42,6 +42,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 	in.Declare("max-runtime", "", "how long the instances may serve the run (default: the pool's)")
 	in.Declare("registration-timeout", "5m", "how long to wait for every runner to register")
 	in.Declare("runner-scope", "repo", "register runners with the repository (repo) or the organisation (org)")
+	in.Declare("runner-group", "", "the organisation runner group runners join (org scope; default: the pool's runnerGroup)")
 	in.Declare("labels", "", "extra runner labels, comma-separated")
 	in.Declare("tags", "", "extra instance tags: key=value, comma-separated")
 	in.Declare("github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required)")
@@ -56,7 +57,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		UsageClass: in.String("usage-class"), InstanceTypes: provision.ParseList(in.String("allowed-instance-types")),
 		MinVCPU: in.Int("min-vcpu", "a whole number"), MinMemoryMiB: in.Int("min-memory-mib", "a whole number of MiB"),
 		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
-		Scope: in.String("runner-scope"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
+		Scope: in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
 		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
 		AllowLoopbackGitHub: ctx.AllowLoopbackGitHub,
 	}

@@ -24,6 +24,11 @@ type Store interface {
 	Ack(ctx context.Context, version int64, at time.Time) error
 }
 
+// Tokens opens the runner tokens the control plane sealed for this instance (tokens.Opener).
+type Tokens interface {
+	Open(ctx context.Context, sealed string) (string, error)
+}
+
 // EC2 is the part of the EC2 client the agent uses: terminating its own instance.
 type EC2 interface {
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
@@ -40,13 +45,14 @@ const maxBackoff = 5 * time.Second
 
 // Agent runs one instance. Create it with New and call Run once.
 type Agent struct {
-	cfg   Config
-	store Store
-	ec2   EC2
-	md    Metadata
-	log   *slog.Logger
-	http  *http.Client
-	user  *runnerUser // set by init
+	cfg    Config
+	store  Store
+	tokens Tokens
+	ec2    EC2
+	md     Metadata
+	log    *slog.Logger
+	http   *http.Client
+	user   *runnerUser // set by init
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -60,7 +66,7 @@ type Agent struct {
 }
 
 // New returns an agent for cfg (defaults applied, then validated).
-func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
+func New(cfg Config, store Store, tokens Tokens, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
@@ -69,7 +75,10 @@ func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) 
 		log = slog.Default()
 	}
 	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
-	return &Agent{cfg: cfg, store: store, ec2: ec2Client, md: md, log: log, http: downloadClient()}, nil
+	if tokens == nil {
+		return nil, errors.New("agent: no token opener: runner tokens arrive sealed with KMS")
+	}
+	return &Agent{cfg: cfg, store: store, tokens: tokens, ec2: ec2Client, md: md, log: log, http: downloadClient()}, nil
 }
 
 func (a *Agent) now() time.Time {

@@ -38,7 +38,7 @@ func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
 	store := &refusingHeartbeats{}
 	cfg := validConfig()
 	cfg.HeartbeatInterval = time.Hour
-	a, err := New(cfg, store, nil, nil, nil)
+	a, err := New(cfg, store, plainTokens{}, nil, nil, nil)
 	require.NoError(t, err)
 	for range 5 {
 		item, err := a.poll(context.Background())
@@ -48,4 +48,11 @@ func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
 	require.Equal(t, int64(1), store.heartbeats.Load(), "one heartbeat per interval, refused or not")
 	require.Equal(t, int64(5), store.gets.Load(), "every poll read the item")
 	require.NotZero(t, a.deadline.Load(), "the deadline was learned despite the refused heartbeat")
+}
+
+// plainTokens opens nothing: the heartbeat tests never register a runner.
+type plainTokens struct{}
+
+func (plainTokens) Open(context.Context, string) (string, error) {
+	return "", errors.New("no tokens here")
 }

@@ -138,13 +138,14 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
 	if !configuredFor(dirs.runner, name) {
-		if item.RegToken == "" {
-			return a.registerFailed(ctx, item, dirs, "", errors.New("the item carries no registration token"))
+		regToken, err := a.tokens.Open(ctx, item.RegToken)
+		if err != nil {
+			return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the registration token: %w", err))
 		}
 		if err := dirs.make(a.cfg.RunnerDir, a.user); err != nil {
 			return a.registerFailed(ctx, item, dirs, "", err)
 		}
-		out, err := runner.configure(ctx, item.RunnerURL, item.RegToken, name, labels)
+		out, err := runner.configure(ctx, item.RunnerURL, regToken, name, item.RunnerGroup, labels)
 		if err != nil {
 			return a.registerFailed(ctx, item, dirs, out, err)
 		}
@@ -196,7 +197,14 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 func (a *Agent) giveBack(ctx context.Context, item *state.Instance, run string, dirs runDirs) {
 	log := a.log.With("run", run)
 	start := a.now()
-	if err := a.endRun(ctx, dirs, item.RemoveToken, log); err != nil {
+	removeToken := ""
+	if item.RemoveToken != "" {
+		var err error
+		if removeToken, err = a.tokens.Open(ctx, item.RemoveToken); err != nil {
+			log.Warn("the remove token cannot be opened; release removes the runner by API", "error", err)
+		}
+	}
+	if err := a.endRun(ctx, dirs, removeToken, log); err != nil {
 		a.cleaningFailed(ctx, run, err)
 		return
 	}

@@ -42,12 +42,16 @@ func (r *scriptRunner) command(ctx context.Context, script string, args ...strin
 // configure registers the runner for run with the given labels (the run id first). The GitHub
 // default labels (self-hosted, Linux, X64) are left off: with them, any job of the repository
 // asking for `self-hosted` could land on a run's machine.
-func (r *scriptRunner) configure(ctx context.Context, url, token, name string, labels []string) (string, error) {
+func (r *scriptRunner) configure(ctx context.Context, url, token, name, group string, labels []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, configureTimeout)
 	defer cancel()
 	out := newTail(state.MaxLogTail)
-	cmd := r.command(ctx, "config.sh", "--unattended", "--url", url, "--name", name,
-		"--labels", strings.Join(labels, ","), "--work", r.work, "--replace", "--no-default-labels", "--disableupdate")
+	args := []string{"--unattended", "--url", url, "--name", name,
+		"--labels", strings.Join(labels, ","), "--work", r.work, "--replace", "--no-default-labels", "--disableupdate"}
+	if group != "" {
+		args = append(args, "--runnergroup", group)
+	}
+	cmd := r.command(ctx, "config.sh", args...)
 	cmd.Env = withToken(cmd.Env, token)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {

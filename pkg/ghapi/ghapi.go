@@ -86,6 +86,9 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// IsOrg reports whether runners of the scope belong to the organisation.
+func (s Scope) IsOrg() bool { return s.Repo == "" }
+
 // String is owner/name or owner.
 func (s Scope) String() string {
 	if s.Repo == "" {

@@ -2,8 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
@@ -33,6 +35,8 @@ type Launch struct {
 	Assignment *state.Assignment
 	// Reason is the items' state reason.
 	Reason string
+	// Token, when set, returns each instance's registration token (sealed for it, by its ARN).
+	Token func(ctx context.Context, instanceARN string) (string, error)
 }
 
 // recordTimeout bounds the writes of one Record, which outlive the caller's context.
@@ -61,13 +65,35 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	tokErr := r.tokens(wctx, l, items)
 	if err := r.Store.Create(wctx, items); err != nil {
 		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
 	}
 	if err := fleet.MarkRecorded(wctx, r.EC2, ids); err != nil {
 		r.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)
 	}
-	return items, nil
+	return items, tokErr
+}
+
+// tokens sets each item's registration token, in parallel. Items whose token cannot be had are
+// still recorded (an instance must never run without its item), without a token; the error
+// says so, and the caller gives them up.
+func (r *Recorder) tokens(ctx context.Context, l Launch, items []*state.Instance) error {
+	if l.Token == nil || l.Assignment == nil {
+		return nil
+	}
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() {
+			it.RegToken, errs[i] = l.Token(ctx, l.Pool.StateAccount().ARN(it.ID))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("registration tokens for launched instances of pool %s: %w", l.Pool.Name, err)
+	}
+	return nil
 }
 
 func (r *Recorder) log() *slog.Logger {

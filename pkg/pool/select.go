@@ -257,9 +257,18 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			assign := sel.req.Assign
+			if sel.req.Token != nil {
+				tok, err := sel.req.Token(ctx, r.msg.InstanceARN)
+				if err != nil {
+					outs[i] = outcome{r, nil, err}
+					return
+				}
+				assign.RegToken = tok
+			}
 			in, err := sel.Store.Transition(ctx, state.Change{
 				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
-				Version: r.msg.Version, Assign: &sel.req.Assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
+				Version: r.msg.Version, Assign: &assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
 				Reason: "claimed by run " + sel.req.Assign.RunID,
 			})
 			outs[i] = outcome{r, in, err}

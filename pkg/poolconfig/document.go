@@ -27,13 +27,15 @@ const (
 
 // Document is one pool's published configuration.
 type Document struct {
-	SchemaVersion       int            `json:"schemaVersion"`
-	Name                string         `json:"name"`
-	Partition           string         `json:"partition"`
-	Region              string         `json:"region"`
-	Account             string         `json:"account"`
-	Table               string         `json:"table"`
-	QueueURL            string         `json:"queueUrl"`
+	SchemaVersion int    `json:"schemaVersion"`
+	Name          string `json:"name"`
+	Partition     string `json:"partition"`
+	Region        string `json:"region"`
+	Account       string `json:"account"`
+	Table         string `json:"table"`
+	QueueURL      string `json:"queueUrl"`
+	// TokenKey is the KMS key runner tokens are sealed with for each instance (pkg/tokens).
+	TokenKey            string         `json:"tokenKey"`
 	DeadLetterQueueURL  string         `json:"deadLetterQueueUrl,omitempty"`
 	LaunchTemplate      LaunchTemplate `json:"launchTemplate"`
 	SpecHash            string         `json:"specHash"`
@@ -45,11 +47,13 @@ type Document struct {
 	AllowedRepositories []string       `json:"allowedRepositories,omitempty"`
 	// Reuse says which runs may follow one another on an instance: repository (the default),
 	// owner, any, or never (one run per instance). See docs/security.md.
-	Reuse    state.Reuse       `json:"reuse,omitempty"`
-	Tags     map[string]string `json:"tags,omitempty"`
-	Timeouts Timeouts          `json:"timeouts"`
-	Warm     Warm              `json:"warm"`
-	Runner   Runner            `json:"runner"`
+	Reuse state.Reuse `json:"reuse,omitempty"`
+	// RunnerGroup is the organisation runner group runners join with org scope.
+	RunnerGroup string            `json:"runnerGroup,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Timeouts    Timeouts          `json:"timeouts"`
+	Warm        Warm              `json:"warm"`
+	Runner      Runner            `json:"runner"`
 }
 
 // LaunchTemplate names the pool's EC2 launch template.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 var (
@@ -50,6 +51,9 @@ func (d *Document) Validate() error {
 	}
 	if u, err := url.Parse(d.QueueURL); d.QueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
 		bad("queueUrl", "%q: want the pool queue's URL", d.QueueURL)
+	}
+	if err := tokens.ValidateKey(d.TokenKey); err != nil {
+		bad("tokenKey", "%v (the KMS key runner tokens are sealed with)", err)
 	}
 	if !templateRe.MatchString(d.LaunchTemplate.ID) {
 		bad("launchTemplate.id", "%q: want lt- and hex digits", d.LaunchTemplate.ID)
@@ -92,6 +96,11 @@ func (d *Document) Validate() error {
 	for _, r := range d.AllowedRepositories {
 		if !repoPatternRe.MatchString(r) {
 			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
+		}
+	}
+	if d.RunnerGroup != "" {
+		if err := ValidateRunnerGroup(d.RunnerGroup); err != nil {
+			bad("runnerGroup", "%v", err)
 		}
 	}
 	if _, err := state.ParseReuse(string(d.Reuse)); err != nil {

@@ -33,7 +33,7 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
-		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Reuse: doc.Reuse,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Token: p.token, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	for _, in := range res.Instances {
 		ack := state.AckTimeout
@@ -83,7 +83,7 @@ func (p *provisioning) create(ctx context.Context, n int) error {
 		Token:    fmt.Sprintf("hangar-%s-%d-%s-%d", p.cfg.RunID, p.cfg.RunAttempt, doc.Name, p.replaced),
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			items, err := p.record.Record(ctx, lifecycle.Launch{Pool: doc, Instances: launched, At: time.Now(),
-				Assignment: &p.assign, Reason: "created for run " + p.cfg.RunID})
+				Assignment: &p.assign, Token: p.token, Reason: "created for run " + p.cfg.RunID})
 			for _, in := range items {
 				p.add(*in, false)
 			}

@@ -20,6 +20,18 @@ func (p *provisioning) check(ctx context.Context) error {
 	if !doc.RepoAllowed(p.cfg.Repository) {
 		return fmt.Errorf("GITHUB_REPOSITORY: %s may not use pool %s (allowed: %s)", p.cfg.Repository, doc.Name, strings.Join(doc.AllowedRepositories, ", "))
 	}
+	p.group = p.cfg.RunnerGroup
+	if p.group == "" {
+		p.group = doc.RunnerGroup
+	}
+	switch {
+	case p.cfg.RunnerScope().IsOrg() && p.group == "":
+		return fmt.Errorf("runner-group: empty with runner-scope org: want the organisation runner group limited to the repositories that may use pool %s (the input, or the pool's runnerGroup); the Default group is open to every repository of the organisation", doc.Name)
+	case !p.cfg.RunnerScope().IsOrg() && p.cfg.RunnerGroup != "":
+		return fmt.Errorf("runner-group: %q with runner-scope repo: runner groups exist only for organisation runners", p.cfg.RunnerGroup)
+	case !p.cfg.RunnerScope().IsOrg():
+		p.group = ""
+	}
 	p.runtime = doc.Timeout(state.Running)
 	if p.cfg.MaxRuntime > 0 {
 		if p.cfg.MaxRuntime > p.runtime {

@@ -28,6 +28,7 @@ type Config struct {
 	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
 	RegistrationTimeout time.Duration     // registration-timeout
 	Scope               string            // runner-scope: repo or org (parsed into RunnerScope by Validate)
+	RunnerGroup         string            // runner-group: org runner group (default: the pool's runnerGroup)
 	Labels              []string          // labels: extra runner labels
 	Tags                map[string]string // tags: extra instance tags
 	// From the workflow's environment.
@@ -112,6 +113,11 @@ func (c *Config) Validate() error {
 	}
 	if c.RegistrationTimeout < 10*time.Second || c.RegistrationTimeout > maxRegistrationTimeout {
 		bad("registration-timeout", "%s: want 10s to %s", c.RegistrationTimeout, maxRegistrationTimeout)
+	}
+	if c.RunnerGroup != "" {
+		if err := poolconfig.ValidateRunnerGroup(c.RunnerGroup); err != nil {
+			bad("runner-group", "%v", err)
+		}
 	}
 	for _, l := range c.Labels {
 		if err := poolconfig.ValidateLabel(l); err != nil {

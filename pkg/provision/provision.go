@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Store is the part of the state store provision uses.
@@ -77,7 +78,9 @@ type Deps struct {
 	EC2      EC2
 	GitHub   GitHub
 	Releaser Releaser
-	Log      *slog.Logger
+	// KMS seals each instance's registration token for that instance alone.
+	KMS tokens.Encrypter
+	Log *slog.Logger
 	// Mask is called with every secret before it could reach a log.
 	Mask func(secret string)
 }
@@ -86,7 +89,8 @@ type Deps struct {
 func (d *Deps) validate() error {
 	var missing []string
 	for name, set := range map[string]bool{"Store": d.Store != nil, "Claimer": d.Claimer != nil, "Queue": d.Queue != nil,
-		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "Releaser": d.Releaser != nil} {
+		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "Releaser": d.Releaser != nil,
+		"KMS": d.KMS != nil} {
 		if !set {
 			missing = append(missing, name)
 		}
@@ -153,6 +157,8 @@ type provisioning struct {
 	failed   []string // instances that failed this provision: never claimed again
 	res      *Result
 	replaced int
+	token    func(ctx context.Context, instanceARN string) (string, error) // the run's registration token, sealed per instance
+	group    string                                                        // the org runner group, set by check
 }
 
 // Run provisions cfg.Count instances for cfg.RunID.
@@ -187,9 +193,14 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	if d.Mask != nil {
 		d.Mask(tok.Value)
 	}
+	sealer := tokens.Sealer{KMS: d.KMS, Key: d.Pool.TokenKey}
+	p.token = func(ctx context.Context, instanceARN string) (string, error) {
+		return sealer.Seal(ctx, instanceARN, tok.Value)
+	}
+	// The assignment carries no token: each instance gets its own, sealed for it (p.token).
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
-		RunnerURL: cfg.RunnerScope().RunnerURL(cfg.ServerURL), RegToken: tok.Value, RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
-		RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
+		RunnerURL: cfg.RunnerScope().RunnerURL(cfg.ServerURL), RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
+		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
 
 	if err := p.provision(ctx); err != nil {
 		p.rollback(err)

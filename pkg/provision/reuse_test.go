@@ -79,11 +79,12 @@ func TestReuseNever(t *testing.T) {
 	for _, o := range rel.Instances {
 		require.Equal(t, release.Terminated, o.Result, "%+v", o)
 	}
+	offered := e.offered()
 	for _, id := range ids(res) {
 		it := e.items([]string{id})[id]
 		require.Equal(t, state.Terminated, it.State)
 		require.Contains(t, it.StateReason, "reuse is never")
-		require.Zero(t, e.offered()[id])
+		require.Zero(t, offered[id])
 	}
 	require.Empty(t, e.GH.Runners(""), "runners deregistered")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // releasing is one instance on its way back.
@@ -73,6 +74,15 @@ func (g *giving) toIdle(ctx context.Context, in state.Instance, removeToken stri
 	if err != nil {
 		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
 		return 0, false
+	}
+	if removeToken != "" {
+		// Sealed for this instance alone; without it the agent forgets its registration and
+		// cleanGitHub deletes the runner by API.
+		sealed, err := tokens.Sealer{KMS: g.d.KMS, Key: doc.TokenKey}.Seal(ctx, doc.StateAccount().ARN(in.ID), removeToken)
+		if err != nil {
+			g.warn("release %s without a remove token: %v", in.ID, err)
+		}
+		removeToken = sealed
 	}
 	for range 3 {
 		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
@@ -144,6 +154,16 @@ func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, r
 		g.outcome(w.inst, Terminated, "terminated meanwhile")
 	case it.SignalFor(state.SignalDeregistered, g.run, w.version) && it.State == state.Idle:
 		w.done = true
+		// The agent has used the remove token: it leaves the item before the offer does.
+		if err := g.d.Store.DropRemoveToken(ctx, it.ID, it.Version); err != nil {
+			if errors.Is(err, state.ErrConflict) {
+				g.outcome(*it, Already, "") // moved on meanwhile: not ours to offer
+			} else {
+				g.terminate(ctx, fmt.Sprintf("its remove token could not be removed (%v)", err), *it)
+			}
+			break
+		}
+		it.RemoveToken = ""
 		ready = append(ready, it)
 	case it.Version != w.version:
 		w.done = true // someone else moved it on (refresh): not ours to offer

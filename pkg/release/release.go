@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Store is the part of the state store release uses.
@@ -24,6 +25,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
 	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) bool) error
+	DropRemoveToken(ctx context.Context, id string, version int64) error
 }
 
 // GitHub is the part of the GitHub API release uses.
@@ -52,7 +54,9 @@ type Deps struct {
 	Pools  Pools
 	// Runners names the stack's runners: release deletes leftover runners only by these names.
 	Runners state.RunnerNames
-	Log     *slog.Logger
+	// KMS seals each instance's remove token for that instance alone.
+	KMS tokens.Encrypter
+	Log *slog.Logger
 	// Mask is called with every secret before it could reach a log (the action masks it).
 	Mask func(secret string)
 }
@@ -68,6 +72,9 @@ type Releaser struct {
 func New(cfg Config, d Deps) (*Releaser, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if d.KMS == nil {
+		return nil, errors.New("release: Deps.KMS not set: remove tokens are sealed per instance")
 	}
 	if d.Runners.Prefix() == "" {
 		return nil, errors.New("release: Deps.Runners not set: want state.RunnerNamesOf(stack)")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -126,7 +127,7 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 	require.NoError(t, err)
 	dir := &pool.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 	releaser, err := release.New(release.Config{DeregisterTimeout: 3 * time.Second},
-		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Runners: e.RunnerNames(), Log: quiet})
+		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Runners: e.RunnerNames(), KMS: kms.NewFromConfig(e.AWS), Log: quiet})
 	require.NoError(t, err)
 	res, err := releaser.Release(e.ctx, "9201")
 	require.NoError(t, err)

@@ -195,7 +195,8 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		}
 	}
 	if c.To == Running {
-		u.remove("registerFailures")
+		// Registered: the registration token has done its work and leaves the item.
+		u.remove("registerFailures", "regToken", "regTokenExpiresAt")
 	}
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()
@@ -245,4 +246,35 @@ func (u *update) setOrRemove(name string, set bool, v any) {
 	} else {
 		u.remove(name)
 	}
+}
+
+// DropRemoveToken removes the remove token from an idle item once its agent has used it
+// (DEREGISTERED seen), if the item is still idle at version. The version is not changed: the
+// offer about to be published for it stays valid. A lost condition returns a *ConflictError.
+func (s *Store) DropRemoveToken(ctx context.Context, id string, version int64) error {
+	if err := ValidateInstanceID(id); err != nil {
+		return err
+	}
+	cond := expression.Name("state").Equal(expression.Value(Idle)).And(expression.Name("version").Equal(expression.Value(version)))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(expression.Remove(expression.Name("removeToken"))).Build()
+	if err != nil {
+		return fmt.Errorf("drop the remove token of %s: build expression: %w", id, err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: s.key(id),
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return nil
+	}
+	if awserr.IsConditionFailed(err) {
+		conflict := &ConflictError{InstanceID: id, From: Idle, To: Idle, Version: version}
+		if old := conditionItem(err); len(old) > 0 {
+			conflict.Current, _ = unmarshalItem(old)
+		}
+		return conflict
+	}
+	return fmt.Errorf("drop the remove token of %s: %w", id, err)
 }

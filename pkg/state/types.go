@@ -112,8 +112,8 @@ type Report struct {
 	HeartbeatAt   time.Time  `dynamodbav:"heartbeatAt,omitempty"`
 	// AckVersion is the item version of the last assignment the agent noticed: provision's proof
 	// of life after a claim, free of clock skew.
-	AckVersion int64 `dynamodbav:"ackVersion,omitempty"`
-	AgentVersion  string     `dynamodbav:"agentVersion,omitempty"`
+	AckVersion   int64  `dynamodbav:"ackVersion,omitempty"`
+	AgentVersion string `dynamodbav:"agentVersion,omitempty"`
 }
 
 // Instance is one item of the table: one EC2 instance launched by Hangar.

@@ -71,7 +71,7 @@ func configure(root string, args []string, out io.Writer) error {
 	unattended := fs.Bool("unattended", false, "")
 	replace := fs.Bool("replace", false, "")
 	noDefault := fs.Bool("no-default-labels", false, "")
-	fs.String("runnergroup", "", "")
+	group := fs.String("runnergroup", "", "")
 	fs.Bool("disableupdate", false, "")
 	fs.Bool("ephemeral", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +100,7 @@ func configure(root string, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "--------------------------------------------------------------------------------\n")
 	fmt.Fprintf(out, "Connecting to %s as %s with labels %s\n", *u, *name, strings.Join(ls, ","))
 	var resp ghfake.RegisterResponse
-	if err := post(*u, "/_fake/register", "", ghfake.RegisterRequest{URL: *u, Token: *tok, Name: *name, Labels: ls, Replace: *replace}, &resp); err != nil {
+	if err := post(*u, "/_fake/register", "", ghfake.RegisterRequest{URL: *u, Token: *tok, Name: *name, Labels: ls, Replace: *replace, Group: *group}, &resp); err != nil {
 		return err
 	}
 	w := *work

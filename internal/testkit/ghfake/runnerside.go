@@ -20,6 +20,7 @@ type RegisterRequest struct {
 	Name    string   `json:"name"`
 	Labels  []string `json:"labels"`
 	Replace bool     `json:"replace"`
+	Group   string   `json:"group,omitempty"` // --runnergroup (org scope)
 }
 
 // RegisterResponse is what it gets back.
@@ -110,8 +111,21 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 				delete(s.runners, x.ID)
 			}
 		}
+		group := req.Group
+		if !scope.IsRepo() {
+			if group == "" {
+				group = DefaultGroup
+			}
+			if _, ok := s.groups[group]; !ok && group != DefaultGroup {
+				writeError(w, http.StatusNotFound, "Could not find any self-hosted runner group named \""+group+"\".")
+				return
+			}
+		} else if group != "" {
+			writeError(w, http.StatusBadRequest, "runner groups exist only for organisation runners")
+			return
+		}
 		s.nextRunner++
-		x := &Runner{ID: s.nextRunner, Name: req.Name, Scope: scope, Labels: slices.Clone(req.Labels), Status: "offline",
+		x := &Runner{ID: s.nextRunner, Name: req.Name, Scope: scope, Labels: slices.Clone(req.Labels), Group: group, Status: "offline",
 			credential: randomToken("CRED")}
 		s.runners[x.ID] = x
 		s.registered++
@@ -209,7 +223,7 @@ func (s *Server) nextJob(w http.ResponseWriter, r *http.Request) {
 		}
 		var pick *Job
 		for _, j := range s.jobs {
-			if j.Status == "queued" && x.Scope.covers(j.Repo) && subset(j.Labels, x.Labels) && (pick == nil || j.ID < pick.ID) {
+			if j.Status == "queued" && x.Scope.covers(j.Repo) && s.groupAllows(x, j.Repo) && subset(j.Labels, x.Labels) && (pick == nil || j.ID < pick.ID) {
 				pick = j
 			}
 		}
@@ -238,4 +252,23 @@ func subset(want, have []string) bool {
 		}
 	}
 	return true
+}
+
+// DefaultGroup is the organisation's default runner group: open to every repository.
+const DefaultGroup = "Default"
+
+// SetGroup creates (or changes) an organisation runner group open only to repos, as an
+// organisation owner would for a group limited to selected repositories.
+func (s *Server) SetGroup(name string, repos ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groups[name] = slices.Clone(repos)
+}
+
+// groupAllows reports whether an organisation runner's group lets repo's jobs use it.
+func (s *Server) groupAllows(x *Runner, repo Scope) bool {
+	if x.Scope.IsRepo() || x.Group == DefaultGroup {
+		return true
+	}
+	return slices.Contains(s.groups[x.Group], string(repo))
 }

@@ -36,6 +36,7 @@ type Runner struct {
 	Name       string
 	Scope      Scope
 	Labels     []string
+	Group      string // organisation runner group ("" for repository runners)
 	Status     string // online or offline
 	Busy       bool
 	credential string
@@ -67,6 +68,7 @@ type Server struct {
 	admin       map[string]bool
 	tokens      map[string]token
 	runners     map[int64]*Runner
+	groups      map[string][]string // organisation runner groups: name → repositories allowed
 	jobs        map[int64]*Job
 	nextRunner  int64
 	jobSeq      int64
@@ -93,7 +95,7 @@ func NewUnstarted(adminTokens ...string) *Server { return newServer(adminTokens)
 
 func newServer(adminTokens []string) *Server {
 	s := &Server{
-		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{},
+		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{}, groups: map[string][]string{},
 		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30,
 	}
 	for _, t := range adminTokens {

@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -40,6 +41,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Fixed values of the local world.
@@ -212,9 +214,13 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	if len(types) == 0 {
 		types = []string{"c7i.large", "c6i.large", "m7i.large"}
 	}
+	key, err := kms.NewFromConfig(e.AWS).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("runner tokens of " + e.Stack)})
+	if err != nil {
+		return fmt.Errorf("create the token key: %w", err)
+	}
 	doc := poolconfig.Document{
 		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
-		QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
+		QueueURL: queueURL, DeadLetterQueueURL: dlqURL, TokenKey: aws.ToString(key.KeyMetadata.Arn),
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, Subnets: subnets, Market: market, Labels: []string{"linux"},
 		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
@@ -348,7 +354,8 @@ func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error)
 		return nil, err
 	}
 	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	clients := &step.Clients{AWS: e.AWS, DynamoDB: db, EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS)}
+	clients := &step.Clients{AWS: e.AWS, DynamoDB: db, EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS),
+		KMS: kms.NewFromConfig(e.AWS)}
 	return &step.Wiring{Clients: clients, EC2: ec2Client, Stack: e.Stack, GitHub: gh, Log: log}, nil
 }
 
@@ -435,9 +442,18 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	if err != nil {
 		return nil, err
 	}
+	sealed, err := e.Seal(ctx, in.ID, tok.GetToken())
+	if err != nil {
+		return nil, err
+	}
 	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
 		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix(),
-			RegToken: tok.GetToken(), RegTokenExpiresAt: tok.GetExpiresAt().Time}})
+			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time}})
+}
+
+// Seal seals a runner token for instance id with the pool's key, as provision and release do.
+func (e *Env) Seal(ctx context.Context, id, token string) (string, error) {
+	return tokens.Sealer{KMS: kms.NewFromConfig(e.AWS), Key: e.Doc.TokenKey}.Seal(ctx, e.Store.Account().ARN(id), token)
 }
 
 // RunnerNames returns the names of the stack's runners.
@@ -450,8 +466,12 @@ func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance,
 	if err != nil {
 		return nil, err
 	}
+	sealed, err := e.Seal(ctx, in.ID, tok.GetToken())
+	if err != nil {
+		return nil, err
+	}
 	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID,
-		RemoveToken: tok.GetToken()})
+		RemoveToken: sealed})
 }
 
 // InstanceState returns an instance's state in EC2.

@@ -56,7 +56,7 @@ func (w *Wiring) init() {
 
 func (w *Wiring) releaser(cfg release.Config, store *state.Store) (*release.Releaser, error) {
 	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir,
-		Runners: state.RunnerNamesOf(w.Stack), Log: w.Log, Mask: w.Mask})
+		Runners: state.RunnerNamesOf(w.Stack), KMS: w.Clients.KMS, Log: w.Log, Mask: w.Mask})
 }
 
 // Provision returns provision's dependencies for poolName.
@@ -81,7 +81,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &pool.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
 		Launcher: &fleet.Launcher{EC2: w.EC2, Log: w.Log}, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
-		Releaser: rel,
+		Releaser: rel, KMS: w.Clients.KMS,
 	}, nil
 }
 
