@@ -112,3 +112,29 @@ func TestLogTail(t *testing.T) {
 	require.LessOrEqual(t, len(long), state.MaxLogTail)
 	require.True(t, strings.HasPrefix(long, "é"))
 }
+
+// TestControlPlaneReadsLeaveTokensOut: the control plane's reads project the sealed tokens away;
+// only the agent's read of its own item returns them.
+func TestControlPlaneReadsLeaveTokensOut(t *testing.T) {
+	t.Parallel()
+	s, db := newStore(t)
+	ctx := testbed.Context(t, 30*time.Second)
+	in := reach(t, s, state.Claimed, "91")
+	got, err := s.Get(ctx, in.ID)
+	require.NoError(t, err)
+	require.Empty(t, got.RegToken)
+	require.Equal(t, "91", got.RunID, "everything else is read")
+	many, err := s.GetMany(ctx, []string{in.ID})
+	require.NoError(t, err)
+	require.Empty(t, many[in.ID].RegToken)
+	byRun, err := s.ByRun(ctx, "91")
+	require.NoError(t, err)
+	require.Len(t, byRun, 1)
+	require.Empty(t, byRun[0].RegToken)
+
+	agent, err := state.NewAgent(db, s.Table(), in.ARN, "test")
+	require.NoError(t, err)
+	own, err := agent.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "AREGTOKEN", own.RegToken)
+}

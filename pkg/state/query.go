@@ -77,7 +77,7 @@ func (s *Store) poolState(ctx context.Context, pool string, st State, before tim
 
 // query runs one index Query to its last page.
 func (s *Store) query(ctx context.Context, index string, key expression.KeyConditionBuilder) ([]Instance, error) {
-	expr, err := expression.NewBuilder().WithKeyCondition(key).Build()
+	expr, err := expression.NewBuilder().WithKeyCondition(key).WithProjection(readProjection).Build()
 	if err != nil {
 		return nil, fmt.Errorf("build key condition: %w", err)
 	}
@@ -87,6 +87,7 @@ func (s *Store) query(ctx context.Context, index string, key expression.KeyCondi
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
+		ProjectionExpression:      expr.Projection(),
 	}
 	if s.PageLimit > 0 {
 		in.Limit = &s.PageLimit

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -61,13 +62,19 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: s.account.ARN(id)}}
 }
 
-// Get returns the item of instance id, read strongly consistently, or ErrNotFound.
+// Get returns the item of instance id, read strongly consistently, or ErrNotFound. Like every
+// control-plane read it leaves out the sealed tokens (readProjection).
 func (s *Store) Get(ctx context.Context, id string) (*Instance, error) {
 	if err := ValidateInstanceID(id); err != nil {
 		return nil, err
 	}
+	proj, err := expression.NewBuilder().WithProjection(readProjection).Build()
+	if err != nil {
+		return nil, fmt.Errorf("get instance %s: build projection: %w", id, err)
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &s.table, Key: s.key(id), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: proj.Projection(), ExpressionAttributeNames: proj.Names(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get instance %s: %w", id, err)
@@ -97,13 +104,18 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 			keys = append(keys, s.key(id))
 		}
 	}
+	proj, err := expression.NewBuilder().WithProjection(readProjection).Build()
+	if err != nil {
+		return nil, fmt.Errorf("get instances: build projection: %w", err)
+	}
 	for len(keys) > 0 {
 		n := min(len(keys), maxBatchGet)
 		batch := keys[:n]
 		keys = keys[n:]
 		for attempt := 0; len(batch) > 0; attempt++ {
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
-				s.table: {Keys: batch, ConsistentRead: aws.Bool(true)},
+				s.table: {Keys: batch, ConsistentRead: aws.Bool(true), ProjectionExpression: proj.Projection(),
+					ExpressionAttributeNames: proj.Names()},
 			}})
 			if err != nil {
 				return nil, fmt.Errorf("get %d instances: %w", len(batch), err)

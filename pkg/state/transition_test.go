@@ -89,10 +89,11 @@ func TestLegalTransitions(t *testing.T) {
 			if tc.from == state.Running && tc.to == state.Idle {
 				require.Equal(t, "AREMOVETOKEN", got.RemoveToken)
 			}
-			// What the store returned is what is stored.
+			// What the store returned is what is stored (a control-plane read leaves the sealed
+			// tokens out).
 			stored, err := s.Get(testbed.Context(t, 10*time.Second), in.ID)
 			require.NoError(t, err)
-			require.Equal(t, got, stored)
+			require.Equal(t, withoutTokens(*got), *stored)
 		})
 	}
 }
@@ -121,7 +122,7 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 				require.Equal(t, before, db.calls.Load(), "an illegal transition makes no request")
 				after, err := s.Get(testbed.Context(t, 10*time.Second), in.ID)
 				require.NoError(t, err)
-				require.Equal(t, in, after)
+				require.Equal(t, withoutTokens(*in), *after)
 			})
 		}
 	}
@@ -213,4 +214,10 @@ func TestOneClaimWins(t *testing.T) {
 		require.Equal(t, winner, got.RunID)
 		require.Equal(t, in.Version+1, got.Version)
 	}
+}
+
+// withoutTokens is in as a control-plane read returns it.
+func withoutTokens(in state.Instance) state.Instance {
+	in.RegToken, in.RemoveToken = "", ""
+	return in
 }
