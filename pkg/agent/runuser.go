@@ -44,18 +44,26 @@ func lookupRunnerUser(name string, sudo bool) (*runnerUser, error) {
 		return nil, fmt.Errorf("run-as %q is the agent's own user: the runner must run as another, unprivileged user", name)
 	}
 	r := &runnerUser{name: name, uid: uid, gid: gid, home: u.HomeDir}
-	if ids, err := u.GroupIds(); err == nil {
-		for _, g := range ids {
-			if n, err := strconv.Atoi(g); err == nil && n != gid {
-				if n == 0 {
-					return nil, fmt.Errorf("run-as %q is in group root: the runner must be unprivileged", name)
-				}
-				r.groups = append(r.groups, uint32(n))
+	ids, err := u.GroupIds()
+	if err != nil {
+		return nil, fmt.Errorf("run-as %q: read its groups (to refuse a root-equivalent one): %w", name, err)
+	}
+	var names []string
+	for _, g := range ids {
+		if n, err := strconv.Atoi(g); err == nil && n != gid {
+			if n == 0 {
+				return nil, fmt.Errorf("run-as %q is in group root: the runner must be unprivileged", name)
 			}
-			if grp, err := user.LookupGroupId(g); err == nil && rootEquivalentGroups[grp.Name] && !sudo {
-				return nil, fmt.Errorf("run-as %q is in group %s, which makes it root-equivalent: set the pool's runner.sudo (reuse is then limited to repository or never), or take the user out of the group", name, grp.Name)
-			}
+			r.groups = append(r.groups, uint32(n))
 		}
+		grp, err := user.LookupGroupId(g)
+		if err != nil {
+			return nil, fmt.Errorf("run-as %q: look up its group %s: %w", name, g, err)
+		}
+		names = append(names, grp.Name)
+	}
+	if err := refuseRootGroups(name, names, sudo); err != nil {
+		return nil, err
 	}
 	if !ownHome(r.home) {
 		r.home = ""
@@ -66,6 +74,20 @@ func lookupRunnerUser(name string, sudo bool) (*runnerUser, error) {
 // rootEquivalentGroups are the groups whose members can become root (sudo rules, the Docker
 // socket, disk devices) on the images Hangar targets.
 var rootEquivalentGroups = map[string]bool{"sudo": true, "wheel": true, "admin": true, "docker": true, "disk": true, "lxd": true}
+
+// refuseRootGroups refuses a runner user in a root-equivalent group unless the pool declares
+// runner.sudo.
+func refuseRootGroups(user string, groups []string, sudo bool) error {
+	if sudo {
+		return nil
+	}
+	for _, g := range groups {
+		if rootEquivalentGroups[g] {
+			return fmt.Errorf("run-as %q is in group %s, which makes it root-equivalent: set the pool's runner.sudo (reuse is then limited to repository or never), or take the user out of the group", user, g)
+		}
+	}
+	return nil
+}
 
 // ownHome reports whether home is a directory the user may have to itself (not /, not a system
 // directory, not a placeholder such as /nonexistent).

@@ -218,3 +218,27 @@ func TestReadIdentity(t *testing.T) {
 		})
 	}
 }
+
+func TestRefuseRootGroups(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		groups  []string
+		sudo    bool
+		refused string
+	}{
+		{[]string{"runner", "users"}, false, ""},
+		{[]string{"runner", "docker"}, false, "group docker"},
+		{[]string{"wheel"}, false, "group wheel"},
+		{[]string{"sudo", "adm"}, false, "group sudo"},
+		{[]string{"runner", "docker", "sudo"}, true, ""}, // declared by the pool
+	}
+	for _, tc := range tests {
+		err := refuseRootGroups("runner", tc.groups, tc.sudo)
+		if tc.refused == "" {
+			require.NoError(t, err, "%v", tc.groups)
+			continue
+		}
+		require.ErrorContains(t, err, tc.refused)
+		require.ErrorContains(t, err, "runner.sudo")
+	}
+}

@@ -35,12 +35,16 @@ type Launch struct {
 	Assignment *state.Assignment
 	// Reason is the items' state reason.
 	Reason string
-	// Token, when set, returns each instance's registration token (sealed for it, by its ARN).
-	Token func(ctx context.Context, instanceARN string) (string, error)
+	// Token, when set, returns each instance's registration token (sealed for it, by its id).
+	Token func(ctx context.Context, instanceID string) (string, error)
 }
 
-// recordTimeout bounds the writes of one Record, which outlive the caller's context.
-const recordTimeout = 30 * time.Second
+// recordTimeout bounds the writes of one Record, which outlive the caller's context; sealTimeout
+// bounds the tokens' sealing within it.
+const (
+	recordTimeout = 30 * time.Second
+	sealTimeout   = 10 * time.Second
+)
 
 // Record writes the items of launched instances, in state created, in a context of its own (the
 // items must be written even when the caller is being cancelled, or the instances would run
@@ -82,11 +86,15 @@ func (r *Recorder) tokens(ctx context.Context, l Launch, items []*state.Instance
 	if l.Token == nil || l.Assignment == nil {
 		return nil
 	}
+	// Sealing has a deadline of its own, well inside the record's: the items must be written
+	// whatever KMS does.
+	ctx, cancel := context.WithTimeout(ctx, sealTimeout)
+	defer cancel()
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
 		wg.Go(func() {
-			it.RegToken, errs[i] = l.Token(ctx, l.Pool.StateAccount().ARN(it.ID))
+			it.RegToken, errs[i] = l.Token(ctx, it.ID)
 		})
 	}
 	wg.Wait()

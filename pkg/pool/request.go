@@ -38,9 +38,9 @@ type Request struct {
 	// Assign is the run the instances are claimed for; Assign.Repo is the run's repository.
 	Assign state.Assignment
 	// Token, when set, returns the registration token for one instance (sealed for it, by its
-	// ARN); Assign.RegToken is then set per claim, and a claim whose token cannot be had is not
-	// made.
-	Token func(ctx context.Context, instanceARN string) (string, error)
+	// id: the caller builds the ARN from its own account, never from a message); Assign.RegToken
+	// is then set per claim, and a claim whose token cannot be had is not made.
+	Token func(ctx context.Context, instanceID string) (string, error)
 	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
 	// be given (state.Reusable; "" is state.ReuseRepository).
 	Reuse state.Reuse

@@ -259,7 +259,7 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			defer func() { <-sem }()
 			assign := sel.req.Assign
 			if sel.req.Token != nil {
-				tok, err := sel.req.Token(ctx, r.msg.InstanceARN)
+				tok, err := sel.req.Token(ctx, r.msg.InstanceID)
 				if err != nil {
 					outs[i] = outcome{r, nil, err}
 					return
@@ -292,11 +292,11 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			// published before it served another repository): others may take it.
 			sel.give = append(sel.give, o.r.handle)
 		case unchanged(o.r.msg, o.err) != nil:
-			// Current, fitting, and refused: its agent has gone quiet. Nobody should take it;
-			// refresh terminates it for its stale heartbeat.
-			sel.res.Stats.Stale++
-			sel.drop = append(sel.drop, o.r.handle)
-			sel.log().Warn("offer skipped: its agent's heartbeat is stale", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID)
+			// Current, fitting, and refused: its agent has been quiet for a while. The offer
+			// stays: the agent may be back in a moment (a throttled heartbeat), and if it is
+			// not, refresh terminates the instance for its stale heartbeat.
+			sel.give = append(sel.give, o.r.handle)
+			sel.log().Warn("offer skipped: its agent's heartbeat is not fresh", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID)
 		case errors.Is(o.err, state.ErrConflict):
 			// The instance moved on (claimed by someone else, expired, re-offered with a newer
 			// version): this message is stale.

@@ -25,6 +25,10 @@ func (p *provisioning) check(ctx context.Context) error {
 		p.group = doc.RunnerGroup
 	}
 	switch {
+	case doc.RunnerGroup != "" && p.cfg.RunnerGroup != "" && p.cfg.RunnerGroup != doc.RunnerGroup:
+		return fmt.Errorf("runner-group: %q: pool %s puts its runners in group %q; leave the input empty or name that group", p.cfg.RunnerGroup, doc.Name, doc.RunnerGroup)
+	case strings.EqualFold(p.group, "Default"):
+		return fmt.Errorf("runner-group: %q: the Default group is open to every repository of the organisation; want a group limited to the repositories that may use pool %s", p.group, doc.Name)
 	case p.cfg.RunnerScope().IsOrg() && p.group == "":
 		return fmt.Errorf("runner-group: empty with runner-scope org: want the organisation runner group limited to the repositories that may use pool %s (the input, or the pool's runnerGroup); the Default group is open to every repository of the organisation", doc.Name)
 	case !p.cfg.RunnerScope().IsOrg() && p.cfg.RunnerGroup != "":

@@ -39,12 +39,21 @@ func TestOrgScopeNeedsARunnerGroup(t *testing.T) {
 	require.ErrorContains(t, err, "runner-group: empty with runner-scope org")
 	require.Equal(t, before, e.GH.Registrations())
 	require.Empty(t, e.liveInstances(), "refused before anything was launched")
+	open := cfg
+	open.RunnerGroup = "default"
+	_, err = provision.Run(e.ctx, open, deps)
+	require.ErrorContains(t, err, "the Default group is open to every repository")
 
 	e.GH.SetGroup("hangar-app", localenv.Repo)
 	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) { d.RunnerGroup = "hangar-app" }))
 	w = wiring()
 	deps, err = w.Provision(e.ctx, cfg.Pool)
 	require.NoError(t, err)
+	other := cfg
+	other.RunnerGroup = "everyone"
+	_, err = provision.Run(e.ctx, other, deps)
+	require.ErrorContains(t, err, `puts its runners in group "hangar-app"`, "an input cannot move runners out of the pool's group")
+	require.Empty(t, e.liveInstances())
 	res, err := provision.Run(e.ctx, cfg, deps)
 	require.NoError(t, err)
 	runners := e.GH.Runners("octo")

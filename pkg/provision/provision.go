@@ -157,8 +157,8 @@ type provisioning struct {
 	failed   []string // instances that failed this provision: never claimed again
 	res      *Result
 	replaced int
-	token    func(ctx context.Context, instanceARN string) (string, error) // the run's registration token, sealed per instance
-	group    string                                                        // the org runner group, set by check
+	token    func(ctx context.Context, instanceID string) (string, error) // the run's registration token, sealed per instance
+	group    string                                                       // the org runner group, set by check
 }
 
 // Run provisions cfg.Count instances for cfg.RunID.
@@ -194,8 +194,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 		d.Mask(tok.Value)
 	}
 	sealer := tokens.Sealer{KMS: d.KMS, Key: d.Pool.TokenKey}
-	p.token = func(ctx context.Context, instanceARN string) (string, error) {
-		return sealer.Seal(ctx, instanceARN, tok.Value)
+	account := d.Pool.StateAccount()
+	p.token = func(ctx context.Context, id string) (string, error) {
+		return sealer.Seal(ctx, account.ARN(id), tok.Value)
 	}
 	// The assignment carries no token: each instance gets its own, sealed for it (p.token).
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,

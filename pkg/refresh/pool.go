@@ -346,15 +346,15 @@ func (r *run) stop(ctx context.Context, doc *poolconfig.Document, idle []state.I
 	return moved
 }
 
-// finished reports whether an idle instance's agent is done with every run it served: it never
-// served one and is READY, or its last signal is DEREGISTERED for its last run. Only such an
-// instance may be stopped: stopping one that is still deregistering or cleaning would cut that
-// short and offer it half clean.
+// finished reports whether an idle instance's agent is done with every run it served: its last
+// signal is READY (a fresh instance, or an agent that restarted and scrubbed the instance before
+// saying so), or DEREGISTERED for its last run. Only such an instance may be stopped: stopping one
+// that is still deregistering or cleaning would cut that short and offer it half clean.
 func finished(in state.Instance) bool {
-	if in.LastRunID == "" {
-		return in.Signal == state.SignalReady
+	if in.Signal == state.SignalReady {
+		return true
 	}
-	return in.Signal == state.SignalDeregistered && in.SignalRun == in.LastRunID
+	return in.LastRunID != "" && in.Signal == state.SignalDeregistered && in.SignalRun == in.LastRunID
 }
 
 // warmingNow returns the pool's warm instances still being created (no run, within their deadline).
