@@ -85,11 +85,15 @@ func Reusable(r Reuse, served []string, repo string) bool {
 	}
 }
 
-// reuseCondition is Reusable as a condition on the item.
+// reuseCondition is Reusable as a condition on the item. An instance counts as fresh only if it
+// has no record of serving anyone and no last run either: an item that served a run before the
+// record existed is not mistaken for a fresh one.
 func reuseCondition(r Reuse, repo string) (expression.ConditionBuilder, bool) {
+	fresh := expression.AttributeNotExists(expression.Name(attrServedRepos)).
+		And(expression.AttributeNotExists(expression.Name("lastRunId")))
 	one := func(attr, v string) expression.ConditionBuilder {
 		n := expression.Name(attr)
-		return expression.AttributeNotExists(n).Or(n.Size().Equal(expression.Value(1)).And(expression.Contains(n, v)))
+		return fresh.Or(n.Size().Equal(expression.Value(1)).And(expression.Contains(n, v)))
 	}
 	switch r {
 	case ReuseAny:
@@ -97,7 +101,7 @@ func reuseCondition(r Reuse, repo string) (expression.ConditionBuilder, bool) {
 	case ReuseOwner:
 		return one(attrServedOwners, Owner(repo)), true
 	case ReuseNever:
-		return expression.AttributeNotExists(expression.Name(attrServedRepos)), true
+		return fresh, true
 	default:
 		return one(attrServedRepos, repo), true
 	}

@@ -4,6 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -58,4 +62,29 @@ func TestClaimEnforcesReuse(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"octo/app", "acme/app"}, got.ServedRepos)
 	require.ElementsMatch(t, []string{"octo", "acme"}, got.ServedOwners)
+}
+
+// TestClaimTreatsUnrecordedUseAsUsed: an item that served a run but carries no record of whom
+// (written before servedRepos existed) is not fresh: only reuse any may claim it.
+func TestClaimTreatsUnrecordedUseAsUsed(t *testing.T) {
+	t.Parallel()
+	s, db := newStore(t)
+	ctx := testbed.Context(t, 30*time.Second)
+	in := reach(t, s, state.Running, "83")
+	idle, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Running, To: state.Idle,
+		Version: in.Version, RunID: "83", Threshold: later(time.Hour)})
+	require.NoError(t, err)
+	_, err = db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()),
+		Key:              map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: idle.ARN}},
+		UpdateExpression: aws.String("REMOVE servedRepos, servedOwners")})
+	require.NoError(t, err)
+
+	for _, reuse := range []state.Reuse{state.ReuseRepository, state.ReuseOwner, state.ReuseNever} {
+		_, err = s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Idle, To: state.Claimed,
+			Version: idle.Version, Assign: assign("84"), Reuse: reuse, Threshold: later(time.Hour)})
+		require.ErrorIs(t, err, state.ErrConflict, "reuse %s", reuse)
+	}
+	_, err = s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Idle, To: state.Claimed,
+		Version: idle.Version, Assign: assign("84"), Reuse: state.ReuseAny, Threshold: later(time.Hour)})
+	require.NoError(t, err)
 }
