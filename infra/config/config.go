@@ -1,0 +1,251 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Config is a whole deployment.
+type Config struct {
+	// Stack names the deployment: the CloudFormation stack, the SSM path /hangar/<stack>/, the
+	// hangar:stack tag, the runner names.
+	Stack  string `json:"stack"`
+	GitHub GitHub `json:"github"`
+	// Refresh is the refresh function's schedule.
+	Refresh Refresh `json:"refresh"`
+	Pools   []Pool  `json:"pools"`
+}
+
+// GitHub says who may use the stack.
+type GitHub struct {
+	// Repositories may assume the control-plane role through GitHub OIDC: owner/name, or owner/*
+	// for every repository of an owner.
+	Repositories []string `json:"repositories"`
+	// OIDCProviderARN imports the account's existing GitHub OIDC provider (an account has at most
+	// one per URL); empty creates it.
+	OIDCProviderARN string `json:"oidcProviderArn,omitempty"`
+}
+
+// Refresh is the refresh function's schedule.
+type Refresh struct {
+	// Schedule is an EventBridge rate or cron expression (default rate(1 minute)).
+	Schedule string `json:"schedule,omitempty"`
+}
+
+// Pool is one pool: what its instances are, and the pool document settings.
+type Pool struct {
+	Name               string              `json:"name"`
+	InstanceTypes      []string            `json:"instanceTypes"`
+	Market             string              `json:"market,omitempty"`
+	AllocationStrategy string              `json:"allocationStrategy,omitempty"`
+	Subnets            []poolconfig.Subnet `json:"subnets"`
+	// SecurityGroups are the instances' security groups (sg-…); none: the VPC's default.
+	SecurityGroups []string `json:"securityGroups,omitempty"`
+	Image          Image    `json:"image"`
+	Disk           Disk     `json:"disk,omitempty"`
+	// MetadataHopLimit is the IMDSv2 response hop limit: 1 (default) keeps containers off the
+	// metadata service; 2 lets them reach it (with runner.metadataAccess).
+	MetadataHopLimit    int                 `json:"metadataHopLimit,omitempty"`
+	Labels              []string            `json:"labels,omitempty"`
+	RunnerGroup         string              `json:"runnerGroup,omitempty"`
+	Reuse               state.Reuse         `json:"reuse,omitempty"`
+	AllowedRepositories []string            `json:"allowedRepositories,omitempty"`
+	Tags                map[string]string   `json:"tags,omitempty"`
+	Timeouts            poolconfig.Timeouts `json:"timeouts,omitempty"`
+	Warm                poolconfig.Warm     `json:"warm,omitempty"`
+	Runner              poolconfig.Runner   `json:"runner,omitempty"`
+}
+
+// Image is the pool's AMI: an id, or an SSM parameter that names one (resolved at deploy).
+type Image struct {
+	AMI          string `json:"ami,omitempty"`
+	SSMParameter string `json:"ssmParameter,omitempty"`
+	// Arch is x64 or arm64: which agent build and runner checksum the instances use.
+	Arch string `json:"arch"`
+}
+
+// Disk is the root volume: encrypted gp3.
+type Disk struct {
+	SizeGiB int `json:"sizeGiB,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultSchedule = "rate(1 minute)"
+	DefaultDiskGiB  = 30
+)
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the Hangar config: %w", err)
+	}
+	cfg, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes YAML (or JSON), refusing unknown fields, applies defaults and validates,
+// reporting every problem at once.
+func Parse(b []byte) (*Config, error) {
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("not YAML: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w (see docs/configuration.md)", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Refresh.Schedule == "" {
+		c.Refresh.Schedule = DefaultSchedule
+	}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		if p.Disk.SizeGiB == 0 {
+			p.Disk.SizeGiB = DefaultDiskGiB
+		}
+		if p.MetadataHopLimit == 0 {
+			p.MetadataHopLimit = 1
+		}
+		if p.Market == "" {
+			p.Market = poolconfig.MarketSpotFallback
+		}
+	}
+}
+
+var (
+	scheduleRe = regexp.MustCompile(`^(rate\([1-9][0-9]* (minute|minutes|hour|hours)\)|cron\([^()]+\))$`)
+	repoRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
+	amiRe      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
+	sgRe       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	ssmNameRe  = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
+	oidcArnRe  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$`)
+)
+
+// Validate checks every field; each problem names the field and the bad value.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	if err := poolconfig.ValidateStack(c.Stack); err != nil {
+		bad("stack", "%v", err)
+	}
+	if len(c.GitHub.Repositories) == 0 {
+		bad("github.repositories", "empty: want the repositories (owner/name or owner/*) whose workflows may use the stack")
+	}
+	for _, r := range c.GitHub.Repositories {
+		if !repoRe.MatchString(r) {
+			bad("github.repositories", "%q: want owner/name or owner/*", r)
+		}
+	}
+	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {
+		bad("github.oidcProviderArn", "%q: want the ARN of the token.actions.githubusercontent.com OIDC provider, or leave it out to create one", c.GitHub.OIDCProviderARN)
+	}
+	if !scheduleRe.MatchString(c.Refresh.Schedule) {
+		bad("refresh.schedule", "%q: want an EventBridge rate(N minutes) or cron(...) expression", c.Refresh.Schedule)
+	}
+	if len(c.Pools) == 0 {
+		bad("pools", "empty: want at least one pool")
+	}
+	var names []string
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		field := func(f string) string { return fmt.Sprintf("pools[%d].%s", i, f) }
+		if slices.Contains(names, p.Name) {
+			bad(field("name"), "%q: two pools have this name", p.Name)
+		}
+		names = append(names, p.Name)
+		errs = append(errs, p.validate(field, c.GitHub.Repositories)...)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Pool) validate(field func(string) string, allowed []string) []error {
+	var errs []error
+	bad := func(f, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field(f), fmt.Sprintf(format, a...)))
+	}
+	switch {
+	case (p.Image.AMI == "") == (p.Image.SSMParameter == ""):
+		bad("image", "want exactly one of ami (ami-…) or ssmParameter (such as /aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-arm64)")
+	case p.Image.AMI != "" && !amiRe.MatchString(p.Image.AMI):
+		bad("image.ami", "%q: want ami- and hex digits", p.Image.AMI)
+	case p.Image.SSMParameter != "" && !ssmNameRe.MatchString(p.Image.SSMParameter):
+		bad("image.ssmParameter", "%q: want an SSM parameter name starting with /", p.Image.SSMParameter)
+	}
+	if p.Image.Arch != "x64" && p.Image.Arch != "arm64" {
+		bad("image.arch", "%q: want x64 or arm64", p.Image.Arch)
+	}
+	if p.Runner.Version != "" && p.Runner.SHA256[p.Image.Arch] == "" && (p.Image.Arch == "x64" || p.Image.Arch == "arm64") {
+		bad("runner.sha256", "no checksum for %s, the image's arch", p.Image.Arch)
+	}
+	if p.Disk.SizeGiB < 8 || p.Disk.SizeGiB > 16384 {
+		bad("disk.sizeGiB", "%d: want 8 to 16384", p.Disk.SizeGiB)
+	}
+	if p.MetadataHopLimit != 1 && p.MetadataHopLimit != 2 {
+		bad("metadataHopLimit", "%d: want 1, or 2 for containers that need the metadata service", p.MetadataHopLimit)
+	}
+	for _, sg := range p.SecurityGroups {
+		if !sgRe.MatchString(sg) {
+			bad("securityGroups", "%q: want sg- and hex digits", sg)
+		}
+	}
+	for _, r := range p.AllowedRepositories {
+		if !coveredBy(r, allowed) {
+			bad("allowedRepositories", "%q is not among github.repositories, so its workflows could not use the pool", r)
+		}
+	}
+	// Everything the pool document says is checked by the code that reads it.
+	if _, err := p.Document(Placeholders).Parsed(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", field("*"), err))
+	}
+	return errs
+}
+
+// coveredBy reports whether repository pattern r is within one of the allowed patterns.
+func coveredBy(r string, allowed []string) bool {
+	for _, a := range allowed {
+		if a == r {
+			return true
+		}
+		if owner, name, _ := cut(a); name == "*" {
+			if o, _, _ := cut(r); o == owner {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cut(r string) (string, string, bool) {
+	for i := range len(r) {
+		if r[i] == '/' {
+			return r[:i], r[i+1:], true
+		}
+	}
+	return r, "", false
+}

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+)
+
+// Deployed is what only the deployment knows about a pool: where its resources are. The stack
+// fills it with CloudFormation references.
+type Deployed struct {
+	Partition, Region, Account string
+	Table                      string
+	QueueURL, DeadLetterURL    string
+	TemplateID, TemplateVer    string
+	TokenKey                   string
+	SpecHash                   string
+}
+
+// Placeholders are well-formed deployed values, for validating a pool before anything exists.
+var Placeholders = Deployed{
+	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
+	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
+	TemplateVer: "1", TokenKey: "alias/hangar-tokens", SpecHash: "placeholder",
+}
+
+// Doc is a pool document as the stack publishes it.
+type Doc poolconfig.Document
+
+// JSON is the document as published.
+func (d Doc) JSON() ([]byte, error) { return json.Marshal(poolconfig.Document(d)) }
+
+// Parsed reads the document back as provision, refresh and the agent do (defaults applied,
+// unknown fields refused, every field validated).
+func (d Doc) Parsed() (*poolconfig.Document, error) {
+	b, err := d.JSON()
+	if err != nil {
+		return nil, err
+	}
+	return poolconfig.Parse(b)
+}
+
+// Document is the pool document the stack publishes for p (docs/design.md §9).
+func (p *Pool) Document(d Deployed) Doc {
+	return Doc{
+		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
+		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
+		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey,
+		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
+		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, Subnets: p.Subnets, Market: p.Market,
+		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
+		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
+	}
+}
+
+// SpecHash is the hash of what makes the pool's instances what they are: image, types, disk,
+// metadata options, security groups, runner and pre-runner script, and the agent build (its
+// SHA-256). A change to any of them makes refresh replace the pool's idle instances.
+func (p *Pool) SpecHash(agentSHA256 string) string {
+	b, _ := json.Marshal(struct {
+		Image          Image
+		Types          []string
+		Disk           Disk
+		HopLimit       int
+		SecurityGroups []string
+		Runner         poolconfig.Runner
+		Agent          string
+	}{p.Image, p.InstanceTypes, p.Disk, p.MetadataHopLimit, p.SecurityGroups, p.Runner, agentSHA256})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16]
+}
