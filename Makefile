@@ -17,7 +17,11 @@ GOLANGCI  := $(TOOLS_BIN)/golangci-lint
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 
-.PHONY: help build dist demo test test-short testbed-up testbed-down testbed-status lint bench tidy clean
+# The CDK app: its own module under infra/; the jsii runtime unpacks into .cache/jsii.
+INFRA_ENV = JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
+HANGAR_CONFIG ?= hangar.example.yaml
+
+.PHONY: help build dist demo test test-short test-infra synth infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -41,8 +45,20 @@ dist: ## the action's binaries for a release tag: dist/hangar-{provision,release
 	  echo "build dist/hangar-$$c-linux-$$a"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/hangar-$$c-linux-$$a ./cmd/$$c || exit 1; \
 	done; done
 
-test: testbed-up ## start the local emulators if needed, then run every test with -race
+test: testbed-up test-infra ## start the local emulators if needed, then run every test with -race (the CDK app's too)
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
+
+test-infra: ## the CDK app's tests: config validation and assertions on the synthesized template (needs node)
+	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+
+infra-assets: ## build what the stack ships into infra/build: the agent (linux amd64, arm64) and the refresh bootstrap (arm64)
+	@mkdir -p infra/build/refresh
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-amd64 ./cmd/agent
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-arm64 ./cmd/agent
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o infra/build/refresh/bootstrap ./cmd/refresh
+
+synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hangar.example.yaml) into infra/cdk.out
+	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .
 
 demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → reuse → expiry → warm pool
 	$(WITH_TESTBED) $(GO) run ./internal/tools/demo

@@ -1,0 +1,8 @@
+// Package stack turns a Hangar config into a CloudFormation stack: the state table, the runner
+// token key, per pool a queue with its dead-letter queue, a launch template and the pool document,
+// the refresh function with its schedule and EC2 event rules, the roles (instance, workflows
+// through GitHub OIDC, refresh), the agent as an S3 asset, and alarms and a dashboard.
+//
+// Every policy names its actions; resources are the stack's own, or constrained by the
+// hangar:stack tag and the stack's launch templates where EC2 cannot name them in advance.
+package stack

@@ -1,0 +1,97 @@
+package stack
+
+import (
+	"fmt"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsssm"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/hangar-ci/hangar/infra/config"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+)
+
+// pool is one pool's resources.
+type pool struct {
+	cfg      *config.Pool
+	queue    awssqs.Queue
+	dlq      awssqs.Queue
+	template awsec2.CfnLaunchTemplate
+	doc      awsssm.StringParameter
+}
+
+func newPool(h *hangar, p *config.Pool) *pool {
+	id := func(s string) *string { return jsii.String("Pool-" + p.Name + "-" + s) }
+	out := &pool{cfg: p}
+	out.dlq = awssqs.NewQueue(h.stack, id("DeadLetters"), &awssqs.QueueProps{
+		QueueName:       jsii.String(h.cfg.Stack + "-" + p.Name + "-dlq"),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
+	})
+	out.queue = awssqs.NewQueue(h.stack, id("Queue"), &awssqs.QueueProps{
+		QueueName:         jsii.String(h.cfg.Stack + "-" + p.Name),
+		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:        jsii.Bool(true),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(30)),
+		// Offers held and released by selections are received many times in normal operation
+		// (docs/design.md §8): the redrive only backs up explicit dead-lettering of poison.
+		DeadLetterQueue: &awssqs.DeadLetterQueue{Queue: out.dlq, MaxReceiveCount: jsii.Number(50)},
+	})
+	ag := h.agents[p.Image.Arch]
+	imageID := jsii.String(p.Image.AMI)
+	if p.Image.SSMParameter != "" {
+		// Resolved at each deploy: a redeploy picks up the parameter's current AMI.
+		param := awscdk.NewCfnParameter(h.stack, id("Image"), &awscdk.CfnParameterProps{
+			Type:        jsii.String("AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>"),
+			Default:     jsii.String(p.Image.SSMParameter),
+			Description: jsii.String("the AMI of pool " + p.Name),
+		})
+		imageID = param.ValueAsString()
+	}
+	var sgs *[]*string
+	if len(p.SecurityGroups) > 0 {
+		sgs = jsii.Strings(p.SecurityGroups...)
+	}
+	out.template = awsec2.NewCfnLaunchTemplate(h.stack, id("Template"), &awsec2.CfnLaunchTemplateProps{
+		LaunchTemplateName: jsii.String(h.cfg.Stack + "-" + p.Name),
+		LaunchTemplateData: &awsec2.CfnLaunchTemplate_LaunchTemplateDataProperty{
+			ImageId:                           imageID,
+			IamInstanceProfile:                &awsec2.CfnLaunchTemplate_IamInstanceProfileProperty{Arn: h.roles.profile.AttrArn()},
+			InstanceInitiatedShutdownBehavior: jsii.String("terminate"),
+			SecurityGroupIds:                  sgs,
+			MetadataOptions: &awsec2.CfnLaunchTemplate_MetadataOptionsProperty{
+				HttpEndpoint: jsii.String("enabled"), HttpTokens: jsii.String("required"),
+				HttpPutResponseHopLimit: jsii.Number(float64(p.MetadataHopLimit)),
+				HttpProtocolIpv6:        jsii.String("disabled"), InstanceMetadataTags: jsii.String("disabled"),
+			},
+			BlockDeviceMappings: &[]interface{}{&awsec2.CfnLaunchTemplate_BlockDeviceMappingProperty{
+				DeviceName: jsii.String("/dev/xvda"),
+				Ebs: &awsec2.CfnLaunchTemplate_EbsProperty{
+					VolumeSize: jsii.Number(float64(p.Disk.SizeGiB)), VolumeType: jsii.String("gp3"),
+					Encrypted: jsii.Bool(true), DeleteOnTermination: jsii.Bool(true),
+				},
+			}},
+			UserData: awscdk.Fn_Base64(userData(h, p, ag)),
+		},
+	})
+	spec := p.SpecHash(ag.sha256)
+	body, err := p.Document(config.Deployed{
+		Partition: *h.stack.Partition(), Region: *h.stack.Region(), Account: *h.stack.Account(),
+		Table: *h.table.t.TableName(), QueueURL: *out.queue.QueueUrl(), DeadLetterURL: *out.dlq.QueueUrl(),
+		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
+		TokenKey: *h.key.KeyArn(), SpecHash: spec,
+	}).JSON()
+	if err != nil {
+		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes
+	}
+	out.doc = awsssm.NewStringParameter(h.stack, id("Document"), &awsssm.StringParameterProps{
+		ParameterName: jsii.String(poolconfig.ParameterName(h.cfg.Stack, p.Name)),
+		StringValue:   jsii.String(string(body)),
+		Description:   jsii.String("Hangar pool document (docs/design.md §9)"),
+		Tier:          awsssm.ParameterTier_STANDARD,
+	})
+	return out
+}

@@ -1,0 +1,151 @@
+package stack
+
+import (
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/tokens"
+)
+
+// githubOIDC is GitHub Actions' OIDC issuer.
+const githubOIDC = "token.actions.githubusercontent.com"
+
+// sourceInstance is the IAM policy variable naming the instance whose role signs a request.
+const sourceInstance = "${ec2:SourceInstanceARN}"
+
+// roles are the stack's three identities.
+type roles struct {
+	instance awsiam.Role
+	profile  awsiam.CfnInstanceProfile
+	workflow awsiam.Role // the provision and release steps, through GitHub OIDC
+	refresh  awsiam.Role
+}
+
+func newRoles(h *hangar) *roles {
+	r := &roles{}
+	r.instance = awsiam.NewRole(h.stack, jsii.String("InstanceRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ec2.amazonaws.com"), nil),
+		Description: jsii.String("Hangar instances: the agent's own item, its own tokens, its own termination"),
+	})
+	r.profile = awsiam.NewCfnInstanceProfile(h.stack, jsii.String("InstanceProfile"), &awsiam.CfnInstanceProfileProps{
+		Roles: &[]interface{}{r.instance.RoleName()},
+	})
+
+	providerArn := jsii.String(h.cfg.GitHub.OIDCProviderARN)
+	if *providerArn == "" {
+		p := awsiam.NewCfnOIDCProvider(h.stack, jsii.String("GitHubOIDC"), &awsiam.CfnOIDCProviderProps{
+			Url:          jsii.String("https://" + githubOIDC),
+			ClientIdList: jsii.Strings("sts.amazonaws.com"),
+		})
+		providerArn = p.AttrArn()
+	}
+	var subs []*string
+	for _, repo := range h.cfg.GitHub.Repositories {
+		subs = append(subs, jsii.String("repo:"+repo+":*")) // owner/* becomes repo:owner/*:*
+	}
+	r.workflow = awsiam.NewRole(h.stack, jsii.String("WorkflowRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewWebIdentityPrincipal(providerArn, &map[string]interface{}{
+			"StringEquals": map[string]interface{}{githubOIDC + ":aud": "sts.amazonaws.com"},
+			"StringLike":   map[string]interface{}{githubOIDC + ":sub": subs},
+		}),
+		Description: jsii.String("Hangar provision and release steps, for the workflows of " + strings.Join(h.cfg.GitHub.Repositories, ", ")),
+	})
+	r.refresh = awsiam.NewRole(h.stack, jsii.String("RefreshRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("Hangar refresh function"),
+	})
+	return r
+}
+
+func statement(actions []string, resources []*string, conditions map[string]interface{}) awsiam.PolicyStatement {
+	s := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources})
+	if conditions != nil {
+		s.AddConditions(&conditions)
+	}
+	return s
+}
+
+// grant writes every policy, once the pools exist.
+func (r *roles) grant(h *hangar) {
+	tableArn := h.table.t.TableArn()
+	indexes := h.arn("dynamodb", "table/"+h.cfg.Stack+"-instances/index/*")
+	poolDocs := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools/*")
+	poolPath := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools")
+	var queues, templates []*string
+	for _, p := range h.pools {
+		queues = append(queues, p.queue.QueueArn(), p.dlq.QueueArn())
+		templates = append(templates, h.arn("ec2", "launch-template/"+*p.template.Ref()))
+	}
+	stackTag := map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
+
+	// The instance: its own item (the partition key is its ARN), of which it writes only the
+	// agent's attributes; its own tokens; its own termination; its pool document; the agent.
+	agentAttrs := append([]string{state.AttrARN, "version"}, state.AgentAttributes...)
+	own := map[string]interface{}{"ForAllValues:StringEquals": map[string]interface{}{"dynamodb:LeadingKeys": []string{sourceInstance}}}
+	for _, s := range []awsiam.PolicyStatement{
+		statement([]string{"dynamodb:GetItem"}, []*string{tableArn}, own),
+		statement([]string{"dynamodb:UpdateItem"}, []*string{tableArn}, map[string]interface{}{
+			"ForAllValues:StringEquals": map[string]interface{}{"dynamodb:LeadingKeys": []string{sourceInstance}, "dynamodb:Attributes": agentAttrs},
+		}),
+		statement([]string{"kms:Decrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
+			"StringEquals": map[string]interface{}{"kms:EncryptionContext:" + tokens.ContextKey: sourceInstance},
+		}),
+		statement([]string{"ec2:TerminateInstances"}, []*string{jsii.String(sourceInstance)}, map[string]interface{}{"StringEquals": stackTag}),
+		statement([]string{"ssm:GetParameter"}, []*string{poolDocs}, nil),
+	} {
+		r.instance.AddToPolicy(s)
+	}
+	for _, ag := range h.agents {
+		r.instance.AddToPolicy(statement([]string{"s3:GetObject"}, []*string{ag.asset.Bucket().ArnForObjects(ag.asset.S3ObjectKey())}, nil))
+	}
+
+	common := []awsiam.PolicyStatement{
+		statement([]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:Query"},
+			[]*string{tableArn, indexes}, nil),
+		statement([]string{"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"},
+			queues, nil),
+		statement([]string{"ssm:GetParameter", "ssm:GetParametersByPath"}, []*string{poolDocs, poolPath}, nil),
+		// Launches: only from the stack's templates, only instances tagged as the stack's.
+		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, templates, nil),
+		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
+			"StringEquals": map[string]interface{}{"aws:RequestTag/" + fleet.TagStack: h.cfg.Stack},
+			"ArnLike":      map[string]interface{}{"ec2:LaunchTemplate": templates},
+		}),
+		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "fleet/*"), h.arn("ec2", "volume/*"),
+			h.arn("ec2", "network-interface/*"), h.arn("ec2", "subnet/*"), h.arn("ec2", "security-group/*"),
+			awsArn(h, "ec2", "", "image/*"), h.arn("ec2", "spot-instances-request/*")}, nil),
+		statement([]string{"ec2:CreateTags"}, []*string{h.arn("ec2", "instance/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "fleet/*")},
+			map[string]interface{}{"StringEquals": map[string]interface{}{"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}),
+		statement([]string{"ec2:DeleteTags"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
+			"StringEquals":              stackTag,
+			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{fleet.TagUnrecorded}},
+		}),
+		statement([]string{"ec2:DescribeInstances", "ec2:DescribeInstanceTypes"}, []*string{jsii.String("*")}, nil),
+		statement([]string{"iam:PassRole"}, []*string{r.instance.RoleArn()}, map[string]interface{}{
+			"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"},
+		}),
+	}
+	for _, s := range common {
+		r.workflow.AddToPolicy(s)
+		r.refresh.AddToPolicy(s)
+	}
+	// The control plane seals tokens; it can never open them.
+	r.workflow.AddToPolicy(statement([]string{"kms:Encrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
+		"ForAllValues:StringEquals": map[string]interface{}{"kms:EncryptionContextKeys": []string{tokens.ContextKey}},
+	}))
+	r.workflow.AddToPolicy(statement([]string{"ec2:StartInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
+		map[string]interface{}{"StringEquals": stackTag}))
+	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
+		map[string]interface{}{"StringEquals": stackTag}))
+}
+
+// awsArn is an ARN with an explicit account part ("" for public resources such as AMIs).
+func awsArn(h *hangar, service, account, resource string) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:"), h.stack.Partition(), jsii.String(":" + service + ":"),
+		h.stack.Region(), jsii.String(":" + account + ":" + resource)})
+}

@@ -1,0 +1,100 @@
+package stack
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/hangar-ci/hangar/infra/config"
+)
+
+// Assets are the built binaries the stack ships.
+type Assets struct {
+	// AgentDir holds agent-linux-amd64 and agent-linux-arm64.
+	AgentDir string
+	// RefreshDir holds the refresh function's bootstrap (linux/arm64).
+	RefreshDir string
+}
+
+// agent is one architecture's agent binary, uploaded as an asset.
+type agent struct {
+	asset  awss3assets.Asset
+	sha256 string
+}
+
+// hangar is the stack under construction.
+type hangar struct {
+	stack  awscdk.Stack
+	cfg    *config.Config
+	key    awskms.Key
+	agents map[string]agent // by arch: x64, arm64
+	table  *table
+	pools  []*pool
+	roles  *roles
+}
+
+// New adds the Hangar stack described by cfg to scope.
+func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *awscdk.StackProps) (awscdk.Stack, error) {
+	h := &hangar{cfg: cfg, agents: map[string]agent{}}
+	h.stack = awscdk.NewStack(scope, jsii.String(cfg.Stack), props)
+	awscdk.Tags_Of(h.stack).Add(jsii.String("hangar:stack"), jsii.String(cfg.Stack), nil)
+	for arch, file := range map[string]string{"x64": "agent-linux-amd64", "arm64": "agent-linux-arm64"} {
+		path := filepath.Join(assets.AgentDir, file)
+		sum, err := fileSHA256(path)
+		if err != nil {
+			return nil, fmt.Errorf("agent build for %s: %w (make synth builds it)", arch, err)
+		}
+		h.agents[arch] = agent{sha256: sum, asset: awss3assets.NewAsset(h.stack, jsii.String("Agent-"+arch),
+			&awss3assets.AssetProps{Path: jsii.String(path)})}
+	}
+	if _, err := os.Stat(filepath.Join(assets.RefreshDir, "bootstrap")); err != nil {
+		return nil, fmt.Errorf("refresh function build: %w (make synth builds it)", err)
+	}
+	h.key = awskms.NewKey(h.stack, jsii.String("RunnerTokenKey"), &awskms.KeyProps{
+		Description:       jsii.String("Hangar " + cfg.Stack + ": seals runner tokens for one instance each (encryption context instanceArn)"),
+		EnableKeyRotation: jsii.Bool(true),
+		Alias:             jsii.String("alias/" + cfg.Stack + "-runner-tokens"),
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+	})
+	h.table = newTable(h.stack, cfg.Stack)
+	h.roles = newRoles(h)
+	for i := range cfg.Pools {
+		h.pools = append(h.pools, newPool(h, &cfg.Pools[i]))
+	}
+	h.roles.grant(h)
+	fn := newRefresh(h, assets.RefreshDir)
+	newMonitoring(h, fn)
+	awscdk.NewCfnOutput(h.stack, jsii.String("WorkflowRoleArn"), &awscdk.CfnOutputProps{
+		Value: h.roles.workflow.RoleArn(), Description: jsii.String("role-to-assume for aws-actions/configure-aws-credentials in workflows that use Hangar"),
+	})
+	awscdk.NewCfnOutput(h.stack, jsii.String("TableName"), &awscdk.CfnOutputProps{Value: h.table.t.TableName()})
+	return h.stack, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// arn builds an ARN of this stack's account and region.
+func (h *hangar) arn(service, resource string) *string {
+	return awscdk.Fn_Join(jsii.String(""), &[]*string{jsii.String("arn:"), h.stack.Partition(), jsii.String(":" + service + ":"),
+		h.stack.Region(), jsii.String(":"), h.stack.Account(), jsii.String(":" + resource)})
+}

@@ -1,0 +1,279 @@
+package stack_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/infra/config"
+	"github.com/hangar-ci/hangar/infra/stack"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// template is the example config's synthesized template, made once: the jsii runtime starts
+// once per test binary.
+var template map[string]any
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		defer jsii.Close()
+		dir, err := os.MkdirTemp("", "hangar-infra-test-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		// Stand-in builds: the template depends on the files' hashes, not on what they are.
+		for _, f := range []string{"agent-linux-amd64", "agent-linux-arm64", "refresh/bootstrap"} {
+			p := filepath.Join(dir, f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				panic(err)
+			}
+			if err := os.WriteFile(p, []byte("stand-in "+f), 0o755); err != nil {
+				panic(err)
+			}
+		}
+		cfg, err := config.Load("../hangar.example.yaml")
+		if err != nil {
+			panic(err)
+		}
+		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
+		st, err := stack.New(app, cfg, stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh")}, nil)
+		if err != nil {
+			panic(err)
+		}
+		raw := assertions.Template_FromStack(st, nil).ToJSON()
+		b, err := json.Marshal(raw)
+		if err != nil {
+			panic(err)
+		}
+		if err := json.Unmarshal(b, &template); err != nil {
+			panic(err)
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func resources(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range template["Resources"].(map[string]any) {
+		if r := r.(map[string]any); r["Type"] == typ {
+			props, _ := r["Properties"].(map[string]any)
+			out[id] = props
+		}
+	}
+	return out
+}
+
+func only(t *testing.T, typ string) map[string]any {
+	t.Helper()
+	rs := resources(typ)
+	require.Len(t, rs, 1, typ)
+	for _, p := range rs {
+		return p
+	}
+	return nil
+}
+
+func js(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestTable(t *testing.T) {
+	p := only(t, "AWS::DynamoDB::Table")
+	require.Equal(t, "PAY_PER_REQUEST", p["BillingMode"])
+	require.Equal(t, true, p["SSESpecification"].(map[string]any)["SSEEnabled"], "encrypted")
+	require.Equal(t, true, p["PointInTimeRecoverySpecification"].(map[string]any)["PointInTimeRecoveryEnabled"])
+	require.Equal(t, map[string]any{"AttributeName": state.AttrTTL, "Enabled": true}, p["TimeToLiveSpecification"])
+	require.Equal(t, "hangar-instances", p["TableName"])
+	require.JSONEq(t, js([]any{map[string]any{"AttributeName": state.AttrARN, "KeyType": "HASH"}}), js(p["KeySchema"]))
+	gsis := js(p["GlobalSecondaryIndexes"])
+	for _, want := range []string{state.IndexByRun, state.IndexByPoolState, state.AttrRunID, state.AttrPoolStateShard, state.AttrThreshold} {
+		require.Contains(t, gsis, want)
+	}
+	require.Equal(t, 2, strings.Count(gsis, `"ProjectionType":"ALL"`))
+}
+
+func TestTokenKey(t *testing.T) {
+	p := only(t, "AWS::KMS::Key")
+	require.Equal(t, true, p["EnableKeyRotation"])
+	require.Equal(t, "alias/hangar-runner-tokens", only(t, "AWS::KMS::Alias")["AliasName"])
+}
+
+func TestQueuesEncrypted(t *testing.T) {
+	qs := resources("AWS::SQS::Queue")
+	require.Len(t, qs, 2, "one queue and one dead-letter queue for the example's pool")
+	for id, q := range qs {
+		require.Equal(t, true, q["SqsManagedSseEnabled"], id)
+	}
+	require.Contains(t, js(resources("AWS::SQS::QueuePolicy")), "aws:SecureTransport", "TLS only")
+}
+
+func TestLaunchTemplate(t *testing.T) {
+	lt := only(t, "AWS::EC2::LaunchTemplate")
+	data := lt["LaunchTemplateData"].(map[string]any)
+	md := data["MetadataOptions"].(map[string]any)
+	require.Equal(t, "required", md["HttpTokens"], "IMDSv2 only")
+	require.EqualValues(t, 1, md["HttpPutResponseHopLimit"])
+	require.Equal(t, "terminate", data["InstanceInitiatedShutdownBehavior"])
+	ebs := data["BlockDeviceMappings"].([]any)[0].(map[string]any)["Ebs"].(map[string]any)
+	require.Equal(t, true, ebs["Encrypted"])
+	require.Equal(t, "gp3", ebs["VolumeType"])
+	require.EqualValues(t, 50, ebs["VolumeSize"])
+	require.Contains(t, js(data["ImageId"]), `"Ref":"Poollinuxx64Image`)
+	image := template["Parameters"].(map[string]any)["Poollinuxx64Image"].(map[string]any)
+	require.Equal(t, "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>", image["Type"])
+	require.Equal(t, "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64", image["Default"])
+	ud := js(data["UserData"])
+	for _, want := range []string{"sha256sum --check", "Restart=always", "useradd", "--stack hangar --pool linux-x64", "aws s3 cp"} {
+		require.Contains(t, ud, want)
+	}
+}
+
+func TestPoolDocument(t *testing.T) {
+	p := only(t, "AWS::SSM::Parameter")
+	require.Equal(t, poolconfig.ParameterName("hangar", "linux-x64"), p["Name"])
+	doc := js(p["Value"])
+	for _, want := range []string{`\"tokenKey\"`, `\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`} {
+		require.Contains(t, doc, want)
+	}
+}
+
+func TestRefreshFunction(t *testing.T) {
+	fn := only(t, "AWS::Lambda::Function")
+	require.Equal(t, "provided.al2023", fn["Runtime"])
+	require.Equal(t, []any{"arm64"}, fn["Architectures"])
+	require.Equal(t, "hangar", fn["Environment"].(map[string]any)["Variables"].(map[string]any)["HANGAR_STACK"])
+	rules := js(resources("AWS::Events::Rule"))
+	for _, want := range []string{"rate(1 minute)", "EC2 Spot Instance Interruption Warning", "EC2 Instance State-change Notification"} {
+		require.Contains(t, rules, want)
+	}
+}
+
+func TestMonitoring(t *testing.T) {
+	alarms := js(resources("AWS::CloudWatch::Alarm"))
+	for _, want := range []string{"ApproximateNumberOfMessagesVisible", "Orphans", "Errors"} {
+		require.Contains(t, alarms, want)
+	}
+	only(t, "AWS::CloudWatch::Dashboard")
+}
+
+// statements returns every policy statement of the template, by the logical id of what holds it.
+func statements(t *testing.T) map[string][]map[string]any {
+	t.Helper()
+	out := map[string][]map[string]any{}
+	for id, p := range resources("AWS::IAM::Policy") {
+		roles := js(p["Roles"])
+		for _, s := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+			out[roles] = append(out[roles], s.(map[string]any))
+		}
+		_ = id
+	}
+	return out
+}
+
+func actions(s map[string]any) []string {
+	switch a := s["Action"].(type) {
+	case string:
+		return []string{a}
+	case []any:
+		var out []string
+		for _, x := range a {
+			out = append(out, x.(string))
+		}
+		return out
+	}
+	return nil
+}
+
+// policyOf returns the statements attached to the role whose logical id starts with prefix.
+func policyOf(t *testing.T, prefix string) []map[string]any {
+	t.Helper()
+	for roles, ss := range statements(t) {
+		if strings.Contains(roles, `"`+prefix) {
+			return ss
+		}
+	}
+	t.Fatalf("no policy for role %s", prefix)
+	return nil
+}
+
+func TestNoWildcardAction(t *testing.T) {
+	for roles, ss := range statements(t) {
+		for _, s := range ss {
+			for _, a := range actions(s) {
+				require.NotContains(t, a, "*", "%s: %s", roles, js(s))
+			}
+		}
+	}
+	for id, r := range resources("AWS::IAM::Role") {
+		require.NotContains(t, js(r["Policies"]), `"Action":"*"`, id)
+		require.Empty(t, r["ManagedPolicyArns"], "%s: every statement is the stack's own", id)
+	}
+}
+
+func TestInstanceRole(t *testing.T) {
+	ss := policyOf(t, "InstanceRole")
+	all := js(ss)
+	find := func(action string) map[string]any {
+		for _, s := range ss {
+			for _, a := range actions(s) {
+				if a == action {
+					return s
+				}
+			}
+		}
+		t.Fatalf("instance role: no %s", action)
+		return nil
+	}
+	for _, a := range []string{"dynamodb:GetItem", "dynamodb:UpdateItem"} {
+		require.Contains(t, js(find(a)["Condition"]), `"dynamodb:LeadingKeys":["${ec2:SourceInstanceARN}"]`, a)
+	}
+	update := js(find("dynamodb:UpdateItem")["Condition"])
+	for _, attr := range state.AgentAttributes {
+		require.Contains(t, update, `"`+attr+`"`)
+	}
+	require.NotContains(t, update, `"state"`, "the agent never writes the state")
+	require.NotContains(t, update, `"runId"`)
+	require.Contains(t, js(find("kms:Decrypt")["Condition"]), `"kms:EncryptionContext:instanceArn":"${ec2:SourceInstanceARN}"`)
+	require.Equal(t, "${ec2:SourceInstanceARN}", find("ec2:TerminateInstances")["Resource"], "its own instance only")
+	require.NotContains(t, all, `"kms:Encrypt"`)
+	require.NotContains(t, all, "sqs:")
+	require.NotContains(t, all, "ec2:RunInstances")
+}
+
+func TestWorkflowRole(t *testing.T) {
+	ss := policyOf(t, "WorkflowRole")
+	all := js(ss)
+	require.Contains(t, all, `"kms:Encrypt"`)
+	require.NotContains(t, all, "kms:Decrypt", "the control plane can seal tokens, never open them")
+	require.Contains(t, all, `"iam:PassedToService":"ec2.amazonaws.com"`)
+	require.Contains(t, all, `"aws:RequestTag/hangar:stack":"hangar"`, "launches are tagged as the stack's")
+	require.Contains(t, all, `"aws:ResourceTag/hangar:stack":"hangar"`, "starts and terminations only of the stack's instances")
+
+	var trust string
+	for id, r := range resources("AWS::IAM::Role") {
+		if strings.HasPrefix(id, "WorkflowRole") {
+			trust = js(r["AssumeRolePolicyDocument"])
+		}
+	}
+	require.Contains(t, trust, "sts:AssumeRoleWithWebIdentity")
+	require.Contains(t, trust, `"token.actions.githubusercontent.com:aud":"sts.amazonaws.com"`)
+	for _, repo := range []string{"octo-org/app", "octo-org/infra"} {
+		require.Contains(t, trust, fmt.Sprintf(`"repo:%s:*"`, repo))
+	}
+	only(t, "AWS::IAM::OIDCProvider")
+}
+
+func TestRefreshRole(t *testing.T) {
+	all := js(policyOf(t, "RefreshRole"))
+	require.Contains(t, all, `"ec2:StopInstances"`)
+	require.NotContains(t, all, "kms:", "refresh handles no tokens")
+}
