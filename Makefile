@@ -21,7 +21,9 @@ WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 INFRA_ENV = JSII_RUNTIME_PACKAGE_CACHE_ROOT=$(CURDIR)/.cache/jsii JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 HANGAR_CONFIG ?= hangar.example.yaml
 
-.PHONY: help build dist demo test test-short test-infra synth infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
+CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
+
+.PHONY: help build dist demo test test-short test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -45,7 +47,7 @@ dist: ## the action's binaries for a release tag: dist/hangar-{provision,release
 	  echo "build dist/hangar-$$c-linux-$$a"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/hangar-$$c-linux-$$a ./cmd/$$c || exit 1; \
 	done; done
 
-test: testbed-up test-infra ## start the local emulators if needed, then run every test with -race (the CDK app's too)
+test: testbed-up test-infra validate-template ## start the local emulators if needed, then run every test with -race (the CDK app's too)
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
 
 test-infra: ## the CDK app's tests: config validation and assertions on the synthesized template (needs node)
@@ -56,6 +58,13 @@ infra-assets: ## build what the stack ships into infra/build: the agent (linux a
 	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-amd64 ./cmd/agent
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-arm64 ./cmd/agent
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o infra/build/refresh/bootstrap ./cmd/refresh
+
+validate-template: synth $(CFNVAL) ## check the synthesized template offline (@aws/cloudformation-validate): no errors
+	cd .cache/cfnval && cp ../../infra/scripts/validate.mjs . && node validate.mjs ../../infra/cdk.out/$(shell sed -n 's/^stack: *//p' infra/$(HANGAR_CONFIG) | head -1).template.json
+
+$(CFNVAL):
+	@mkdir -p .cache/cfnval
+	cd .cache/cfnval && npm install --no-audit --no-fund --prefix . @aws/cloudformation-validate@1.9.0-beta
 
 synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hangar.example.yaml) into infra/cdk.out
 	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .

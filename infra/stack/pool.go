@@ -36,6 +36,9 @@ func newPool(h *hangar, p *config.Pool) *pool {
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
 		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(30)),
+		// An offer lives as long as its instance's idle or stopped deadline; SQS keeps 14 days
+		// at most, and a longer-stopped instance is republished by refresh.
+		RetentionPeriod: awscdk.Duration_Days(jsii.Number(14)),
 		// Offers held and released by selections are received many times in normal operation
 		// (docs/design.md §8): the redrive only backs up explicit dead-lettering of poison.
 		DeadLetterQueue: &awssqs.DeadLetterQueue{Queue: out.dlq, MaxReceiveCount: jsii.Number(50)},

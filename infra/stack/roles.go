@@ -95,7 +95,12 @@ func (r *roles) grant(h *hangar) {
 		statement([]string{"kms:Decrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
 			"StringEquals": map[string]interface{}{"kms:EncryptionContext:" + tokens.ContextKey: sourceInstance},
 		}),
-		statement([]string{"ec2:TerminateInstances"}, []*string{jsii.String(sourceInstance)}, map[string]interface{}{"StringEquals": stackTag}),
+		// IAM has no condition that names the calling instance as the resource in a form the
+		// validators accept; the closest is the stack's instances launched with this profile.
+		statement([]string{"ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
+			"StringEquals": map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack},
+			"ArnEquals":    map[string]interface{}{"ec2:InstanceProfile": r.profile.AttrArn()},
+		}),
 		statement([]string{"ssm:GetParameter"}, []*string{poolDocs}, nil),
 	} {
 		r.instance.AddToPolicy(s)
