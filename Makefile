@@ -50,8 +50,8 @@ dist: ## the action's binaries for a release tag: dist/hangar-{provision,release
 test: testbed-up test-infra validate-template ## start the local emulators if needed, then run every test with -race (the CDK app's too)
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
 
-test-infra: ## the CDK app's tests: config validation and assertions on the synthesized template (needs node)
-	cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+test-infra: testbed-up ## the CDK app's tests: config validation, assertions on the synthesized template, and its deployment into the emulators (needs node)
+	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
 
 infra-assets: ## build what the stack ships into infra/build: the agent (linux amd64, arm64) and the refresh bootstrap (arm64)
 	@mkdir -p infra/build/refresh
