@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/faults"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
@@ -116,4 +118,29 @@ func (e *env) refreshDeps() refresh.Deps {
 	e.t.Helper()
 	_, deps := e.load()
 	return deps
+}
+
+// refreshRacingAClaim runs one refresh under which run claims instance id just before refresh's
+// first write moving it to before (terminated when empty), as a provision could between
+// refresh's read and its write. It checks that the claim happened and that afterwards the
+// instance is still claimed by run and running on EC2, and returns the report.
+func (e *env) refreshRacingAClaim(id, run string, before state.State) *refresh.Report {
+	e.t.Helper()
+	stack, deps := e.load()
+	thief := &faults.Thief{Store: e.Store, Target: id, Run: run, Before: before}
+	deps.Store = thief
+	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
+	require.NoError(e.t, err)
+	stolen, err := thief.Stolen()
+	require.NoError(e.t, err)
+	require.True(e.t, stolen, "the claim landed between refresh's read and its write")
+
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(e.t, err)
+	require.Equal(e.t, state.Claimed, it.State)
+	require.Equal(e.t, run, it.RunID)
+	st, err := e.InstanceState(e.ctx, id)
+	require.NoError(e.t, err)
+	require.Equal(e.t, ec2types.InstanceStateNameRunning, st, "the claimed instance keeps running: a lost write never reaches EC2")
+	return rep
 }

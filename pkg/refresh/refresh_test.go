@@ -11,7 +11,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/faults"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -291,21 +290,6 @@ func TestExpiryLosingToAClaimTerminatesNothing(t *testing.T) {
 	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Stopped, To: state.Idle, Version: in.Version, Threshold: time.Now().Add(-time.Second)})
 	require.NoError(t, err)
 
-	stack, deps := e.load()
-	thief := &faults.Thief{Store: e.Store, Target: id, Run: "6300"}
-	deps.Store = thief
-	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
-	require.NoError(t, err)
-	stolen, err := thief.Stolen()
-	require.NoError(t, err)
-	require.True(t, stolen, "the claim landed between refresh's read and its write")
+	rep := e.refreshRacingAClaim(id, "6300", "")
 	require.Zero(t, rep.Pools[0].Expired, "refresh ended nothing it did not win")
-
-	it, err := e.Store.Get(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, state.Claimed, it.State)
-	require.Equal(t, "6300", it.RunID)
-	st, err := e.InstanceState(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, ec2types.InstanceStateNameRunning, st, "a lost write never reaches TerminateInstances")
 }

@@ -7,7 +7,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/faults"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -24,23 +23,8 @@ func TestStopLosingToAClaimStopsNothing(t *testing.T) {
 	require.NoError(t, err)
 	e.schedule(0, 1)
 
-	stack, deps := e.load()
-	thief := &faults.Thief{Store: e.Store, Target: id, Run: "6310", Before: state.Stopped}
-	deps.Store = thief
-	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
-	require.NoError(t, err)
-	stolen, err := thief.Stolen()
-	require.NoError(t, err)
-	require.True(t, stolen, "the claim landed between refresh's read and its write")
+	rep := e.refreshRacingAClaim(id, "6310", state.Stopped)
 	require.Zero(t, rep.Pools[0].Stops, "refresh stopped nothing it did not win")
-
-	it, err := e.Store.Get(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, state.Claimed, it.State)
-	require.Equal(t, "6310", it.RunID)
-	st, err := e.InstanceState(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, ec2types.InstanceStateNameRunning, st, "the claimed instance is never stopped")
 }
 
 // TestStopWaitsForAFinishedRun: an idle instance whose agent has not yet signalled DEREGISTERED
