@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -228,24 +229,11 @@ func (p *Pool) validate(field func(string) string, allowed []string) []error {
 
 // coveredBy reports whether repository pattern r is within one of the allowed patterns.
 func coveredBy(r string, allowed []string) bool {
+	owner, _, _ := strings.Cut(r, "/")
 	for _, a := range allowed {
-		if a == r {
+		if a == r || a == owner+"/*" {
 			return true
-		}
-		if owner, name, _ := cut(a); name == "*" {
-			if o, _, _ := cut(r); o == owner {
-				return true
-			}
 		}
 	}
 	return false
-}
-
-func cut(r string) (string, string, bool) {
-	for i := range len(r) {
-		if r[i] == '/' {
-			return r[:i], r[i+1:], true
-		}
-	}
-	return r, "", false
 }

@@ -287,16 +287,13 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 				sel.res.Stopped = append(sel.res.Stopped, o.in.ID)
 			}
 			sel.drop = append(sel.drop, o.r.handle)
-		case unchanged(o.r.msg, o.err) != nil && !state.Reusable(sel.req.Reuse, unchanged(o.r.msg, o.err).ServedRepos, sel.req.Assign.Repo):
-			// The offer is current but the reuse scope keeps it from this run (an offer
-			// published before it served another repository): others may take it.
+		case unchanged(o.r.msg, o.err):
+			// The offer is current but the claim's condition refused it: the reuse scope keeps
+			// it from this run, or its agent's heartbeat is not fresh. The offer stays, for
+			// runs it fits or for its agent's return; refresh terminates an instance whose
+			// heartbeat stays stale.
 			sel.give = append(sel.give, o.r.handle)
-		case unchanged(o.r.msg, o.err) != nil:
-			// Current, fitting, and refused: its agent has been quiet for a while. The offer
-			// stays: the agent may be back in a moment (a throttled heartbeat), and if it is
-			// not, refresh terminates the instance for its stale heartbeat.
-			sel.give = append(sel.give, o.r.handle)
-			sel.log().Warn("offer skipped: its agent's heartbeat is not fresh", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID)
+			sel.log().Debug("offer refused by the claim's condition", "pool", sel.Queue.pool, "instance", o.r.msg.InstanceID)
 		case errors.Is(o.err, state.ErrConflict):
 			// The instance moved on (claimed by someone else, expired, re-offered with a newer
 			// version): this message is stale.
@@ -327,16 +324,13 @@ func (sel *selection) ownWin(m Message, err error) *state.Instance {
 	return nil
 }
 
-// unchanged returns the item a lost claim found, if it is just as the message offers it (nil
-// otherwise): then the condition that failed is the reuse scope's or the heartbeat's, not the
-// offer's freshness.
-func unchanged(m Message, err error) *state.Instance {
+// unchanged reports whether a lost claim found the instance just as the message offers it: then
+// the condition that failed is the reuse scope's or the heartbeat's, not the offer's freshness.
+func unchanged(m Message, err error) bool {
 	var conflict *state.ConflictError
 	if !errors.As(err, &conflict) || conflict.Current == nil {
-		return nil
+		return false
 	}
-	if cur := conflict.Current; cur.State == m.State() && cur.Version == m.Version && cur.RunID == "" {
-		return cur
-	}
-	return nil
+	cur := conflict.Current
+	return cur.State == m.State() && cur.Version == m.Version && cur.RunID == ""
 }

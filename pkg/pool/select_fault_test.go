@@ -125,3 +125,25 @@ func TestClaimStoreFailure(t *testing.T) {
 	require.Equal(t, []string{"ha"}, fake.deleted)
 	require.Equal(t, []string{"hb"}, fake.returned, "the failed claim's message is given back")
 }
+
+// TestClaimRefusedByItsConditionGivesTheOfferBack: a claim that loses although the item is just
+// as offered (the reuse scope or a stale heartbeat refused it) leaves the offer for others.
+func TestClaimRefusedByItsConditionGivesTheOfferBack(t *testing.T) {
+	t.Parallel()
+	m := goodMessage()
+	m.Pool = "p"
+	fake := &fakeSQS{pending: []types.Message{offer(t, "h1", m)}}
+	q, err := NewQueue(fake, "p", "url", "")
+	require.NoError(t, err)
+	claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
+		cur := &state.Instance{ID: c.InstanceID, Pool: "p", State: c.From, Version: c.Version}
+		return nil, &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, Version: c.Version, Current: cur}
+	})
+	res, err := (&Selector{Queue: q, Store: claimer}).Claim(context.Background(), Request{Count: 1,
+		Assign: state.Assignment{RunID: "5", Repo: "octo/app"}, ClaimDeadline: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Empty(t, res.Instances)
+	require.Zero(t, res.Stats.Lost)
+	require.Empty(t, fake.deleted, "the offer is not deleted")
+	require.Equal(t, []string{"h1"}, fake.returned, "it is given back")
+}

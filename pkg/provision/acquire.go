@@ -41,7 +41,7 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 			ack = state.StartAckTimeout
 		}
 		p.add(*in, true)
-		p.expectAck(in.ID, time.Now().Add(ack))
+		p.expectAck(in.ID, ack)
 	}
 	if err != nil {
 		p.warn("claim from pool %s: %v (creating instead)", doc.Name, err)

@@ -44,9 +44,9 @@ func TestRollbackLeavesTheOtherProvisionAlone(t *testing.T) {
 	require.NotContains(t, e.runnerNames(), kept, "release removes every runner of the run")
 }
 
-// TestOtherStacksRunnersLeftAlone: another stack serving the same repository registered runners
-// for the same run and left an offline one behind. This stack's housekeeping and release touch
-// neither; its own stale runner goes.
+// TestOtherStacksRunnersLeftAlone: another stack serving the same repository registered runners,
+// one for the very run this stack releases (carrying that run's label), and left them offline.
+// This stack's housekeeping and release touch neither; its own stale runner goes.
 func TestOtherStacksRunnersLeftAlone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, localenv.Options{})
@@ -66,4 +66,9 @@ func TestOtherStacksRunnersLeftAlone(t *testing.T) {
 		require.Contains(t, names, name, "another stack's runner is not ours to delete")
 	}
 	require.NotContains(t, names, ours, "this stack's stale runner is deleted")
+	for _, r := range e.GH.Runners(localenv.Repo) {
+		if r.Name == theirs[1] {
+			require.Contains(t, r.Labels, "7911", "it carries the released run's label, and is still not ours")
+		}
+	}
 }

@@ -136,9 +136,10 @@ type member struct {
 	reused  bool
 	ready   bool
 	readyAt time.Duration
-	// ackBy is when a claimed instance's agent must have shown, by a heartbeat after the claim,
-	// that it noticed it (zero for created instances, which boot first).
-	ackBy time.Time
+	// ackBy is when a claimed instance's agent must have acknowledged the claim (ackVersion),
+	// ackWithin the bound it was given (zero for created instances, which boot first).
+	ackBy     time.Time
+	ackWithin time.Duration
 }
 
 // provisioning is one provision in progress.
@@ -259,11 +260,11 @@ func (p *provisioning) add(in state.Instance, reused bool) {
 	p.order = append(p.order, in.ID)
 }
 
-func (p *provisioning) expectAck(id string, by time.Time) {
+func (p *provisioning) expectAck(id string, within time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m, ok := p.members[id]; ok {
-		m.ackBy = by
+		m.ackBy, m.ackWithin = time.Now().Add(within), within
 	}
 }
 

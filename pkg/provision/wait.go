@@ -89,7 +89,7 @@ func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member
 		// at the registration timeout.
 		failed.Add(1)
 		reason := fmt.Sprintf("its agent showed no sign of life within %s of the claim (last heartbeat %s)",
-			m.ackBy.Sub(m.inst.UpdatedAt).Round(time.Second), heartbeatText(it.HeartbeatAt))
+			m.ackWithin, heartbeatText(it.HeartbeatAt))
 		p.warn("%s replaced: %s", id, reason)
 		wg.Go(func() { p.drop(ctx, it, reason) })
 	default:

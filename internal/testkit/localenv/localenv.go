@@ -190,18 +190,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 // publishPool creates the pool's queue and launch template in moto, as the stack does, and
 // publishes its document.
 func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string) error {
-	queueURL, dlqURL, err := e.createQueues(ctx, e.Stack+"-"+e.Pool)
+	queueURL, dlqURL, template, err := e.poolResources(ctx, e.Pool)
 	if err != nil {
 		return err
 	}
-	lt, err := e.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(e.Stack + "-" + e.Pool),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(AMI), InstanceType: ec2types.InstanceTypeC7iLarge}})
-	if err != nil {
-		return fmt.Errorf("create launch template: %w", err)
-	}
-	e.closers = append(e.closers, func() {
-		_, _ = e.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
-	})
 	subnets, err := e.subnets(ctx)
 	if err != nil {
 		return err
@@ -218,83 +210,75 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	if err != nil {
 		return fmt.Errorf("create the token key: %w", err)
 	}
-	doc := poolconfig.Document{
+	e.Doc, err = e.putDocument(ctx, poolconfig.Document{
 		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
 		QueueURL: queueURL, DeadLetterQueueURL: dlqURL, TokenKey: aws.ToString(key.KeyMetadata.Arn),
-		LaunchTemplate: poolconfig.LaunchTemplate{ID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), Version: "1"},
+		LaunchTemplate: poolconfig.LaunchTemplate{ID: template, Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, Subnets: subnets, Market: market, Labels: []string{"linux"},
 		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
-	}
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return fmt.Errorf("encode pool document: %w", err)
-	}
-	if e.Doc, err = poolconfig.Parse(body); err != nil {
-		return fmt.Errorf("local pool document: %w", err)
-	}
-	name := poolconfig.ParameterName(e.Stack, e.Pool)
-	client := ssm.NewFromConfig(e.AWS)
-	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name),
-		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
-		return fmt.Errorf("put parameter %s: %w", name, err)
-	}
-	e.closers = append(e.closers, func() {
-		_, _ = client.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
-	})
-	return nil
+	}, true)
+	return err
 }
 
 // AddPool publishes a second pool of the stack, like the first but with its own queue and
 // launch template, and returns its document.
 func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, error) {
-	queueURL, dlqURL, err := e.createQueues(ctx, e.Stack+"-"+name)
+	queueURL, dlqURL, template, err := e.poolResources(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	lt, err := e.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(e.Stack + "-" + name),
-		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(AMI), InstanceType: ec2types.InstanceTypeC7iLarge}})
-	if err != nil {
-		return nil, fmt.Errorf("create launch template: %w", err)
-	}
-	e.closers = append(e.closers, func() {
-		_, _ = e.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
-	})
 	doc := *e.Doc
 	doc.Name, doc.QueueURL, doc.DeadLetterQueueURL = name, queueURL, dlqURL
-	doc.LaunchTemplate = poolconfig.LaunchTemplate{ID: aws.ToString(lt.LaunchTemplate.LaunchTemplateId), Version: "1"}
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fmt.Errorf("encode pool document: %w", err)
-	}
-	parsed, err := poolconfig.Parse(body)
-	if err != nil {
-		return nil, fmt.Errorf("pool document %s: %w", name, err)
-	}
-	param := poolconfig.ParameterName(e.Stack, name)
-	client := ssm.NewFromConfig(e.AWS)
-	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param),
-		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
-		return nil, fmt.Errorf("put parameter %s: %w", param, err)
-	}
-	e.closers = append(e.closers, func() {
-		_, _ = client.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(param)})
-	})
-	return parsed, nil
+	doc.LaunchTemplate = poolconfig.LaunchTemplate{ID: template, Version: "1"}
+	return e.putDocument(ctx, doc, true)
 }
 
 // UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
 func (e *Env) UpdatePool(ctx context.Context, change func(*poolconfig.Document)) error {
 	change(e.Doc)
-	body, err := json.Marshal(e.Doc)
-	if err != nil {
-		return err
-	}
-	if _, err := poolconfig.Parse(body); err != nil {
-		return fmt.Errorf("updated pool document: %w", err)
-	}
-	_, err = ssm.NewFromConfig(e.AWS).PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(poolconfig.ParameterName(e.Stack, e.Pool)),
-		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+	_, err := e.putDocument(ctx, *e.Doc, false)
 	return err
+}
+
+// poolResources creates a pool's queue, dead-letter queue and launch template, as the stack does.
+func (e *Env) poolResources(ctx context.Context, pool string) (queueURL, dlqURL, template string, err error) {
+	if queueURL, dlqURL, err = e.createQueues(ctx, e.Stack+"-"+pool); err != nil {
+		return "", "", "", err
+	}
+	lt, err := e.EC2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(e.Stack + "-" + pool),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(AMI), InstanceType: ec2types.InstanceTypeC7iLarge}})
+	if err != nil {
+		return "", "", "", fmt.Errorf("create launch template: %w", err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = e.EC2.DeleteLaunchTemplate(context.Background(), &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplate.LaunchTemplateId})
+	})
+	return queueURL, dlqURL, aws.ToString(lt.LaunchTemplate.LaunchTemplateId), nil
+}
+
+// putDocument checks a pool document as the steps read it and publishes it (new: removed again
+// by Close), returning it as parsed.
+func (e *Env) putDocument(ctx context.Context, doc poolconfig.Document, isNew bool) (*poolconfig.Document, error) {
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("encode pool document %s: %w", doc.Name, err)
+	}
+	parsed, err := poolconfig.Parse(body)
+	if err != nil {
+		return nil, fmt.Errorf("local pool document: %w", err)
+	}
+	name := poolconfig.ParameterName(e.Stack, doc.Name)
+	client := ssm.NewFromConfig(e.AWS)
+	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name),
+		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
+		return nil, fmt.Errorf("put parameter %s: %w", name, err)
+	}
+	if isNew {
+		e.closers = append(e.closers, func() {
+			_, _ = client.DeleteParameter(context.Background(), &ssm.DeleteParameterInput{Name: aws.String(name)})
+		})
+	}
+	return parsed, nil
 }
 
 // createQueues makes a pool queue with its dead-letter queue, as the stack does.
