@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
@@ -24,10 +23,8 @@ import (
 // once per test binary.
 var template map[string]any
 
-// deployOut is the cloud assembly of the stack as deployed into the emulators (deploy_test.go).
-var deployOut, deployStack string
-
-const assetBucket = "hangar-test-assets"
+// assets are stand-in builds of what the stack ships.
+var assets stack.Assets
 
 func TestMain(m *testing.M) {
 	code := func() int {
@@ -52,24 +49,11 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
-		st, err := stack.New(app, cfg, stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh")}, nil)
+		assets = stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh")}
+		st, err := stack.New(app, cfg, assets, nil)
 		if err != nil {
 			panic(err)
 		}
-		// The same stack for the emulators: assets in a bucket of our own, no bootstrap stack.
-		deployOut = filepath.Join(dir, "deploy.out")
-		dapp := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(deployOut)})
-		dcfg := *cfg
-		dcfg.Stack = fmt.Sprintf("hangar-deploy-%d", time.Now().UnixNano()%1e9) // its own table, queues and paths
-		deployStack = dcfg.Stack
-		if _, err := stack.New(dapp, &dcfg, stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh")}, &awscdk.StackProps{
-			Synthesizer: awscdk.NewDefaultStackSynthesizer(&awscdk.DefaultStackSynthesizerProps{
-				GenerateBootstrapVersionRule: jsii.Bool(false), FileAssetsBucketName: jsii.String(assetBucket),
-			}),
-		}); err != nil {
-			panic(err)
-		}
-		dapp.Synth(nil)
 		raw := assertions.Template_FromStack(st, nil).ToJSON()
 		b, err := json.Marshal(raw)
 		if err != nil {

@@ -65,6 +65,12 @@ type Options struct {
 	Types       []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
 	Dir         string   // the simulator's directory (default: a temporary one, removed by Close)
 	Log         *slog.Logger
+	// Deployed attaches the world to the stack named Stack as deployed into the emulators (see
+	// internal/testkit/emustack): its table (in moto's DynamoDB), queues, launch templates, key
+	// and pool documents, found from the stack's name alone as the steps find them; nothing of
+	// the stack is created or changed here. The runner must be Baked (the stack's documents
+	// name GitHub's download site), and the pool options above do not apply.
+	Deployed bool
 }
 
 // Env is a running local world. Close it when done.
@@ -83,7 +89,9 @@ type Env struct {
 	// Doc is the pool's published document.
 	Doc *poolconfig.Document
 
-	closers []func()
+	deployed bool
+	ddbURL   string // the DynamoDB endpoint the state table is at
+	closers  []func()
 }
 
 // Start builds the agent and the stand-in runner and brings the world up. The emulators must be
@@ -105,6 +113,15 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if imdsBin == "" || ddbURL == "" {
 		return nil, errors.New("the emulators' endpoints are not in the environment (HANGAR_TESTBED_IMDS_BIN, AWS_ENDPOINT_URL_DYNAMODB): run make testbed-up and load .cache/testbed/endpoints.env")
 	}
+	if o.Deployed && o.Stack == "" {
+		return nil, errors.New("a world on a deployed stack needs the stack's name")
+	}
+	if o.Deployed {
+		// CloudFormation made the table in the same emulator as everything else.
+		if ddbURL = os.Getenv("AWS_ENDPOINT_URL"); ddbURL == "" || !o.Baked {
+			return nil, errors.New("a world on a deployed stack needs AWS_ENDPOINT_URL (the emulator it was deployed into) and a Baked runner")
+		}
+	}
 	agentBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/agent")
 	if err != nil {
 		return nil, fmt.Errorf("build the agent: %w", err)
@@ -118,21 +135,30 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
 	// e is not the named result: a failed return sets that to nil before the deferred Close runs.
-	e := &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances"}
+	e := &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances", deployed: o.Deployed, ddbURL: ddbURL}
 	defer func() {
 		if err != nil {
 			e.Close()
 		}
 	}()
 
-	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	if err := state.CreateTable(ctx, db, e.Table); err != nil {
+	db := e.DynamoDB()
+	if o.Deployed {
+		if err := e.attach(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := state.CreateTable(ctx, db, e.Table); err != nil {
 		return nil, fmt.Errorf("create state table %s: %w", e.Table, err)
+	} else {
+		e.closers = append(e.closers, func() {
+			_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
+		})
 	}
-	e.closers = append(e.closers, func() {
-		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
-	})
-	if e.Store, err = state.NewStore(db, e.Table, state.Account{Partition: "aws", Region: cfg.Region, ID: Account}); err != nil {
+	account := state.Account{Partition: "aws", Region: cfg.Region, ID: Account}
+	if e.Doc != nil {
+		account = e.Doc.StateAccount()
+	}
+	if e.Store, err = state.NewStore(db, e.Table, account); err != nil {
 		return nil, fmt.Errorf("open state store: %w", err)
 	}
 
@@ -159,8 +185,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if o.BadChecksum {
 		sum = strings.Repeat("0", 64)
 	}
-	if err := e.publishPool(ctx, o, dl.URL, sum); err != nil {
-		return nil, fmt.Errorf("publish pool %s: %w", e.Pool, err)
+	if !o.Deployed {
+		if err := e.publishPool(ctx, o, dl.URL, sum); err != nil {
+			return nil, fmt.Errorf("publish pool %s: %w", e.Pool, err)
+		}
 	}
 
 	dir := o.Dir
@@ -171,7 +199,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		e.closers = append(e.closers, func() { _ = os.RemoveAll(dir) })
 	}
 	simCfg := fleetsim.Config{
-		Stack: e.Stack, AgentBin: agentBin, MetadataBin: imdsBin, Dir: dir, Env: os.Environ(), DynamoDBEndpoint: ddbURL,
+		Stack: e.Stack, AgentBin: agentBin, MetadataBin: imdsBin, Dir: dir, Env: e.Environ(), DynamoDBEndpoint: ddbURL,
 		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log,
 	}
 	if o.Baked {
@@ -187,6 +215,35 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	return e, nil
 }
 
+// attach finds the deployed stack's pool o.Pool, as the steps do from the stack's name.
+func (e *Env) attach(ctx context.Context) error {
+	st, err := poolconfig.LoadStack(ctx, ssm.NewFromConfig(e.AWS), e.Stack)
+	if err != nil {
+		return fmt.Errorf("attach to the deployed stack: %w", err)
+	}
+	for _, d := range st.Pools {
+		if d.Name == e.Pool {
+			e.Doc, e.Table = d, d.Table
+			return nil
+		}
+	}
+	return fmt.Errorf("attach to the deployed stack %s: no pool %q", e.Stack, e.Pool)
+}
+
+// DynamoDB returns a client of the DynamoDB the state table is in.
+func (e *Env) DynamoDB() *dynamodb.Client {
+	return dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(e.ddbURL)
+		o.DisableValidateResponseChecksum = true // DynamoDB Local's errors carry no CRC32
+	})
+}
+
+// Environ is the environment of the processes that play Hangar's parts (steps, refresh,
+// agents): this process's, with the state table's DynamoDB endpoint.
+func (e *Env) Environ() []string {
+	return append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+e.ddbURL)
+}
+
 // publishPool creates the pool's queue and launch template in moto, as the stack does, and
 // publishes its document.
 func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string) error {
@@ -194,7 +251,7 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	if err != nil {
 		return err
 	}
-	subnets, err := e.subnets(ctx)
+	subnets, err := DefaultSubnets(ctx, e.EC2)
 	if err != nil {
 		return err
 	}
@@ -223,6 +280,9 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 // AddPool publishes a second pool of the stack, like the first but with its own queue and
 // launch template, and returns its document.
 func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, error) {
+	if e.deployed {
+		return nil, errDeployed
+	}
 	queueURL, dlqURL, template, err := e.poolResources(ctx, name)
 	if err != nil {
 		return nil, err
@@ -235,10 +295,16 @@ func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, e
 
 // UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
 func (e *Env) UpdatePool(ctx context.Context, change func(*poolconfig.Document)) error {
+	if e.deployed {
+		return errDeployed
+	}
 	change(e.Doc)
 	_, err := e.putDocument(ctx, *e.Doc, false)
 	return err
 }
+
+// errDeployed refuses to change a deployed stack's pools behind its back.
+var errDeployed = errors.New("the pools of a deployed stack change by redeploying it")
 
 // poolResources creates a pool's queue, dead-letter queue and launch template, as the stack does.
 func (e *Env) poolResources(ctx context.Context, pool string) (queueURL, dlqURL, template string, err error) {
@@ -307,9 +373,10 @@ func (e *Env) createQueues(ctx context.Context, name string) (string, string, er
 	return aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), nil
 }
 
-// subnets returns two subnets of the default VPC in different zones.
-func (e *Env) subnets(ctx context.Context) ([]poolconfig.Subnet, error) {
-	out, err := e.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("default-for-az"), Values: []string{"true"}}}})
+// DefaultSubnets returns two subnets of the emulator's default VPC in different zones, sorted
+// by zone: where the local world's pools launch.
+func DefaultSubnets(ctx context.Context, client *ec2.Client) ([]poolconfig.Subnet, error) {
+	out, err := client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("default-for-az"), Values: []string{"true"}}}})
 	if err != nil {
 		return nil, fmt.Errorf("describe subnets: %w", err)
 	}
@@ -337,8 +404,7 @@ func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error)
 	if err != nil {
 		return nil, err
 	}
-	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
-	clients := &step.Clients{AWS: e.AWS, DynamoDB: db, EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS),
+	clients := &step.Clients{AWS: e.AWS, DynamoDB: e.DynamoDB(), EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS),
 		KMS: kms.NewFromConfig(e.AWS)}
 	return &step.Wiring{Clients: clients, EC2: ec2Client, Stack: e.Stack, GitHub: gh, Log: log}, nil
 }

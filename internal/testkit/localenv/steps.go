@@ -14,7 +14,7 @@ import (
 // StepEnv is the environment the action gives its step binary for run: its inputs as HANGAR_*
 // variables, the workflow context as GITHUB_*, pointed at the local world.
 func (e *Env) StepEnv(run string, count int, dir string) []string {
-	return append(os.Environ(),
+	return append(e.Environ(),
 		"HANGAR_STACK="+e.Stack, "HANGAR_POOL="+e.Pool, "HANGAR_INSTANCE_COUNT="+strconv.Itoa(count),
 		"HANGAR_GITHUB_TOKEN="+AdminToken, "GITHUB_RUN_ID="+run, "GITHUB_RUN_ATTEMPT=1",
 		"GITHUB_REPOSITORY="+Repo, "GITHUB_SERVER_URL="+e.GH.URL(), "GITHUB_API_URL="+e.GH.URL(),

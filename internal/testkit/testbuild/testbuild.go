@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -49,12 +50,19 @@ func Build(pkg string) (string, error) {
 	}
 	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command(goTool(), "build", "-o", out, pkg)
+	cmd.Dir = moduleRoot() // built in this module, whichever module's test asks (the CDK app's does)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
 	built[pkg] = out
 	return out, nil
+}
+
+// moduleRoot is the directory of the module this package is in.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
 // goTool is the go command: the one on PATH, or $GOROOT/bin/go.
