@@ -69,8 +69,8 @@ $(CFNVAL):
 synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hangar.example.yaml) into infra/cdk.out
 	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .
 
-demo: testbed-up ## the whole lifecycle locally: provision (cold) → jobs → release → reuse → expiry → warm pool
-	$(WITH_TESTBED) $(GO) run ./internal/tools/demo
+demo: testbed-up infra-assets ## the whole lifecycle locally: the stack deployed into the emulators, provision (cold) → jobs → release → reuse → expiry → warm pool
+	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run ./internal/tools/demo
 
 test-short: ## unit tests only, no emulators
 	$(GO) test -race -short ./...

@@ -173,4 +173,3 @@ func failures(ctx context.Context, cfn *cloudformation.Client, name string) stri
 	}
 	return b.String()
 }
-

@@ -33,7 +33,7 @@ func main() {
 func say(format string, a ...any) { fmt.Printf("\n==> "+format+"\n", a...) }
 
 func run(ctx context.Context) error {
-	say("building the binaries and starting a local world (table, pool queue, launch template, GitHub stand-in, fleet simulator)")
+	say("building the binaries, and deploying the stack into the emulators: synthesized by the CDK app from internal/tools/demo/hangar.demo.yaml")
 	provisionBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/provision")
 	if err != nil {
 		return err
@@ -46,22 +46,43 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := localenv.Start(ctx, localenv.Options{Baked: true})
-	if err != nil {
-		return err
-	}
-	defer e.Close()
 	dir, err := os.MkdirTemp("", "hangar-demo-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	fmt.Printf("    stack %s, pool %s (%s), repository %s\n", e.Stack, e.Pool, strings.Join(e.Doc.InstanceTypes, ", "), localenv.Repo)
+	stack := fmt.Sprintf("hangar-demo-%d", time.Now().Unix()%1e6)
+	d, err := newDeployment(ctx, stack, dir)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	deployed, err := d.deploy(ctx, settings{Idle: poolconfig.DefaultTimeouts.Idle.D()})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := d.remove(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+		}
+	}()
+	fmt.Printf("    stack %s: CREATE_COMPLETE in %s; the workflows' role: %s\n", stack, time.Since(start).Round(100*time.Millisecond), deployed.Outputs["WorkflowRoleArn"])
+	for _, g := range deployed.Gaps {
+		fmt.Printf("    (emulator gap) %s\n", g)
+	}
+
+	say("starting the world around it (GitHub stand-in, fleet simulator running a real agent per instance), attached by the stack's name")
+	e, err := localenv.Start(ctx, localenv.Options{Stack: stack, Deployed: true, Baked: true})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	fmt.Printf("    table %s, pool %s (%s), repository %s\n", e.Table, e.Pool, strings.Join(e.Doc.InstanceTypes, ", "), localenv.Repo)
 
 	var first []string
 	for i, run := range []string{"4001", "4002"} {
 		say("workflow run %s: provision 3 runners (%s)", run, map[int]string{0: "the pool is empty: EC2 Fleet creates them", 1: "the pool has them: they are reused"}[i])
-		start := time.Now()
+		start = time.Now()
 		res, err := localenv.RunStep(ctx, provisionBin, e.StepEnv(run, 3, dir), dir)
 		if err != nil {
 			return err
@@ -96,8 +117,8 @@ func run(ctx context.Context) error {
 		fmt.Printf("    the other run's job is still %s\n", s.Status)
 
 		if i == 1 {
-			// Short idle deadlines from here on, so that the demo can show expiry.
-			if err := e.UpdatePool(ctx, func(d *poolconfig.Document) { d.Timeouts.Idle = poolconfig.Duration(8 * time.Second) }); err != nil {
+			say("redeploying the stack with an idle timeout of 8 s (30 min by default), so that the demo can show expiry")
+			if _, err := d.deploy(ctx, settings{Idle: 8 * time.Second}); err != nil {
 				return err
 			}
 		}
@@ -131,11 +152,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	say("warm pool: the schedule now wants 2 hot instances; refresh launches them in one request")
-	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
-		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "working-hours", Hot: 2}}}
-		d.Timeouts.Idle = poolconfig.DefaultTimeouts.Idle
-	}); err != nil {
+	say("warm pool: redeployed with a schedule that wants 2 hot instances; refresh launches them in one request")
+	if _, err := d.deploy(ctx, settings{Idle: poolconfig.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
 		return err
 	}
 	if err := runRefresh(ctx, e, refreshBin); err != nil {
@@ -162,6 +180,7 @@ func run(ctx context.Context) error {
 // runRefresh runs `refresh --once` and prints what it did.
 func runRefresh(ctx context.Context, e *localenv.Env, bin string) error {
 	cmd := exec.CommandContext(ctx, bin, "--once", "--stack", e.Stack)
+	cmd.Env = e.Environ()
 	out, err := cmd.Output()
 	if err != nil {
 		return fmt.Errorf("refresh: %w", err)
