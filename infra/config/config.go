@@ -45,11 +45,13 @@ type Refresh struct {
 
 // Pool is one pool: what its instances are, and the pool document settings.
 type Pool struct {
-	Name               string              `json:"name"`
-	InstanceTypes      []string            `json:"instanceTypes"`
-	Market             string              `json:"market,omitempty"`
-	AllocationStrategy string              `json:"allocationStrategy,omitempty"`
-	Subnets            []poolconfig.Subnet `json:"subnets"`
+	Name          string   `json:"name"`
+	InstanceTypes []string `json:"instanceTypes,omitempty"`
+	// InstanceRequirements choose the types by vCPU and memory instead (arch: the image's).
+	InstanceRequirements *poolconfig.Requirements `json:"instanceRequirements,omitempty"`
+	Market               string                   `json:"market,omitempty"`
+	AllocationStrategy   string                   `json:"allocationStrategy,omitempty"`
+	Subnets              []poolconfig.Subnet      `json:"subnets"`
 	// SecurityGroups are the instances' security groups (sg-…); none: the VPC's default.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
 	Image          Image    `json:"image"`
@@ -134,6 +136,9 @@ func (c *Config) applyDefaults() {
 		if p.Market == "" {
 			p.Market = poolconfig.MarketSpotFallback
 		}
+		if r := p.InstanceRequirements; r != nil && r.Arch == "" {
+			r.Arch = p.Image.Arch
+		}
 	}
 }
 
@@ -200,6 +205,9 @@ func (p *Pool) validate(field func(string) string, allowed []string) []error {
 	}
 	if p.Image.Arch != "x64" && p.Image.Arch != "arm64" {
 		bad("image.arch", "%q: want x64 or arm64", p.Image.Arch)
+	}
+	if r := p.InstanceRequirements; r != nil && r.Arch != p.Image.Arch {
+		bad("instanceRequirements.arch", "%q: the image is %s; leave arch out to use the image's", r.Arch, p.Image.Arch)
 	}
 	if p.Runner.Version != "" && p.Runner.SHA256[p.Image.Arch] == "" && (p.Image.Arch == "x64" || p.Image.Arch == "arm64") {
 		bad("runner.sha256", "no checksum for %s, the image's arch", p.Image.Arch)

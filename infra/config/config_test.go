@@ -1,10 +1,12 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 )
@@ -32,10 +34,32 @@ func TestExampleParses(t *testing.T) {
 	}
 }
 
+// pool0 is the first pool of a config read as a map.
+func pool0(m map[string]any) map[string]any { return m["pools"].([]any)[0].(map[string]any) }
+
+// TestRequirementsPool: a pool may choose its types by size; the arch is the image's.
+func TestRequirementsPool(t *testing.T) {
+	t.Parallel()
+	m := example(t)
+	delete(pool0(m), "instanceTypes")
+	pool0(m)["instanceRequirements"] = map[string]any{"vcpu": map[string]any{"min": 2, "max": 8}, "memoryMiB": map[string]any{"min": 4096}}
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	cfg, err := Parse(b)
+	require.NoError(t, err)
+	p := &cfg.Pools[0]
+	doc, err := p.Document(Placeholders).Parsed()
+	require.NoError(t, err)
+	require.Empty(t, doc.InstanceTypes)
+	require.Equal(t, &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 2, Max: 8}, MemoryMiB: poolconfig.Range{Min: 4096}}, doc.InstanceRequirements)
+	before := p.SpecHash("agent")
+	p.InstanceRequirements.VCPU.Max = 16
+	require.NotEqual(t, before, p.SpecHash("agent"), "other sizes are another spec")
+}
+
 // TestConfigErrors: every problem is reported, each naming its field and the bad value.
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	pool0 := func(m map[string]any) map[string]any { return m["pools"].([]any)[0].(map[string]any) }
 	tests := []struct {
 		name string
 		mut  func(m map[string]any)
@@ -61,6 +85,18 @@ func TestConfigErrors(t *testing.T) {
 			pool0(m)["reuse"] = "any"
 			pool0(m)["runner"].(map[string]any)["sudo"] = true
 		}, `reuse: "any" with runner.sudo`},
+		{"types and requirements", func(m map[string]any) {
+			pool0(m)["instanceRequirements"] = map[string]any{"vcpu": map[string]any{"min": 2}}
+		},
+			"instanceTypes: [c7i.large c6i.large m7i.large] with instanceRequirements: want one or the other"},
+		{"requirements arch", func(m map[string]any) {
+			delete(pool0(m), "instanceTypes")
+			pool0(m)["instanceRequirements"] = map[string]any{"arch": "arm64", "vcpu": map[string]any{"min": 2}}
+		}, `pools[0].instanceRequirements.arch: "arm64": the image is x64`},
+		{"requirements range", func(m map[string]any) {
+			delete(pool0(m), "instanceTypes")
+			pool0(m)["instanceRequirements"] = map[string]any{"vcpu": map[string]any{"min": 8, "max": 4}}
+		}, "instanceRequirements.vcpu.max: 4: want 0 (no bound) or at least min (8)"},
 		{"duplicate pool", func(m map[string]any) { m["pools"] = append(m["pools"].([]any), m["pools"].([]any)[0]) }, "pools[1].name"},
 	}
 	for _, tc := range tests {

@@ -49,13 +49,13 @@ func (p *Pool) Document(d Deployed) Doc {
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
 		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey,
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
-		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, Subnets: p.Subnets, Market: p.Market,
+		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: p.Subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
 	}
 }
 
-// SpecHash is the hash of what makes the pool's instances what they are: image, types, disk,
+// SpecHash is the hash of what makes the pool's instances what they are: image, types (or requirements), disk,
 // metadata options, security groups, runner and pre-runner script, and the agent build (its
 // SHA-256). A change to any of them makes refresh replace the pool's idle instances.
 func (p *Pool) SpecHash(agentSHA256 string) string {
@@ -67,7 +67,8 @@ func (p *Pool) SpecHash(agentSHA256 string) string {
 		SecurityGroups []string
 		Runner         poolconfig.Runner
 		Agent          string
-	}{p.Image, p.InstanceTypes, p.Disk, p.MetadataHopLimit, p.SecurityGroups, p.Runner, agentSHA256})
+		Requirements   *poolconfig.Requirements `json:",omitempty"` // left out when absent: older hashes stand
+	}{p.Image, p.InstanceTypes, p.Disk, p.MetadataHopLimit, p.SecurityGroups, p.Runner, agentSHA256, p.InstanceRequirements})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]
 }

@@ -89,8 +89,9 @@ type Launcher struct {
 	// MaxBackoff caps the wait between rounds once every override is out of capacity (default 30s).
 	MaxBackoff time.Duration
 
-	mu    sync.Mutex
-	specs map[string]ec2types.InstanceTypeInfo
+	mu       sync.Mutex
+	specs    map[string]ec2types.InstanceTypeInfo
+	resolved map[requirementsKey][]string
 }
 
 type override struct{ typ, subnet, az string }

@@ -35,16 +35,19 @@ type Document struct {
 	Table         string `json:"table"`
 	QueueURL      string `json:"queueUrl"`
 	// TokenKey is the KMS key runner tokens are sealed with for each instance (pkg/tokens).
-	TokenKey            string         `json:"tokenKey"`
-	DeadLetterQueueURL  string         `json:"deadLetterQueueUrl,omitempty"`
-	LaunchTemplate      LaunchTemplate `json:"launchTemplate"`
-	SpecHash            string         `json:"specHash"`
-	InstanceTypes       []string       `json:"instanceTypes"`
-	Subnets             []Subnet       `json:"subnets"`
-	Market              string         `json:"market"`
-	AllocationStrategy  string         `json:"allocationStrategy,omitempty"`
-	Labels              []string       `json:"labels,omitempty"`
-	AllowedRepositories []string       `json:"allowedRepositories,omitempty"`
+	TokenKey           string         `json:"tokenKey"`
+	DeadLetterQueueURL string         `json:"deadLetterQueueUrl,omitempty"`
+	LaunchTemplate     LaunchTemplate `json:"launchTemplate"`
+	SpecHash           string         `json:"specHash"`
+	// InstanceTypes are the pool's types in preference order; with InstanceRequirements (and
+	// no types) they are filled in from EC2 when the document is loaded.
+	InstanceTypes        []string      `json:"instanceTypes,omitempty"`
+	InstanceRequirements *Requirements `json:"instanceRequirements,omitempty"`
+	Subnets              []Subnet      `json:"subnets"`
+	Market               string        `json:"market"`
+	AllocationStrategy   string        `json:"allocationStrategy,omitempty"`
+	Labels               []string      `json:"labels,omitempty"`
+	AllowedRepositories  []string      `json:"allowedRepositories,omitempty"`
 	// Reuse says which runs may follow one another on an instance: repository (the default),
 	// owner, any, or never (one run per instance). See docs/security.md.
 	Reuse state.Reuse `json:"reuse,omitempty"`

@@ -65,6 +65,16 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"spec hash", func(m map[string]any) { m["specHash"] = "" }, "specHash: empty"},
 		{"no types", func(m map[string]any) { m["instanceTypes"] = []string{} }, "instanceTypes: empty"},
 		{"bad type", func(m map[string]any) { m["instanceTypes"] = []string{"c7i*"} }, `instanceTypes: "c7i*"`},
+		{"types and requirements", func(m map[string]any) {
+			m["instanceRequirements"] = map[string]any{"arch": "x64", "vcpu": map[string]any{"min": 2}}
+		},
+			"instanceTypes: [c7i.large c6i.large] with instanceRequirements: want one or the other"},
+		{"requirements arch", requirements(map[string]any{"arch": "amd64", "vcpu": map[string]any{"min": 2}}), `instanceRequirements.arch: "amd64": want x64 or arm64`},
+		{"requirements vcpu", requirements(map[string]any{"arch": "x64", "vcpu": map[string]any{"min": 0}}), "instanceRequirements.vcpu.min: 0: want 1 or more"},
+		{"requirements vcpu range", requirements(map[string]any{"arch": "x64", "vcpu": map[string]any{"min": 4, "max": 2}}), "instanceRequirements.vcpu.max: 2: want 0 (no bound) or at least min (4)"},
+		{"requirements memory range", requirements(map[string]any{"arch": "x64", "vcpu": map[string]any{"min": 2}, "memoryMiB": map[string]any{"min": 8192, "max": 4096}}),
+			"instanceRequirements.memoryMiB.max: 4096"},
+		{"requirements max types", requirements(map[string]any{"arch": "x64", "vcpu": map[string]any{"min": 2}, "maxTypes": 100}), "instanceRequirements.maxTypes: 100: want 1 to 40"},
 		{"no subnets", func(m map[string]any) { m["subnets"] = []any{} }, "subnets: empty"},
 		{"bad subnet", func(m map[string]any) { m["subnets"] = []any{map[string]any{"id": "sn-1", "az": "a"}} }, `subnets: {id "sn-1"`},
 		{"market", func(m map[string]any) { m["market"] = "reserved" }, `market: "reserved"`},
@@ -120,6 +130,33 @@ func TestParseRefusesBadFields(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// requirements replaces the sample's instance types by requirements.
+func requirements(r map[string]any) func(m map[string]any) {
+	return func(m map[string]any) {
+		delete(m, "instanceTypes")
+		m["instanceRequirements"] = r
+	}
+}
+
+func TestParseRequirements(t *testing.T) {
+	t.Parallel()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(sample(t), &m))
+	requirements(map[string]any{"arch": "arm64", "vcpu": map[string]any{"min": 2, "max": 4}, "memoryMiB": map[string]any{"min": 4096}})(m)
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	d, err := Parse(b)
+	require.NoError(t, err)
+	require.Empty(t, d.InstanceTypes)
+	r := d.InstanceRequirements
+	require.Equal(t, "arm64", r.EC2Arch())
+	require.Equal(t, DefaultMaxTypes, r.Limit())
+	require.True(t, r.VCPU.Contains(4))
+	require.False(t, r.VCPU.Contains(8))
+	require.True(t, r.MemoryMiB.Contains(1<<20), "no upper bound")
+	require.False(t, r.MemoryMiB.Contains(2048))
 }
 
 func TestParseReportsAllProblemsAtOnce(t *testing.T) {

@@ -64,8 +64,15 @@ func (d *Document) Validate() error {
 	if d.SpecHash == "" {
 		bad("specHash", "empty: want the hash of what the pool launches")
 	}
-	if len(d.InstanceTypes) == 0 {
-		bad("instanceTypes", "empty: want at least one instance type")
+	switch r := d.InstanceRequirements; {
+	case r == nil && len(d.InstanceTypes) == 0:
+		bad("instanceTypes", "empty: want at least one instance type, or instanceRequirements (vCPU and memory)")
+	case r != nil && len(d.InstanceTypes) > 0:
+		bad("instanceTypes", "%v with instanceRequirements: want one or the other", d.InstanceTypes)
+	case r != nil:
+		for _, p := range r.problems() {
+			errs = append(errs, fmt.Errorf("pool %q: %s", d.Name, p))
+		}
 	}
 	for _, t := range d.InstanceTypes {
 		if !instanceTypeRe.MatchString(t) {

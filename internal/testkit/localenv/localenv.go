@@ -63,8 +63,10 @@ type Options struct {
 	AgentArgs   []string // extra agent flags
 	Market      string   // the pool's market (default on-demand)
 	Types       []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
-	Dir         string   // the simulator's directory (default: a temporary one, removed by Close)
-	Log         *slog.Logger
+	// Requirements choose the pool's types by size instead (Types is then ignored).
+	Requirements *poolconfig.Requirements
+	Dir          string // the simulator's directory (default: a temporary one, removed by Close)
+	Log          *slog.Logger
 	// Deployed attaches the world to the stack named Stack as deployed into the emulators (see
 	// internal/testkit/emustack): its table (in moto's DynamoDB), queues, launch templates, key
 	// and pool documents, found from the stack's name alone as the steps find them; nothing of
@@ -260,7 +262,9 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 		market = poolconfig.MarketOnDemand
 	}
 	types := o.Types
-	if len(types) == 0 {
+	if o.Requirements != nil {
+		types = nil
+	} else if len(types) == 0 {
 		types = []string{"c7i.large", "c6i.large", "m7i.large"}
 	}
 	key, err := kms.NewFromConfig(e.AWS).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("runner tokens of " + e.Stack)})
@@ -271,7 +275,7 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
 		QueueURL: queueURL, DeadLetterQueueURL: dlqURL, TokenKey: aws.ToString(key.KeyMetadata.Arn),
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: template, Version: "1"},
-		SpecHash:       "local", InstanceTypes: types, Subnets: subnets, Market: market, Labels: []string{"linux"},
+		SpecHash:       "local", InstanceTypes: types, InstanceRequirements: o.Requirements, Subnets: subnets, Market: market, Labels: []string{"linux"},
 		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
 	}, true)
 	return err

@@ -66,6 +66,10 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, fmt.Errorf("pool: %w", err)
 	}
+	launcher := &fleet.Launcher{EC2: w.EC2, Log: w.Log}
+	if err := launcher.Resolve(ctx, doc); err != nil {
+		return provision.Deps{}, fmt.Errorf("pool: %w", err)
+	}
 	store, err := state.NewStore(w.Clients.DynamoDB, doc.Table, doc.StateAccount())
 	if err != nil {
 		return provision.Deps{}, err
@@ -80,7 +84,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	}
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &pool.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
-		Launcher: &fleet.Launcher{EC2: w.EC2, Log: w.Log}, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
+		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
 		Releaser: rel, KMS: w.Clients.KMS,
 	}, nil
 }

@@ -1,0 +1,37 @@
+package refresh_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// TestWarmPoolBySize: refresh fills the warm pool of a pool that chooses its types by size with
+// types that fit; a pool whose requirements nothing fits is reported and left alone.
+func TestWarmPoolBySize(t *testing.T) {
+	e := newEnv(t)
+	req := &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 4, Max: 4}, MemoryMiB: poolconfig.Range{Min: 8192, Max: 8192}}
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
+		d.InstanceTypes, d.InstanceRequirements = nil, req
+		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: 2}}}
+	}))
+	rep := e.refresh(refresh.Config{})
+	require.Equal(t, 2, rep.Pools[0].Launched)
+	warming := e.inState(state.Created)
+	require.Len(t, warming, 2)
+	for _, in := range warming {
+		require.Equal(t, 4, in.VCPU, in.InstanceType)
+		require.Equal(t, 8192, in.MemoryMiB, in.InstanceType)
+	}
+
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
+		d.InstanceRequirements = &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 2, Max: 2}, MemoryMiB: poolconfig.Range{Min: 1 << 20}}
+	}))
+	stack, _ := e.load()
+	require.Empty(t, stack.Pools, "the pool is left out of the refresh")
+	require.ErrorContains(t, stack.Problems, "instanceRequirements: no current-generation x64 instance type")
+}
