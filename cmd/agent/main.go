@@ -117,7 +117,7 @@ func parse(args []string) (options, error) {
 	dur(&o.grace, "terminate-grace", agent.DefaultTerminateGrace, "how far past its deadline the instance terminates itself")
 	dur(&o.bootWait, "boot-wait", 0, "how long to wait for the item at boot (default: the pool's created timeout)")
 	dur(&o.spot, "spot-interval", agent.DefaultSpotInterval, "how often to look for a spot interruption notice")
-	str(&o.shutdown, "shutdown-command", strings.Join(agent.DefaultShutdownCommand, " "), "powers the machine off when EC2 will not terminate it")
+	str(&o.shutdown, "shutdown-command", strings.Join(agent.DefaultShutdownCommand, " "), "powers the machine off: how the agent ends its instance (the launch template makes a shutdown a termination)")
 	str(&o.logFormat, "log-format", "json", "json or text")
 	if err := errors.Join(envErrs...); err != nil {
 		return o, err

@@ -84,7 +84,9 @@ func (r *roles) grant(h *hangar) {
 	stackTag := map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
 
 	// The instance: its own item (the partition key is its ARN), of which it writes only the
-	// agent's attributes; its own tokens; its own termination; its pool document; the agent.
+	// agent's attributes; its own tokens; its pool document; the agent. No EC2 action: the agent
+	// ends its instance by powering it off (the launch template makes that a termination), so a
+	// compromised instance can end no other.
 	agentAttrs := append([]string{state.AttrARN, "version"}, state.AgentAttributes...)
 	own := map[string]interface{}{"ForAllValues:StringEquals": map[string]interface{}{"dynamodb:LeadingKeys": []string{sourceInstance}}}
 	for _, s := range []awsiam.PolicyStatement{
@@ -94,12 +96,6 @@ func (r *roles) grant(h *hangar) {
 		}),
 		statement([]string{"kms:Decrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
 			"StringEquals": map[string]interface{}{"kms:EncryptionContext:" + tokens.ContextKey: sourceInstance},
-		}),
-		// IAM has no condition that names the calling instance as the resource in a form the
-		// validators accept; the closest is the stack's instances launched with this profile.
-		statement([]string{"ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
-			"StringEquals": map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack},
-			"ArnEquals":    map[string]interface{}{"ec2:InstanceProfile": r.profile.AttrArn()},
 		}),
 		statement([]string{"ssm:GetParameter"}, []*string{poolDocs}, nil),
 	} {

@@ -61,7 +61,7 @@ type Config struct {
 	StopTimeout time.Duration
 	// PreRunnerTimeout bounds the pre-runner script.
 	PreRunnerTimeout time.Duration
-	// ShutdownCommand powers the machine off when EC2 cannot be asked to terminate it; the
+	// ShutdownCommand powers the machine off, which is how the agent ends its instance: the
 	// launch template's shutdown behaviour (terminate) makes that a termination.
 	ShutdownCommand []string
 	// Version is the agent's version, recorded with heartbeats.

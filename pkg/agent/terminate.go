@@ -32,24 +32,25 @@ func (a *Agent) watchdog(ctx context.Context) {
 	}
 }
 
-// terminate ends the instance: EC2 TerminateInstances on itself, or, if EC2 will not, the
-// shutdown command (the launch template makes a shutdown a termination). It returns
-// ErrTerminated; only the first call acts.
+// terminate ends the instance by powering it off: the launch template makes a shutdown a
+// termination, and it needs no permission, so the instance role holds none that could end
+// another instance. Only if the shutdown command fails does it ask EC2 to terminate this instance
+// (which works only where the deployer granted that). It returns ErrTerminated; only the first
+// call acts.
 func (a *Agent) terminate(ctx context.Context, reason string) error {
 	if !a.terminating.CompareAndSwap(false, true) {
 		return ErrTerminated
 	}
-	a.log.Warn("terminating this instance", "reason", reason)
+	a.log.Warn("terminating this instance: powering off", "reason", reason, "command", a.cfg.ShutdownCommand)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	_, err := a.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.cfg.Identity.InstanceID}})
+	out, err := exec.CommandContext(ctx, a.cfg.ShutdownCommand[0], a.cfg.ShutdownCommand[1:]...).CombinedOutput()
 	if err == nil {
 		return ErrTerminated
 	}
-	a.log.Error("EC2 would not terminate this instance; powering off instead", "error", err, "command", a.cfg.ShutdownCommand)
-	out, err := exec.CommandContext(ctx, a.cfg.ShutdownCommand[0], a.cfg.ShutdownCommand[1:]...).CombinedOutput()
-	if err != nil {
-		a.log.Error("power off failed", "error", err, "output", string(out))
+	a.log.Error("power off failed; asking EC2 to terminate this instance", "error", err, "output", string(out))
+	if _, err := a.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{a.cfg.Identity.InstanceID}}); err != nil {
+		a.log.Error("EC2 would not terminate this instance either", "error", err)
 	}
 	return ErrTerminated
 }
