@@ -51,7 +51,9 @@ type Pool struct {
 	InstanceRequirements *poolconfig.Requirements `json:"instanceRequirements,omitempty"`
 	Market               string                   `json:"market,omitempty"`
 	AllocationStrategy   string                   `json:"allocationStrategy,omitempty"`
-	Subnets              []poolconfig.Subnet      `json:"subnets"`
+	Subnets              []poolconfig.Subnet      `json:"subnets,omitempty"`
+	// VPC finds the subnets by a lookup instead (exactly one of subnets and vpc).
+	VPC *VPC `json:"vpc,omitempty"`
 	// SecurityGroups are the instances' security groups (sg-…); none: the VPC's default.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
 	Image          Image    `json:"image"`
@@ -68,6 +70,22 @@ type Pool struct {
 	Warm                poolconfig.Warm     `json:"warm,omitempty"`
 	Runner              poolconfig.Runner   `json:"runner,omitempty"`
 }
+
+// VPC is a lookup of the pool's subnets, made by the CDK CLI at synth (cached in
+// cdk.context.json): the subnets of one type in a VPC named by id, or in the default VPC.
+type VPC struct {
+	ID      string `json:"id,omitempty"`
+	Default bool   `json:"default,omitempty"`
+	// SubnetType is private (default: private with a route out, for GitHub), isolated or public.
+	SubnetType string `json:"subnetType,omitempty"`
+}
+
+// Subnet types of a VPC lookup.
+const (
+	SubnetsPrivate  = "private"
+	SubnetsIsolated = "isolated"
+	SubnetsPublic   = "public"
+)
 
 // Image is the pool's AMI: an id, or an SSM parameter that names one (resolved at deploy).
 type Image struct {
@@ -136,6 +154,9 @@ func (c *Config) applyDefaults() {
 		if p.Market == "" {
 			p.Market = poolconfig.MarketSpotFallback
 		}
+		if p.VPC != nil && p.VPC.SubnetType == "" {
+			p.VPC.SubnetType = SubnetsPrivate
+		}
 		if r := p.InstanceRequirements; r != nil && r.Arch == "" {
 			r.Arch = p.Image.Arch
 		}
@@ -147,6 +168,7 @@ var (
 	repoRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	amiRe      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	sgRe       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
+	vpcRe      = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
 	ssmNameRe  = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
 	oidcArnRe  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$`)
 )
@@ -205,6 +227,17 @@ func (p *Pool) validate(field func(string) string, allowed []string) []error {
 	}
 	if p.Image.Arch != "x64" && p.Image.Arch != "arm64" {
 		bad("image.arch", "%q: want x64 or arm64", p.Image.Arch)
+	}
+	switch v := p.VPC; {
+	case v != nil && len(p.Subnets) > 0:
+		bad("vpc", "with subnets: want one or the other")
+	case v != nil && (v.ID == "") == !v.Default:
+		bad("vpc", "want exactly one of id (vpc-…) or default: true")
+	case v != nil && v.ID != "" && !vpcRe.MatchString(v.ID):
+		bad("vpc.id", "%q: want vpc- and hex digits", v.ID)
+	}
+	if v := p.VPC; v != nil && !slices.Contains([]string{SubnetsPrivate, SubnetsIsolated, SubnetsPublic}, v.SubnetType) {
+		bad("vpc.subnetType", "%q: want private, isolated or public", v.SubnetType)
 	}
 	if r := p.InstanceRequirements; r != nil && r.Arch != p.Image.Arch {
 		bad("instanceRequirements.arch", "%q: the image is %s; leave arch out to use the image's", r.Arch, p.Image.Arch)

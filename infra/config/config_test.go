@@ -97,6 +97,19 @@ func TestConfigErrors(t *testing.T) {
 			delete(pool0(m), "instanceTypes")
 			pool0(m)["instanceRequirements"] = map[string]any{"vcpu": map[string]any{"min": 8, "max": 4}}
 		}, "instanceRequirements.vcpu.max: 4: want 0 (no bound) or at least min (8)"},
+		{"vpc and subnets", func(m map[string]any) { pool0(m)["vpc"] = map[string]any{"default": true} }, "pools[0].vpc: with subnets: want one or the other"},
+		{"vpc id or default", func(m map[string]any) {
+			delete(pool0(m), "subnets")
+			pool0(m)["vpc"] = map[string]any{"id": "vpc-0123456789abcdef0", "default": true}
+		}, "pools[0].vpc: want exactly one of id (vpc-…) or default: true"},
+		{"vpc id", func(m map[string]any) {
+			delete(pool0(m), "subnets")
+			pool0(m)["vpc"] = map[string]any{"id": "main"}
+		}, `pools[0].vpc.id: "main": want vpc- and hex digits`},
+		{"vpc subnet type", func(m map[string]any) {
+			delete(pool0(m), "subnets")
+			pool0(m)["vpc"] = map[string]any{"default": true, "subnetType": "dmz"}
+		}, `pools[0].vpc.subnetType: "dmz": want private, isolated or public`},
 		{"duplicate pool", func(m map[string]any) { m["pools"] = append(m["pools"].([]any), m["pools"].([]any)[0]) }, "pools[1].name"},
 	}
 	for _, tc := range tests {

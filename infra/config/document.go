@@ -17,6 +17,8 @@ type Deployed struct {
 	TemplateID, TemplateVer    string
 	TokenKey                   string
 	SpecHash                   string
+	// Subnets are the subnets a VPC lookup found, for a pool with vpc instead of subnets.
+	Subnets []poolconfig.Subnet
 }
 
 // Placeholders are well-formed deployed values, for validating a pool before anything exists.
@@ -24,6 +26,7 @@ var Placeholders = Deployed{
 	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
 	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
 	TemplateVer: "1", TokenKey: "alias/hangar-tokens", SpecHash: "placeholder",
+	Subnets: []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
 }
 
 // Doc is a pool document as the stack publishes it.
@@ -44,12 +47,16 @@ func (d Doc) Parsed() (*poolconfig.Document, error) {
 
 // Document is the pool document the stack publishes for p (docs/design.md §9).
 func (p *Pool) Document(d Deployed) Doc {
+	subnets := p.Subnets
+	if p.VPC != nil {
+		subnets = d.Subnets
+	}
 	return Doc{
 		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
 		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey,
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
-		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: p.Subnets, Market: p.Market,
+		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
 	}

@@ -22,7 +22,7 @@ type pool struct {
 	doc      awsssm.StringParameter
 }
 
-func newPool(h *hangar, p *config.Pool) *pool {
+func newPool(h *hangar, p *config.Pool) (*pool, error) {
 	id := func(s string) *string { return jsii.String("Pool-" + p.Name + "-" + s) }
 	out := &pool{cfg: p}
 	out.dlq = awssqs.NewQueue(h.stack, id("DeadLetters"), &awssqs.QueueProps{
@@ -80,12 +80,19 @@ func newPool(h *hangar, p *config.Pool) *pool {
 			UserData: awscdk.Fn_Base64(userData(h, p, ag)),
 		},
 	})
+	var subnets []poolconfig.Subnet
+	if p.VPC != nil {
+		var err error
+		if subnets, err = lookupSubnets(h, p); err != nil {
+			return nil, err
+		}
+	}
 	spec := p.SpecHash(ag.sha256)
 	body, err := p.Document(config.Deployed{
 		Partition: *h.stack.Partition(), Region: *h.stack.Region(), Account: *h.stack.Account(),
 		Table: *h.table.t.TableName(), QueueURL: *out.queue.QueueUrl(), DeadLetterURL: *out.dlq.QueueUrl(),
 		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
-		TokenKey: *h.key.KeyArn(), SpecHash: spec,
+		TokenKey: *h.key.KeyArn(), SpecHash: spec, Subnets: subnets,
 	}).JSON()
 	if err != nil {
 		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes
@@ -96,5 +103,5 @@ func newPool(h *hangar, p *config.Pool) *pool {
 		Description:   jsii.String("Hangar pool document (docs/design.md §9)"),
 		Tier:          awsssm.ParameterTier_STANDARD,
 	})
-	return out
+	return out, nil
 }

@@ -68,7 +68,11 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 	h.table = newTable(h.stack, cfg.Stack)
 	h.roles = newRoles(h)
 	for i := range cfg.Pools {
-		h.pools = append(h.pools, newPool(h, &cfg.Pools[i]))
+		p, err := newPool(h, &cfg.Pools[i])
+		if err != nil {
+			return nil, err
+		}
+		h.pools = append(h.pools, p)
 	}
 	h.roles.grant(h)
 	fn := newRefresh(h, assets.RefreshDir)
