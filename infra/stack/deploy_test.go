@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
-	cfntypes "github.com/aws/aws-sdk-go-v2/service/cloudformation/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -74,13 +72,18 @@ func TestDeployIntoEmulators(t *testing.T) {
 	res, err := cloudformation.NewFromConfig(cfg).ListStackResources(ctx, &cloudformation.ListStackResourcesInput{StackName: aws.String(c.Stack)})
 	require.NoError(t, err)
 	var types []string
+	var function string // the refresh function's physical name
 	for _, r := range res.StackResourceSummaries {
 		types = append(types, aws.ToString(r.ResourceType))
+		if aws.ToString(r.ResourceType) == "AWS::Lambda::Function" && strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Refresh") {
+			function = aws.ToString(r.PhysicalResourceId)
+		}
 	}
 	for _, want := range []string{"AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::SQS::Queue", "AWS::EC2::LaunchTemplate", "AWS::SSM::Parameter",
 		"AWS::Lambda::Function", "AWS::Events::Rule", "AWS::IAM::Role", "AWS::IAM::InstanceProfile"} {
 		require.Contains(t, types, want, "created")
 	}
+	require.NotEmpty(t, function, "the refresh function is among the stack's resources")
 
 	// The world around the stack (GitHub stand-in, fleet simulator), attached to it by name.
 	e, err := localenv.Start(ctx, localenv.Options{Stack: c.Stack, Pool: c.Pools[0].Name, Deployed: true, Baked: true})
@@ -132,7 +135,7 @@ func TestDeployIntoEmulators(t *testing.T) {
 	}
 
 	// Refresh, configured as the stack configures its function, meets the warm target.
-	fn, err := lambda.NewFromConfig(cfg).GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(functionName(ctx, t, cfg, c.Stack))})
+	fn, err := lambda.NewFromConfig(cfg).GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
 	require.NoError(t, err)
 	stackName := fn.Environment.Variables["HANGAR_STACK"]
 	require.Equal(t, c.Stack, stackName)
@@ -151,16 +154,4 @@ func TestDeployIntoEmulators(t *testing.T) {
 	require.NotContains(t, first, warming[0].ID)
 	_, err = e.WaitSignal(ctx, warming[0].ID, state.SignalReady, "", 1)
 	require.NoError(t, err, "its agent comes up")
-}
-
-// functionName is the physical name of the stack's refresh function.
-func functionName(ctx context.Context, t *testing.T, cfg aws.Config, name string) string {
-	t.Helper()
-	res, err := cloudformation.NewFromConfig(cfg).ListStackResources(ctx, &cloudformation.ListStackResourcesInput{StackName: aws.String(name)})
-	require.NoError(t, err)
-	i := slices.IndexFunc(res.StackResourceSummaries, func(r cfntypes.StackResourceSummary) bool {
-		return aws.ToString(r.ResourceType) == "AWS::Lambda::Function" && strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Refresh")
-	})
-	require.GreaterOrEqual(t, i, 0)
-	return aws.ToString(res.StackResourceSummaries[i].PhysicalResourceId)
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
@@ -44,7 +43,7 @@ func TestStaleHeartbeatNotClaimed(t *testing.T) {
 	e.release("7611")
 	quiet := warm.Instances[0].ID
 	require.NoError(t, e.Sim.SetDynamoDB(quiet, false))
-	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := e.DynamoDB()
 	agent, err := state.NewAgent(db, e.Table, e.Store.Account().ARN(quiet), "test")
 	require.NoError(t, err)
 	_, err = agent.Heartbeat(e.ctx, time.Now().Add(-5*time.Minute))

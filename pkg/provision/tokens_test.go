@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/stretchr/testify/require"
 
@@ -46,7 +45,7 @@ func TestTokensSealedAndRemoved(t *testing.T) {
 
 	deps, err := e.w.Provision(e.ctx, e.Pool)
 	require.NoError(t, err)
-	db := dynamodb.NewFromConfig(e.AWS, func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true })
+	db := e.DynamoDB()
 	read := func(ctx context.Context, id string) (*state.Instance, error) {
 		reader, err := state.NewAgent(db, e.Table, e.Store.Account().ARN(id), "")
 		if err != nil {

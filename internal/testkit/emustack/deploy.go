@@ -129,12 +129,18 @@ func Delete(ctx context.Context, cfg aws.Config, name string) error {
 func stackExists(ctx context.Context, cfn *cloudformation.Client, name string) (bool, error) {
 	out, err := cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
+		if isMissing(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("describe stack: %w", err)
 	}
 	return len(out.Stacks) > 0 && out.Stacks[0].StackStatus != cfntypes.StackStatusDeleteComplete, nil
+}
+
+// isMissing says whether err is CloudFormation's answer about a stack that does not exist (a
+// ValidationError, told apart only by its message).
+func isMissing(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "does not exist")
 }
 
 // settle waits until the stack is in no _IN_PROGRESS state and returns it (nil: gone).
@@ -144,7 +150,7 @@ func settle(ctx context.Context, cfn *cloudformation.Client, name string, timeou
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		out, err := cfn.DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(name)})
 		switch {
-		case err != nil && strings.Contains(err.Error(), "does not exist"):
+		case isMissing(err):
 			return nil, nil
 		case err != nil:
 			return nil, fmt.Errorf("wait for the stack to settle: %w", err)

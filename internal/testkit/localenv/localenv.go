@@ -149,12 +149,8 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		if err := e.attach(ctx); err != nil {
 			return nil, err
 		}
-	} else if err := state.CreateTable(ctx, db, e.Table); err != nil {
-		return nil, fmt.Errorf("create state table %s: %w", e.Table, err)
-	} else {
-		e.closers = append(e.closers, func() {
-			_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
-		})
+	} else if err := e.createTable(ctx, db); err != nil {
+		return nil, err
 	}
 	account := state.Account{Partition: "aws", Region: cfg.Region, ID: Account}
 	if e.Doc != nil {
@@ -171,24 +167,15 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	e.GitHub.BaseURL.Path = "/"
 
-	tarball, sum, err := fakerunner.Tarball(runnerBin)
-	if err != nil {
-		return nil, fmt.Errorf("pack the stand-in runner: %w", err)
-	}
-	e.TarSum = sum
-	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != fmt.Sprintf("/v%s/actions-runner-linux-x64-%s.tar.gz", RunnerVersion, RunnerVersion) {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = w.Write(tarball)
-	}))
-	e.closers = append(e.closers, dl.Close)
-	if o.BadChecksum {
-		sum = strings.Repeat("0", 64)
-	}
 	if !o.Deployed {
-		if err := e.publishPool(ctx, o, dl.URL, sum); err != nil {
+		url, sum, err := e.serveRunner(runnerBin)
+		if err != nil {
+			return nil, err
+		}
+		if o.BadChecksum {
+			sum = strings.Repeat("0", 64)
+		}
+		if err := e.publishPool(ctx, o, url, sum); err != nil {
 			return nil, fmt.Errorf("publish pool %s: %w", e.Pool, err)
 		}
 	}
@@ -215,6 +202,36 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	go func() { _ = e.Sim.Run(simCtx); close(done) }()
 	e.closers = append(e.closers, func() { stopSim(); <-done })
 	return e, nil
+}
+
+// createTable creates the state table (removed again by Close), as the stack does.
+func (e *Env) createTable(ctx context.Context, db *dynamodb.Client) error {
+	if err := state.CreateTable(ctx, db, e.Table); err != nil {
+		return fmt.Errorf("create state table %s: %w", e.Table, err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &e.Table})
+	})
+	return nil
+}
+
+// serveRunner serves the stand-in runner's tarball where the pool document's runner.baseUrl
+// says releases are, and returns that base URL and the tarball's SHA-256 (also kept in TarSum).
+func (e *Env) serveRunner(runnerBin string) (string, string, error) {
+	tarball, sum, err := fakerunner.Tarball(runnerBin)
+	if err != nil {
+		return "", "", fmt.Errorf("pack the stand-in runner: %w", err)
+	}
+	e.TarSum = sum
+	dl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != fmt.Sprintf("/v%s/actions-runner-linux-x64-%s.tar.gz", RunnerVersion, RunnerVersion) {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(tarball)
+	}))
+	e.closers = append(e.closers, dl.Close)
+	return dl.URL, sum, nil
 }
 
 // attach finds the deployed stack's pool o.Pool, as the steps do from the stack's name.
