@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,6 +112,36 @@ func drain(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
 			return all
 		}
 		all = append(all, out.Messages...)
+	}
+}
+
+// offersUntil receives the pool messages of a queue (hiding each for a minute) and counts them
+// by instance, until every instance of want has been offered and a receive finds nothing more,
+// or the deadline passes. A receive whose response was lost on the way (the SDK then retries)
+// leaves its messages hidden for their visibility timeout, as SQS does: they come back then,
+// and this waits for them rather than calling them lost.
+func offersUntil(t *testing.T, client *sqs.Client, url string, want []string, within time.Duration) map[string]int {
+	t.Helper()
+	ctx := testbed.Context(t, within+30*time.Second)
+	deadline := time.Now().Add(within)
+	counts := map[string]int{}
+	for {
+		missing := slices.ContainsFunc(want, func(id string) bool { return counts[id] == 0 })
+		wait := int32(0)
+		if missing {
+			wait = 1
+		}
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10,
+			VisibilityTimeout: 60, WaitTimeSeconds: wait})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			pm, err := pool.ParseMessage(aws.ToString(m.Body), poolName)
+			require.NoError(t, err)
+			counts[pm.InstanceID]++
+		}
+		if len(out.Messages) == 0 && (!missing || time.Now().After(deadline)) {
+			return counts
+		}
 	}
 }
 

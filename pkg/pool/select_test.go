@@ -246,16 +246,17 @@ func TestConcurrentClaimsRace(t *testing.T) {
 		require.Empty(t, errs)
 		require.NotEmpty(t, claimer, "round %d: nothing claimed", round)
 
-		offered := map[string]int{}
-		for _, m := range drain(t, e.sqs, url) {
-			pm, err := pool.ParseMessage(aws.ToString(m.Body), poolName)
-			require.NoError(t, err)
-			offered[pm.InstanceID]++
-		}
 		ids := make([]string, 0, instances)
+		var unclaimed []string
 		for id := range idle {
 			ids = append(ids, id)
+			if _, ok := claimer[id]; !ok {
+				unclaimed = append(unclaimed, id)
+			}
 		}
+		// Every unclaimed instance must come back on offer: at once when every receive's
+		// response arrived, after the visibility timeout when one was lost on the way.
+		offered := offersUntil(t, e.sqs, url, unclaimed, pool.DefaultVisibility+15*time.Second)
 		items, err := e.store.GetMany(ctx, ids)
 		require.NoError(t, err)
 		for id, before := range idle {
