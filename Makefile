@@ -9,6 +9,9 @@ ENDPOINTS := .cache/testbed/endpoints.env
 # Binaries that exist so far (each lands with its issue); build builds every cmd/*/ with a main.go.
 CMDS      := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
 ARCHES    := amd64 arm64
+# The action's release assets (make dist): what scripts/action.sh downloads.
+DIST_MODES     := provision release refresh
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 LDFLAGS   := -s -w -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 TOOLS_BIN := .cache/tools/bin
@@ -41,11 +44,15 @@ build: ## build every binary (CGO_ENABLED=0); agent and refresh bootstrap for li
 	done
 	@[ -n "$(CMDS)" ] || echo "no binaries yet"
 
-dist: ## the action's binaries for a release tag: dist/hangar-{provision,release}-linux-{amd64,arm64}
-	@mkdir -p dist
-	@for c in provision release; do for a in $(ARCHES); do \
-	  echo "build dist/hangar-$$c-linux-$$a"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/hangar-$$c-linux-$$a ./cmd/$$c || exit 1; \
-	done; done
+dist: ## the action's release assets in dist/: hangar-{provision,release,refresh}-<os>-<arch> for each of DIST_PLATFORMS, and checksums.txt
+	@rm -rf dist && mkdir -p dist
+	@for p in $(DIST_PLATFORMS); do os=$${p%/*}; a=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+	  for m in $(DIST_MODES); do \
+	    echo "build dist/hangar-$$m-$$os-$$a$$ext"; \
+	    GOOS=$$os GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o dist/hangar-$$m-$$os-$$a$$ext ./cmd/$$m || exit 1; \
+	  done; done
+	cd dist && sha256sum hangar-* > checksums.txt
+	@echo "dist/: $$(ls dist | wc -l) files; upload them all to the release (docs/operations.md, Releasing)"
 
 test: testbed-up test-infra validate-template ## start the local emulators if needed, then run every test with -race (the CDK app's too)
 	$(WITH_TESTBED) $(GO) test -race -count=1 ./...

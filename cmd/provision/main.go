@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
@@ -21,7 +22,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/provision"
 )
 
-func main() { step.Main("provision", parse, func(o options) string { return o.token }, run) }
+func main() { step.Main("provision", os.Args[1:], parse, func(o options) string { return o.token }, run) }
 
 // options are the validated inputs.
 type options struct {
@@ -32,20 +33,7 @@ type options struct {
 // parse reads and validates every input; it makes no request.
 func parse(args []string, gha *githubactions.Action) (options, error) {
 	in := step.NewInputs("provision", gha)
-	in.Declare("stack", "hangar", "the Hangar stack's name")
-	in.Declare("pool", "", "the pool to take instances from (required)")
-	in.Declare("instance-count", "1", "how many instances (1 to 100)")
-	in.Declare("usage-class", "", "spot, on-demand or spot-fallback (default: the pool's)")
-	in.Declare("allowed-instance-types", "", "instance type patterns, such as c* or m7g.* (default: any of the pool's)")
-	in.Declare("min-vcpu", "0", "minimum vCPUs")
-	in.Declare("min-memory-mib", "0", "minimum memory in MiB")
-	in.Declare("max-runtime", "", "how long the instances may serve the run (default: the pool's)")
-	in.Declare("registration-timeout", "5m", "how long to wait for every runner to register")
-	in.Declare("runner-scope", "repo", "register runners with the repository (repo) or the organisation (org)")
-	in.Declare("runner-group", "", "the organisation runner group runners join (org scope; default: the pool's runnerGroup)")
-	in.Declare("labels", "", "extra runner labels, comma-separated")
-	in.Declare("tags", "", "extra instance tags: key=value, comma-separated")
-	in.Declare("github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required)")
+	in.Declare(step.ProvisionInputs...)
 	in.DeclareContext()
 	if err := in.Parse(args); err != nil {
 		return options{}, err
@@ -96,6 +84,14 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	}
 	res, err := provision.Run(ctx, cfg, deps)
 	if err != nil {
+		var failed *provision.Error
+		if errors.As(err, &failed) {
+			for _, w := range failed.Warnings {
+				gha.Warningf("%s", w)
+			}
+			step.Summary(gha, fmt.Sprintf("### Hangar: provision for run %s failed\n\n%s\n\nWhat it took was given back to the pool or terminated.\n\n%s",
+				cfg.RunID, err, failures(failed.Failures)))
+		}
 		return err
 	}
 	for _, w := range res.Warnings {
@@ -117,11 +113,28 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	step.Output(gha, "reused", strconv.Itoa(res.Reused))
 	step.Output(gha, "created", strconv.Itoa(res.Created))
 	t := res.Timing
-	step.Summary(gha, fmt.Sprintf("### Hangar: %d runners for run %s\n\nJobs target them with `runs-on: %s`.\n\n%s\nclaim %s · create %s · wait %s · total %s (%d reused, %d created, %d replaced)\n",
+	step.Summary(gha, fmt.Sprintf("### Hangar: %d runners for run %s\n\nJobs target them with `runs-on: %s`.\n\n%s\n| claim | create | wait for runners | total |\n|---|---|---|---|\n| %s | %s | %s | %s |\n\n%d reused, %d created, %d replaced.\n\n%s",
 		len(res.Instances), res.RunnerLabel, res.RunnerLabel,
 		step.Table([]string{"instance", "type", "AZ", "market", "source", "ready after (s)"}, rows),
-		round(t.Claim), round(t.Create), round(t.Wait), round(t.Total), res.Reused, res.Created, res.Replaced))
+		round(t.Claim), round(t.Create), round(t.Wait), round(t.Total), res.Reused, res.Created, res.Replaced,
+		failures(res.Failures)))
 	return nil
+}
+
+// failures renders the instances given up on, each agent's log tail in a collapsed block.
+func failures(fs []provision.Failure) string {
+	if len(fs) == 0 {
+		return ""
+	}
+	rows := make([][]string, len(fs))
+	var logs strings.Builder
+	for i, f := range fs {
+		rows[i] = []string{f.ID, f.Reason}
+		if f.Log != "" {
+			logs.WriteString(step.Details(f.ID+": the agent's log tail", f.Log))
+		}
+	}
+	return "#### Instances given up on\n\n" + step.Table([]string{"instance", "why"}, rows) + "\n" + logs.String()
 }
 
 func round(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }

@@ -2,10 +2,8 @@ package main_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -211,32 +209,4 @@ func TestCancelledMidway(t *testing.T) {
 		}
 	}
 	require.Empty(t, e.GH.Runners(""))
-}
-
-// TestActionScript runs the action's step script as the composite action does: an unknown mode
-// is refused; with no prebuilt binary it builds the step from source and runs it.
-func TestActionScript(t *testing.T) {
-	t.Parallel()
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
-	script := filepath.Join(root, "scripts", "action.sh")
-	run := func(env ...string) (string, int) {
-		cmd := exec.Command(script)
-		cmd.Env = append(cleanEnviron(), append([]string{"HANGAR_ACTION_PATH=" + root, "RUNNER_TEMP=" + t.TempDir()}, env...)...)
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return string(out), exit.ExitCode()
-		}
-		require.NoError(t, err)
-		return string(out), 0
-	}
-	out, code := run("HANGAR_MODE=deploy")
-	require.Equal(t, 2, code)
-	require.Contains(t, out, `mode: "deploy": want provision or release`)
-
-	out, code = run("HANGAR_MODE=provision", "HANGAR_GITHUB_TOKEN=x", "GITHUB_RUN_ID=5", "GITHUB_REPOSITORY=octo/app")
-	require.Equal(t, 2, code, out)
-	require.Contains(t, out, "Building the provision step from source")
-	require.Contains(t, out, "::error::provision: pool: empty")
 }

@@ -4,93 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// runtimeAPI is a local Lambda Runtime API (2018-06-01): it hands the function one event at a
-// time and collects the response or error of each.
-type runtimeAPI struct {
-	srv     *httptest.Server
-	events  chan invocation
-	mu      sync.Mutex
-	results map[string]chan result
-}
-
-type invocation struct {
-	id   string
-	body []byte
-}
-
-type result struct {
-	body  []byte
-	error bool
-}
-
-func newRuntimeAPI() *runtimeAPI {
-	r := &runtimeAPI{events: make(chan invocation), results: map[string]chan result{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, req *http.Request) {
-		select {
-		case inv := <-r.events:
-			w.Header().Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-			w.Header().Set("Lambda-Runtime-Deadline-Ms", fmt.Sprint(time.Now().Add(time.Minute).UnixMilli()))
-			w.Header().Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:123456789012:function:hangar-refresh")
-			_, _ = w.Write(inv.body)
-		case <-req.Context().Done():
-		}
-	})
-	reply := func(isErr bool) http.HandlerFunc {
-		return func(w http.ResponseWriter, req *http.Request) {
-			b, _ := io.ReadAll(req.Body)
-			r.mu.Lock()
-			ch := r.results[req.PathValue("id")]
-			r.mu.Unlock()
-			ch <- result{body: b, error: isErr}
-			w.WriteHeader(http.StatusAccepted)
-		}
-	}
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", reply(false))
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", reply(true))
-	r.srv = httptest.NewServer(mux)
-	return r
-}
-
-// invoke sends an event and waits for the function's answer.
-func (r *runtimeAPI) invoke(t *testing.T, event string) result {
+// invoke hands the function an event and waits for its answer.
+func invoke(t *testing.T, fn *lambdaemu.Emulator, event string) lambdaemu.Result {
 	t.Helper()
-	id := fmt.Sprintf("req-%d", time.Now().UnixNano())
-	ch := make(chan result, 1)
-	r.mu.Lock()
-	r.results[id] = ch
-	r.mu.Unlock()
-	select {
-	case r.events <- invocation{id: id, body: []byte(event)}:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the function did not ask for the next event")
-	}
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(90 * time.Second):
-		t.Fatal("no answer from the function")
-	}
-	return result{}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := fn.Invoke(ctx, []byte(event))
+	require.NoError(t, err)
+	return res
 }
 
 // buildBootstrap builds the refresh command as a Lambda bootstrap.
@@ -126,37 +62,32 @@ func TestLambdaBootstrap(t *testing.T) {
 	expired, err := e.Launch(ctx, time.Now().Add(-time.Second))
 	require.NoError(t, err)
 
-	api := newRuntimeAPI()
-	defer api.srv.Close()
-	fn := exec.Command(bootstrap)
-	fn.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(api.srv.URL, "http://"), "HANGAR_STACK="+e.Stack,
-		"AWS_LAMBDA_FUNCTION_NAME=hangar-refresh", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256")
-	var logs testbed.Buffer
-	fn.Stdout, fn.Stderr = &logs, &logs
-	require.NoError(t, fn.Start())
-	defer func() { _ = fn.Process.Kill(); _ = fn.Wait() }()
+	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
+		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack)})
+	require.NoError(t, err)
+	defer fn.Close()
 
 	for _, bad := range []string{`not json`, `{"source":"aws.events","detail-type":"Something Else"}`,
 		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{}}`,
 		`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":"i-nope"}}`,
 		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":"i-0123456789abcdef0"}}`,
 		`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":"i-0123456789abcdef0","state":"exploded"}}`} {
-		res := api.invoke(t, bad)
-		require.True(t, res.error, "%s was accepted: %s", bad, res.body)
-		require.Regexp(t, `malformed|unrecognised`, string(res.body), bad)
+		res := invoke(t, fn, bad)
+		require.True(t, res.Error, "%s was accepted: %s", bad, res.Payload)
+		require.Regexp(t, `malformed|unrecognised`, string(res.Payload), bad)
 	}
 	it, err := e.Store.Get(ctx, expired)
 	require.NoError(t, err)
 	require.Equal(t, state.Created, it.State, "malformed events change nothing")
 
-	res := api.invoke(t, `{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
-	require.False(t, res.error, "%s\n%s", res.body, logs.String())
+	res := invoke(t, fn, `{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
+	require.False(t, res.Error, "%s\n%s", res.Payload, fn.Logs())
 	it, err = e.Store.Get(ctx, expired)
 	require.NoError(t, err)
 	require.Equal(t, state.Terminated, it.State, "the scheduled refresh expired it")
 
-	res = api.invoke(t, `{"action":"refresh","dryRun":true}`)
-	require.False(t, res.error, "%s", res.body)
+	res = invoke(t, fn, `{"action":"refresh","dryRun":true}`)
+	require.False(t, res.Error, "%s", res.Payload)
 	var report struct {
 		DryRun bool `json:"dryRun"`
 		Pools  []struct {
@@ -165,7 +96,7 @@ func TestLambdaBootstrap(t *testing.T) {
 			Warming int    `json:"warming"`
 		} `json:"pools"`
 	}
-	require.NoError(t, json.Unmarshal(res.body, &report))
+	require.NoError(t, json.Unmarshal(res.Payload, &report))
 	require.True(t, report.DryRun)
 	require.Len(t, report.Pools, 1)
 	require.Equal(t, 1, report.Pools[0].Warming+report.Pools[0].Idle, "the scheduled refresh launched the warm instance (warming, or ready to promote)")
@@ -173,10 +104,10 @@ func TestLambdaBootstrap(t *testing.T) {
 	warm, err := e.Store.InPoolState(ctx, e.Pool, state.Created)
 	require.NoError(t, err)
 	require.Len(t, warm, 1, "the dry run promoted nothing")
-	res = api.invoke(t, fmt.Sprintf(`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":%q,"instance-action":"terminate"}}`, warm[0].ID))
-	require.False(t, res.error, "%s", res.body)
+	res = invoke(t, fn, fmt.Sprintf(`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":%q,"instance-action":"terminate"}}`, warm[0].ID))
+	require.False(t, res.Error, "%s", res.Payload)
 	it, err = e.Store.Get(ctx, warm[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, state.Terminated, it.State)
-	require.Contains(t, logs.String(), `"CloudWatchMetrics"`, "metrics go to the function's log")
+	require.Contains(t, fn.Logs(), `"CloudWatchMetrics"`, "metrics go to the function's log")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
+	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -42,6 +43,11 @@ func main() {
 			os.Exit(1)
 		}
 		lambda.Start(h)
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "invoke" {
+		// The action's mode: refresh: invoke the deployed function and report in the step summary.
+		step.Main("refresh", os.Args[2:], parseInvoke, func(invokeOptions) string { return "" }, runInvoke)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -112,9 +118,7 @@ type event struct {
 	Source     string          `json:"source"`
 	DetailType string          `json:"detail-type"`
 	Detail     json.RawMessage `json:"detail"`
-	Action     string          `json:"action"`
-	DryRun     bool            `json:"dryRun"`
-	Pools      []string        `json:"pools"`
+	refresh.Request
 }
 
 // ec2States are the states EC2's state-change notifications carry.
@@ -139,7 +143,10 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 	}
 	kind := ev.DetailType
 	switch {
-	case ev.Action == "refresh":
+	case ev.Action == refresh.ActionRefresh:
+		if err := ev.Validate(); err != nil {
+			return nil, fmt.Errorf("malformed manual refresh: %w", err)
+		}
 		kind = "manual"
 	case ev.Source == "aws.events" && kind == scheduled:
 	case ev.Source == "aws.ec2" && (kind == spotNotice || kind == stateEvent):
@@ -169,6 +176,11 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 	}
 	docs := stack.Pools
 	if len(ev.Pools) > 0 {
+		for _, p := range ev.Pools {
+			if stack.Pool(p) == nil {
+				return nil, fmt.Errorf("pools: %q is not a pool of stack %s (its pools: %s)", p, stack.Name, poolNames(stack.Pools))
+			}
+		}
 		docs = slices.DeleteFunc(slices.Clone(docs), func(d *poolconfig.Document) bool { return !slices.Contains(ev.Pools, d.Name) })
 	}
 	rep, err := refresh.Run(ctx, refresh.Config{Stack: stack.Name, Pools: docs, DryRun: ev.DryRun}, deps)
@@ -179,4 +191,12 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		rep.Errors = append([]string{stack.Problems.Error()}, rep.Errors...)
 	}
 	return rep, nil
+}
+
+func poolNames(docs []*poolconfig.Document) string {
+	names := make([]string, len(docs))
+	for i, d := range docs {
+		names[i] = d.Name
+	}
+	return strings.Join(names, ", ")
 }

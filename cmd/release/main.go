@@ -27,15 +27,12 @@ type options struct {
 	scope                     ghapi.Scope
 }
 
-func main() { step.Main("release", parse, func(o options) string { return o.token }, run) }
+func main() { step.Main("release", os.Args[1:], parse, func(o options) string { return o.token }, run) }
 
 // parse reads and validates every input; it makes no request.
 func parse(args []string, gha *githubactions.Action) (options, error) {
 	in := step.NewInputs("release", gha)
-	in.Declare("stack", "hangar", "the Hangar stack's name")
-	in.Declare("runner-scope", "repo", "where provision registered the runners: repo or org")
-	in.Declare("deregister-timeout", "2m", "how long agents have to deregister before their instances are terminated")
-	in.Declare("github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required)")
+	in.Declare(step.ReleaseInputs...)
 	in.DeclareContext()
 	if err := in.Parse(args); err != nil {
 		return options{}, err

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
 // newRefresh is the refresh function (cmd/refresh's bootstrap, arm64, provided.al2023), its
@@ -20,7 +22,7 @@ func newRefresh(h *hangar, dir string) awslambda.Function {
 	})
 	h.roles.refresh.AddToPolicy(statement([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []*string{logs.LogGroupArn()}, nil))
 	fn := awslambda.NewFunction(h.stack, jsii.String("Refresh"), &awslambda.FunctionProps{
-		FunctionName: jsii.String(h.cfg.Stack + "-refresh"),
+		FunctionName: jsii.String(poolconfig.RefreshFunction(h.cfg.Stack)),
 		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
 		Architecture: awslambda.Architecture_ARM_64(),
 		Handler:      jsii.String("bootstrap"),

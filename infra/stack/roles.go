@@ -8,6 +8,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/tokens"
 )
@@ -141,6 +142,9 @@ func (r *roles) grant(h *hangar) {
 	}))
 	r.workflow.AddToPolicy(statement([]string{"ec2:StartInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag}))
+	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
+	// function, and no other.
+	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
 	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag}))
 }

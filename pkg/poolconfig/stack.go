@@ -53,3 +53,7 @@ func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
 	}
 	return s, nil
 }
+
+// RefreshFunction is the name of stack's refresh function: the stack gives it this name, and
+// the action's refresh mode invokes it by this name.
+func RefreshFunction(stack string) string { return stack + "-refresh" }

@@ -16,6 +16,7 @@ import (
 func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason string) {
 	p.mu.Lock()
 	p.failed = append(p.failed, it.ID)
+	p.res.Failures = append(p.res.Failures, Failure{ID: it.ID, Reason: reason, Log: it.SignalLog})
 	delete(p.members, it.ID)
 	p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == it.ID })
 	p.mu.Unlock()
@@ -61,14 +62,30 @@ func (p *provisioning) rollback(cause error) {
 	}
 	var insts []state.Instance
 	for _, id := range ids {
-		if it, ok := items[id]; ok {
-			insts = append(insts, *it)
+		it, ok := items[id]
+		if !ok {
+			continue
+		}
+		insts = append(insts, *it)
+		if it.State != state.Running {
+			p.mu.Lock()
+			p.res.Failures = append(p.res.Failures, Failure{ID: id, Reason: notReady(it), Log: it.SignalLog})
+			p.mu.Unlock()
 		}
 	}
 	res := p.d.Releaser.GiveBack(ctx, p.cfg.RunID, insts)
 	for _, w := range res.Warnings {
 		p.d.Log.Warn("rollback: " + w)
 	}
+}
+
+// notReady says where an instance stood when provision gave up on it.
+func notReady(it *state.Instance) string {
+	msg := fmt.Sprintf("not ready when provision stopped: %s", it.State)
+	if it.Signal != "" {
+		msg += ", last signal " + string(it.Signal)
+	}
+	return msg + ", last heartbeat " + heartbeatText(it.HeartbeatAt)
 }
 
 // replaceEarlierAttempt gives back the instances an earlier attempt of the run left, so that no

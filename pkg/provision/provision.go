@@ -127,7 +127,26 @@ type Result struct {
 	Replaced    int
 	Timing      Timing
 	Warnings    []string
+	// Failures are the instances given up on along the way (replaced by others).
+	Failures []Failure
 }
+
+// Failure is an instance provision gave up on: why, and the end of its agent's log when the agent
+// sent one (the runner's configuration output, a pre-runner script's, or its own error).
+type Failure struct {
+	ID, Reason, Log string
+}
+
+// Error is a failed provision: the cause, and every instance given up on, with its log tail.
+// What it took was given back or terminated before Run returned.
+type Error struct {
+	Err      error
+	Failures []Failure
+	Warnings []string
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
 // member is one instance provision is waiting for.
 type member struct {
@@ -206,7 +225,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 
 	if err := p.provision(ctx); err != nil {
 		p.rollback(err)
-		return nil, err
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return nil, &Error{Err: err, Failures: p.res.Failures, Warnings: p.res.Warnings}
 	}
 	p.report()
 	return p.res, nil

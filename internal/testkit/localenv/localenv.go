@@ -35,6 +35,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/fakerunner"
 	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/fleet"
@@ -91,9 +92,10 @@ type Env struct {
 	// Doc is the pool's published document.
 	Doc *poolconfig.Document
 
-	deployed bool
-	ddbURL   string // the DynamoDB endpoint the state table is at
-	closers  []func()
+	deployed  bool
+	ddbURL    string // the DynamoDB endpoint the state table is at
+	lambdaURL string // the local Lambda serving the stack's refresh function (ServeRefresh)
+	closers   []func()
 }
 
 // Start builds the agent and the stand-in runner and brings the world up. The emulators must be
@@ -260,7 +262,26 @@ func (e *Env) DynamoDB() *dynamodb.Client {
 // Environ is the environment of the processes that play Hangar's parts (steps, refresh,
 // agents): this process's, with the state table's DynamoDB endpoint.
 func (e *Env) Environ() []string {
-	return append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+e.ddbURL)
+	env := append(os.Environ(), "AWS_ENDPOINT_URL_DYNAMODB="+e.ddbURL)
+	if e.lambdaURL != "" {
+		env = append(env, "AWS_ENDPOINT_URL_LAMBDA="+e.lambdaURL)
+	}
+	return env
+}
+
+// ServeRefresh runs the stack's refresh function (bootstrap, cmd/refresh) in a local Lambda
+// under the name the stack gives it, with the environment the stack gives it (HANGAR_STACK);
+// from then on Environ points Lambda calls at it, so the action's refresh mode invokes it as it
+// would the deployed function. Close stops it.
+func (e *Env) ServeRefresh(bootstrap string) (*lambdaemu.Emulator, error) {
+	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
+		Env: append(e.Environ(), "HANGAR_STACK="+e.Stack), Timeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	e.lambdaURL = fn.URL()
+	e.closers = append(e.closers, fn.Close)
+	return fn, nil
 }
 
 // publishPool creates the pool's queue and launch template in moto, as the stack does, and

@@ -31,10 +31,20 @@ type StepResult struct {
 // RunStep runs a step binary with env (see StepEnv) in dir and reads what it wrote there. The
 // binary is told that the GitHub stand-in, on plain http at a loopback address, is acceptable.
 func RunStep(ctx context.Context, bin string, env []string, dir string) (StepResult, error) {
+	return runStep(ctx, env, dir, bin, "--allow-loopback-github")
+}
+
+// RunRefreshStep runs the refresh binary as the action's refresh mode does (refresh invoke), with
+// env (see StepEnv; ServeRefresh first) in dir, and reads what it wrote there.
+func RunRefreshStep(ctx context.Context, bin string, env []string, dir string) (StepResult, error) {
+	return runStep(ctx, env, dir, bin, "invoke")
+}
+
+func runStep(ctx context.Context, env []string, dir, bin string, args ...string) (StepResult, error) {
 	for _, f := range []string{"output", "summary"} {
 		_ = os.Remove(filepath.Join(dir, f))
 	}
-	cmd := exec.CommandContext(ctx, bin, "--allow-loopback-github")
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	res := StepResult{Outputs: map[string]string{}, Log: string(out)}

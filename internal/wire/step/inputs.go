@@ -35,8 +35,15 @@ func NewInputs(name string, gha *githubactions.Action) *Inputs {
 	return &Inputs{fs: fs, gha: gha, vals: map[string]*string{}, defs: map[string]string{}}
 }
 
-// Declare registers an input with its default and help text.
-func (in *Inputs) Declare(name, def, usage string) {
+// Declare registers the action's inputs (see the catalogue) a step reads.
+func (in *Inputs) Declare(inputs ...Input) {
+	for _, x := range inputs {
+		in.declare(x.Name, x.Default, x.Usage)
+	}
+}
+
+// declare registers an input with its default and help text.
+func (in *Inputs) declare(name, def, usage string) {
 	in.vals[name] = in.fs.String(name, def, usage)
 	in.defs[name] = def
 }
@@ -60,6 +67,9 @@ func (in *Inputs) String(name string) string {
 // source returns an input's value and where it came from: the flag, INPUT_<NAME>,
 // HANGAR_<NAME>, or "" for the default.
 func (in *Inputs) source(name string) (value, from string) {
+	if _, ok := in.vals[name]; !ok {
+		panic("step: input " + name + " read but not declared") // a step reads only what it declares
+	}
 	if in.set[name] {
 		return strings.TrimSpace(*in.vals[name]), "--" + name
 	}
@@ -122,11 +132,11 @@ type Context struct {
 
 // DeclareContext registers the context's flags.
 func (in *Inputs) DeclareContext() {
-	in.Declare("run-id", os.Getenv("GITHUB_RUN_ID"), "the workflow run id (GITHUB_RUN_ID)")
-	in.Declare("run-attempt", os.Getenv("GITHUB_RUN_ATTEMPT"), "the run attempt (GITHUB_RUN_ATTEMPT)")
-	in.Declare("repository", os.Getenv("GITHUB_REPOSITORY"), "owner/name (GITHUB_REPOSITORY)")
-	in.Declare("server-url", envOr("GITHUB_SERVER_URL", "https://github.com"), "the GitHub server (GITHUB_SERVER_URL)")
-	in.Declare("api-url", envOr("GITHUB_API_URL", "https://api.github.com"), "the GitHub API (GITHUB_API_URL)")
+	in.declare("run-id", os.Getenv("GITHUB_RUN_ID"), "the workflow run id (GITHUB_RUN_ID)")
+	in.declare("run-attempt", os.Getenv("GITHUB_RUN_ATTEMPT"), "the run attempt (GITHUB_RUN_ATTEMPT)")
+	in.declare("repository", os.Getenv("GITHUB_REPOSITORY"), "owner/name (GITHUB_REPOSITORY)")
+	in.declare("server-url", envOr("GITHUB_SERVER_URL", "https://github.com"), "the GitHub server (GITHUB_SERVER_URL)")
+	in.declare("api-url", envOr("GITHUB_API_URL", "https://api.github.com"), "the GitHub API (GITHUB_API_URL)")
 	in.loopbackGitHub = in.fs.Bool("allow-loopback-github", false,
 		"accept a plain-http GitHub on a loopback address (for a local stand-in; only as a flag, never from INPUT_* or HANGAR_*)")
 }

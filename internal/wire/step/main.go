@@ -11,14 +11,15 @@ import (
 	"github.com/sethvargo/go-githubactions"
 )
 
-// Main is a step's main: parse and validate every input (exit 2 on bad input, before any
-// request), mask the secret, run (exit 1 on failure). Errors become workflow error annotations.
-func Main[O any](name string, parse func([]string, *githubactions.Action) (O, error), secret func(O) string,
+// Main is a step's main: parse and validate every input from args (the command line after the
+// program's name) and the environment (exit 2 on bad input, before any request), mask the secret,
+// run (exit 1 on failure). Errors become workflow error annotations.
+func Main[O any](name string, args []string, parse func([]string, *githubactions.Action) (O, error), secret func(O) string,
 	run func(context.Context, O, *githubactions.Action) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	gha := githubactions.New()
-	opts, err := parse(os.Args[1:], gha)
+	opts, err := parse(args, gha)
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}

@@ -2,14 +2,20 @@ package step
 
 import (
 	"fmt"
+	"html"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/sethvargo/go-githubactions"
 )
 
-// Output sets a step output, or prints name=value when not running in a workflow.
+// Output sets a step output, or prints name=value when not running in a workflow. name is one of
+// the catalogue's outputs (action.yml declares each).
 func Output(gha *githubactions.Action, name, value string) {
+	if !slices.Contains(ProvisionOutputs, name) && !slices.Contains(RefreshOutputs, name) {
+		panic("step: output " + name + " is not in the catalogue")
+	}
 	if os.Getenv("GITHUB_OUTPUT") == "" {
 		fmt.Printf("%s=%s\n", name, value)
 		return
@@ -25,6 +31,17 @@ func Summary(gha *githubactions.Action, markdown string) {
 		return
 	}
 	gha.AddStepSummary(markdown)
+}
+
+// Details renders text in a collapsed block: a summary line, then the text as a code block whose
+// fence is longer than any run of backticks in it, so the text cannot end the block early.
+func Details(summary, text string) string {
+	fence := "```"
+	for strings.Contains(text, fence) {
+		fence += "`"
+	}
+	return "<details><summary>" + html.EscapeString(summary) + "</summary>\n\n" + fence + "text\n" +
+		strings.TrimRight(text, "\n") + "\n" + fence + "\n\n</details>\n\n"
 }
 
 // Table renders a markdown table.

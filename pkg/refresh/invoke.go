@@ -1,0 +1,73 @@
+package refresh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Request is a refresh asked for by hand: the payload of an invocation of the stack's refresh
+// function ({"action":"refresh"}), answered with the Report.
+type Request struct {
+	Action string   `json:"action,omitempty"` // "refresh"
+	DryRun bool     `json:"dryRun,omitempty"`
+	Pools  []string `json:"pools,omitempty"` // default: every pool
+}
+
+// ActionRefresh is Request.Action for a refresh.
+const ActionRefresh = "refresh"
+
+// Validate checks the pool names.
+func (r Request) Validate() error {
+	var errs []error
+	for _, p := range r.Pools {
+		if err := state.ValidatePool(p); err != nil {
+			errs = append(errs, fmt.Errorf("pools: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Lambda invokes a function (the SDK's lambda.Client).
+type Lambda interface {
+	Invoke(ctx context.Context, params *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
+}
+
+// Invoke runs the stack's refresh function synchronously with req and returns its report. A
+// failure inside the function is an error carrying the function's own message.
+func Invoke(ctx context.Context, client Lambda, stack string, req Request) (*Report, error) {
+	req.Action = ActionRefresh
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	fn := poolconfig.RefreshFunction(stack)
+	out, err := client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn), Payload: payload})
+	if err != nil {
+		return nil, fmt.Errorf("invoke the refresh function %s: %w", fn, err)
+	}
+	if out.FunctionError != nil {
+		var fe struct {
+			Message string `json:"errorMessage"`
+		}
+		if json.Unmarshal(out.Payload, &fe) != nil || fe.Message == "" {
+			fe.Message = string(out.Payload)
+		}
+		return nil, fmt.Errorf("the refresh function %s failed (%s): %s", fn, aws.ToString(out.FunctionError), fe.Message)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Payload, &rep); err != nil {
+		return nil, fmt.Errorf("the refresh function %s answered with something other than a report: %w: %.200s", fn, err, out.Payload)
+	}
+	return &rep, nil
+}
