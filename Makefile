@@ -16,6 +16,7 @@ LDFLAGS   := -s -w -X main.version=$(shell git describe --tags --always --dirty 
 
 TOOLS_BIN := .cache/tools/bin
 GOLANGCI  := $(TOOLS_BIN)/golangci-lint
+ACT       := $(TOOLS_BIN)/act
 
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
@@ -54,8 +55,8 @@ dist: ## the action's release assets in dist/: hangar-{provision,release,refresh
 	cd dist && sha256sum hangar-* > checksums.txt
 	@echo "dist/: $$(ls dist | wc -l) files; upload them all to the release (docs/operations.md, Releasing)"
 
-test: testbed-up test-infra validate-template ## start the local emulators if needed, then run every test with -race (the CDK app's too)
-	$(WITH_TESTBED) $(GO) test -race -count=1 ./...
+test: testbed-up test-infra validate-template $(ACT) ## start the local emulators if needed, then run every test with -race (the CDK app's too, and the example workflows under act)
+	$(WITH_TESTBED) HANGAR_ACT=$(CURDIR)/$(ACT) $(GO) test -race -count=1 ./...
 
 test-infra: testbed-up ## the CDK app's tests: config validation, assertions on the synthesized template, and its deployment into the emulators (needs node)
 	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
@@ -96,6 +97,11 @@ lint: $(GOLANGCI) ## gofmt check, go vet and golangci-lint (built once from tool
 	$(GO) vet ./...
 	$(GOLANGCI) run ./...
 	cd infra && $(GO) vet ./... && ../$(GOLANGCI) run ./...
+
+$(ACT): tools/act/go.mod tools/act/go.sum
+	@mkdir -p $(TOOLS_BIN)
+	@echo "building act from tools/act/go.mod (once; about half a minute)"
+	cd tools/act && CGO_ENABLED=0 $(GO) build -o ../../$(ACT) github.com/nektos/act
 
 $(GOLANGCI): tools/go.mod tools/go.sum
 	@mkdir -p $(TOOLS_BIN)

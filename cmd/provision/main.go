@@ -22,7 +22,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/provision"
 )
 
-func main() { step.Main("provision", os.Args[1:], parse, func(o options) string { return o.token }, run) }
+func main() {
+	step.Main("provision", os.Args[1:], parse, func(o options) string { return o.token }, run)
+}
 
 // options are the validated inputs.
 type options struct {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,6 +262,15 @@ func TestWorkflowRole(t *testing.T) {
 	require.Contains(t, all, `"iam:PassedToService":"ec2.amazonaws.com"`)
 	require.Contains(t, all, `"aws:RequestTag/hangar:stack":"hangar"`, "launches are tagged as the stack's")
 	require.Contains(t, all, `"aws:ResourceTag/hangar:stack":"hangar"`, "starts and terminations only of the stack's instances")
+	var invoke []map[string]any
+	for _, s := range ss {
+		if slices.Contains(actions(s), "lambda:InvokeFunction") {
+			invoke = append(invoke, s)
+		}
+	}
+	require.Len(t, invoke, 1, "refresh by hand: the workflows may invoke the refresh function")
+	require.Equal(t, []string{"lambda:InvokeFunction"}, actions(invoke[0]))
+	require.Contains(t, js(invoke[0]["Resource"]), `":function:hangar-refresh"`, "that function, and no other")
 
 	var trust string
 	for id, r := range resources("AWS::IAM::Role") {

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -51,6 +52,9 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		wg.Wait()
 		return len(open) == 0
 	})
+	if errors.Is(err, context.Canceled) {
+		return int(failed.Load()), fmt.Errorf("cancelled while %d of %d runners were still registering: %w", len(open), p.cfg.Count, err)
+	}
 	if err != nil {
 		return int(failed.Load()), fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
 			len(open), p.cfg.Count, p.cfg.RegistrationTimeout, err)

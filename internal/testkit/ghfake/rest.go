@@ -24,7 +24,10 @@ func (s *Server) handler() http.Handler {
 	}
 	s.runnerSide(mux)
 	s.jobControl(mux)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.held(r)
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // rest registers an admin-authenticated REST handler.

@@ -4,9 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +82,7 @@ type Server struct {
 	tokenTTL    time.Duration
 	now         func() time.Time
 	perPage     int
+	holds       map[string]chan struct{} // path suffix → closed when requests may go on
 }
 
 // New starts a stand-in on a random loopback port that accepts the given admin tokens. Close it
@@ -89,14 +93,66 @@ func New(adminTokens ...string) *Server {
 	return s
 }
 
-// NewUnstarted returns a stand-in whose handler the caller serves (the demo's command does, on a
-// fixed port).
-func NewUnstarted(adminTokens ...string) *Server { return newServer(adminTokens) }
+// NewTLS starts a stand-in that serves https, as GitHub does, with a self-signed certificate
+// (see CertFile): what a client that accepts only https GitHub URLs, such as the action's steps
+// inside a workflow, talks to.
+func NewTLS(adminTokens ...string) *Server {
+	s := newServer(adminTokens)
+	s.srv = httptest.NewTLSServer(s.handler())
+	return s
+}
+
+// CertFile writes the certificate of a NewTLS stand-in, PEM encoded, to path: point
+// SSL_CERT_FILE at it to trust the stand-in.
+func (s *Server) CertFile(path string) error {
+	cert := s.srv.Certificate()
+	if cert == nil {
+		return errors.New("ghfake: the stand-in does not serve TLS")
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw}), 0o644)
+}
+
+// Hold makes requests whose path ends with suffix wait until the returned function is called
+// (or the client gives up): a test holds a step at a chosen point, for instance the release
+// step at its remove token while it plays GitHub running the workflow's other jobs.
+func (s *Server) Hold(suffix string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.holds[suffix] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.holds, suffix)
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// held waits while r's path is held.
+func (s *Server) held(r *http.Request) {
+	s.mu.Lock()
+	var wait []chan struct{}
+	for suffix, ch := range s.holds {
+		if strings.HasSuffix(r.URL.Path, suffix) {
+			wait = append(wait, ch)
+		}
+	}
+	s.mu.Unlock()
+	for _, ch := range wait {
+		select {
+		case <-ch:
+		case <-r.Context().Done():
+		}
+	}
+}
 
 func newServer(adminTokens []string) *Server {
 	s := &Server{
 		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{}, groups: map[string][]string{},
-		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30,
+		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30, holds: map[string]chan struct{}{},
 	}
 	for _, t := range adminTokens {
 		s.admin[t] = true
@@ -107,6 +163,11 @@ func newServer(adminTokens []string) *Server {
 // URL returns the server's base URL (no trailing slash): the REST API root and the "web" root
 // that runner URLs (URL/owner/repo) are built on.
 func (s *Server) URL() string { return s.srv.URL }
+
+// HTTPClient is a client that trusts the stand-in (its certificate, when it serves https).
+func (s *Server) HTTPClient() *http.Client {
+	return s.srv.Client()
+}
 
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -68,6 +69,10 @@ type Options struct {
 	Requirements *poolconfig.Requirements
 	Dir          string // the simulator's directory (default: a temporary one, removed by Close)
 	Log          *slog.Logger
+	// TLS serves the GitHub stand-in on https, as GitHub is, with a self-signed certificate that
+	// Environ trusts (SSL_CERT_FILE): for steps run inside a workflow, which accept no plain-http
+	// GitHub.
+	TLS bool
 	// Deployed attaches the world to the stack named Stack as deployed into the emulators (see
 	// internal/testkit/emustack): its table (in moto's DynamoDB), queues, launch templates, key
 	// and pool documents, found from the stack's name alone as the steps find them; nothing of
@@ -95,6 +100,7 @@ type Env struct {
 	deployed  bool
 	ddbURL    string // the DynamoDB endpoint the state table is at
 	lambdaURL string // the local Lambda serving the stack's refresh function (ServeRefresh)
+	certFile  string // the GitHub stand-in's certificate, when it serves https (Options.TLS)
 	closers   []func()
 }
 
@@ -162,9 +168,15 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("open state store: %w", err)
 	}
 
-	e.GH = ghfake.New(AdminToken)
-	e.closers = append(e.closers, e.GH.Close)
-	if e.GitHub, err = github.NewClient(nil).WithAuthToken(AdminToken).WithEnterpriseURLs(e.GH.URL()+"/", e.GH.URL()+"/"); err != nil {
+	if o.TLS {
+		if e.certFile, err = e.serveGitHubTLS(); err != nil {
+			return nil, err
+		}
+	} else {
+		e.GH = ghfake.New(AdminToken)
+		e.closers = append(e.closers, e.GH.Close)
+	}
+	if e.GitHub, err = github.NewClient(e.GH.HTTPClient()).WithAuthToken(AdminToken).WithEnterpriseURLs(e.GH.URL()+"/", e.GH.URL()+"/"); err != nil {
 		return nil, fmt.Errorf("GitHub client for the stand-in: %w", err)
 	}
 	e.GitHub.BaseURL.Path = "/"
@@ -266,7 +278,24 @@ func (e *Env) Environ() []string {
 	if e.lambdaURL != "" {
 		env = append(env, "AWS_ENDPOINT_URL_LAMBDA="+e.lambdaURL)
 	}
+	if e.certFile != "" {
+		env = append(env, "SSL_CERT_FILE="+e.certFile)
+	}
 	return env
+}
+
+// serveGitHubTLS starts the GitHub stand-in on https and writes its certificate to a file,
+// whose path it returns.
+func (e *Env) serveGitHubTLS() (string, error) {
+	e.GH = ghfake.NewTLS(AdminToken)
+	e.closers = append(e.closers, e.GH.Close)
+	dir, err := os.MkdirTemp("", "hangar-github-")
+	if err != nil {
+		return "", err
+	}
+	e.closers = append(e.closers, func() { _ = os.RemoveAll(dir) })
+	path := filepath.Join(dir, "cert.pem")
+	return path, e.GH.CertFile(path)
 }
 
 // ServeRefresh runs the stack's refresh function (bootstrap, cmd/refresh) in a local Lambda
