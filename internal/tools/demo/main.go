@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -31,6 +32,22 @@ func main() {
 }
 
 func say(format string, a ...any) { fmt.Printf("\n==> "+format+"\n", a...) }
+
+// timeline records the demo's steps for the table it ends with.
+type timeline struct {
+	start time.Time
+	rows  [][]string
+}
+
+// add records a step that began at begin.
+func (tl *timeline) add(step string, begin time.Time, result string) {
+	tl.rows = append(tl.rows, []string{strconv.Itoa(len(tl.rows) + 1), step,
+		fmt.Sprintf("%.1f", begin.Sub(tl.start).Seconds()), time.Since(begin).Round(time.Millisecond).String(), result})
+}
+
+func (tl *timeline) String() string {
+	return step.Table([]string{"#", "step", "at (s)", "took", "result"}, tl.rows)
+}
 
 func run(ctx context.Context) error {
 	say("building the binaries, and deploying the stack into the emulators: synthesized by the CDK app from internal/tools/demo/hangar.demo.yaml")
@@ -51,6 +68,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	tl := &timeline{start: time.Now()}
 	stack := fmt.Sprintf("hangar-demo-%d", time.Now().Unix()%1e6)
 	d, err := newDeployment(ctx, stack, dir)
 	if err != nil {
@@ -67,6 +85,7 @@ func run(ctx context.Context) error {
 		}
 	}()
 	fmt.Printf("    stack %s: CREATE_COMPLETE in %s; the workflows' role: %s\n", stack, time.Since(start).Round(100*time.Millisecond), deployed.Outputs["WorkflowRoleArn"])
+	tl.add("deploy the stack (CDK app → CloudFormation)", start, "CREATE_COMPLETE")
 	for _, g := range deployed.Gaps {
 		fmt.Printf("    (emulator gap) %s\n", g)
 	}
@@ -78,6 +97,11 @@ func run(ctx context.Context) error {
 	}
 	defer e.Close()
 	fmt.Printf("    table %s, pool %s (%s), repository %s\n", e.Table, e.Pool, strings.Join(e.Doc.InstanceTypes, ", "), localenv.Repo)
+	// The stack's refresh function, run by a local Lambda under the name the stack gives it: the
+	// demo refreshes by hand as a workflow does (the action's mode: refresh, Lambda Invoke).
+	if _, err := e.ServeRefresh(refreshBin); err != nil {
+		return err
+	}
 
 	var first []string
 	for i, run := range []string{"4001", "4002"} {
@@ -90,6 +114,8 @@ func run(ctx context.Context) error {
 		fmt.Printf("    provision took %s; outputs: runner-label=%s reused=%s created=%s\n", time.Since(start).Round(time.Millisecond),
 			res.Outputs["runner-label"], res.Outputs["reused"], res.Outputs["created"])
 		fmt.Print(indent(res.Summary))
+		tl.add(map[int]string{0: "cold provision of 3 (run 4001)", 1: "warm provision of 3 (run 4002)"}[i], start,
+			fmt.Sprintf("%s created, %s reused", res.Outputs["created"], res.Outputs["reused"]))
 		var ids []string
 		if err := json.Unmarshal([]byte(res.Outputs["instance-ids"]), &ids); err != nil {
 			return fmt.Errorf("instance-ids output %q: %w", res.Outputs["instance-ids"], err)
@@ -101,8 +127,10 @@ func run(ctx context.Context) error {
 		}
 
 		say("run %s: six jobs with runs-on: %s (and one for another run, which must not land here)", run, run)
+		jobsStart := time.Now()
 		stray := e.GH.QueueJob(localenv.Repo, []string{"9999"}, "echo stray")
 		var jobs []int64
+		ok := 0
 		for range 6 {
 			jobs = append(jobs, e.GH.QueueJob(localenv.Repo, []string{run}, "echo built on $RUNNER_NAME; ls -A | wc -l"))
 		}
@@ -112,9 +140,13 @@ func run(ctx context.Context) error {
 				return err
 			}
 			fmt.Printf("    job %d: %s on %s\n", done.ID, done.Conclusion, done.RunnerName)
+			if done.Conclusion == "success" && strings.HasSuffix(done.RunnerName, "-"+run) {
+				ok++
+			}
 		}
 		s, _ := e.GH.Job(stray)
 		fmt.Printf("    the other run's job is still %s\n", s.Status)
+		tl.add("6 jobs of run "+run, jobsStart, fmt.Sprintf("%d succeeded on the run's runners; the other run's job %s", ok, s.Status))
 
 		if i == 1 {
 			say("redeploying the stack with an idle timeout of 8 s (30 min by default), so that the demo can show expiry")
@@ -130,6 +162,7 @@ func run(ctx context.Context) error {
 		}
 		fmt.Printf("    release took %s; runners left on GitHub: %d\n", time.Since(start).Round(time.Millisecond), len(e.GH.Runners("")))
 		fmt.Print(indent(rel.Summary))
+		tl.add("release (run "+run+")", start, fmt.Sprintf("%d runners left on GitHub", len(e.GH.Runners(""))))
 	}
 
 	say("the pool now holds the three idle instances, each with an idle deadline (8 s in this demo, 30 min by default):")
@@ -147,18 +180,25 @@ func run(ctx context.Context) error {
 	if err := wait.Sleep(ctx, time.Until(last.Add(time.Second))); err != nil {
 		return err
 	}
-	say("expiry: the deadlines have passed; refresh (the scheduled Lambda, here run once from the shell) terminates them")
-	if err := runRefresh(ctx, e, refreshBin); err != nil {
+	say("expiry: the deadlines have passed; refresh (the stack's function, invoked as the action's mode: refresh does) terminates them")
+	start = time.Now()
+	rep, err := runRefresh(ctx, e, refreshBin, dir)
+	if err != nil {
 		return err
 	}
+	tl.add("expiry: refresh", start, fmt.Sprintf("%d expired, terminated", rep.Pools[0].Expired))
 
 	say("warm pool: redeployed with a schedule that wants 2 hot instances; refresh launches them in one request")
+	start = time.Now()
 	if _, err := d.deploy(ctx, settings{Idle: poolconfig.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
 		return err
 	}
-	if err := runRefresh(ctx, e, refreshBin); err != nil {
+	tl.add("redeploy: 2 hot instances wanted", start, "UPDATE_COMPLETE")
+	start = time.Now()
+	if rep, err = runRefresh(ctx, e, refreshBin, dir); err != nil {
 		return err
 	}
+	tl.add("warm pool: refresh", start, fmt.Sprintf("%d launched", rep.Pools[0].Launched))
 	warming, err := e.Store.InPoolState(ctx, e.Pool, state.Created)
 	if err != nil {
 		return err
@@ -169,38 +209,33 @@ func run(ctx context.Context) error {
 		}
 	}
 	say("their agents are READY; the next refresh puts them in the pool, ready to be claimed")
-	if err := runRefresh(ctx, e, refreshBin); err != nil {
+	start = time.Now()
+	if rep, err = runRefresh(ctx, e, refreshBin, dir); err != nil {
 		return err
 	}
-	say("done: %d runs served by 3 machines with %d runner registrations, nothing left registered on GitHub (%d)",
+	tl.add("warm pool: refresh", start, fmt.Sprintf("%d idle, ready to be claimed", rep.Pools[0].Idle))
+	say("done: %d runs served by 3 machines with %d runner registrations, nothing left registered on GitHub (%d). The timeline:",
 		2, e.GH.Registrations(), len(e.GH.Runners("")))
+	fmt.Print("\n" + tl.String())
 	return nil
 }
 
-// runRefresh runs `refresh --once` and prints what it did.
-func runRefresh(ctx context.Context, e *localenv.Env, bin string) error {
-	cmd := exec.CommandContext(ctx, bin, "--once", "--stack", e.Stack)
-	cmd.Env = e.Environ()
-	out, err := cmd.Output()
+// runRefresh runs the action's refresh step (refresh invoke: the stack's function, through
+// Lambda Invoke) and prints what it did.
+func runRefresh(ctx context.Context, e *localenv.Env, bin, dir string) (*refresh.Report, error) {
+	res, err := localenv.RunRefreshStep(ctx, bin, e.StepEnv("4003", 0, dir), dir)
 	if err != nil {
-		return fmt.Errorf("refresh: %w", err)
+		return nil, err
 	}
 	var rep refresh.Report
-	if err := json.Unmarshal(out, &rep); err != nil {
-		return fmt.Errorf("refresh report: %w", err)
+	if err := json.Unmarshal([]byte(res.Outputs["report"]), &rep); err != nil {
+		return nil, fmt.Errorf("refresh report %q: %w", res.Outputs["report"], err)
 	}
-	for _, a := range rep.Actions {
-		what := a.Instance
-		if what == "" {
-			what = "pool " + a.Pool
-		}
-		fmt.Printf("    %-9s %-20s %s\n", a.Do, what, a.Reason)
+	if len(rep.Pools) == 0 {
+		return nil, fmt.Errorf("refresh reported no pool: %s", res.Outputs["report"])
 	}
-	for _, p := range rep.Pools {
-		fmt.Printf("    pool %s: %d idle, %d warming, %d expired, %d launched (target: %d hot, %d stopped) in %d ms, %d items read\n",
-			p.Pool, p.Idle, p.Warming, p.Expired, p.Launched, p.Target.Hot, p.Target.Stopped, rep.TookMs, p.ItemsRead)
-	}
-	return nil
+	fmt.Print(indent(res.Summary))
+	return &rep, nil
 }
 
 func indent(s string) string {
