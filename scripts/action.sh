@@ -34,8 +34,9 @@ case "$(uname -m)" in
   aarch64|arm64) arch=arm64 ;;
   *) fail "unsupported architecture $(uname -m): Hangar's step runs on amd64 and arm64" ;;
 esac
-asset="hangar-$mode-$os-$arch"
-[ "$os" = windows ] && asset="$asset.exe"
+ext=""
+if [ "$os" = windows ]; then ext=.exe; fi
+asset="hangar-$mode-$os-$arch$ext"
 
 # The action's repository and ref: from the runner's context, or else from where the runner put
 # the action (…/_actions/<owner>/<repo>/<ref>), which composite actions always know.
@@ -66,7 +67,7 @@ fetch() {
     http://127.0.0.1[:/]*|http://localhost[:/]*|http://\[::1\][:/]*) ;;
     *) fail "release-url: \"$1\": want an https URL" ;;
   esac
-  curl --fail --silent --show-error --location --retry 3 --retry-connrefused --connect-timeout 10 --max-time 300 \
+  curl --fail --silent --show-error --location --proto-redir =https --retry 3 --retry-connrefused --connect-timeout 10 --max-time 300 \
     --output "$2" "$1"
 }
 
@@ -90,8 +91,11 @@ if [ -n "$version" ]; then
     if [ -z "$want" ]; then
       echo "::warning title=Hangar::release $version lists no $asset: building the $mode step from source instead"
     else
-      bin="$cache/$asset"
-      if [ -f "$bin" ] && [ "$(sha256 "$bin")" = "$want" ]; then
+      cached="$cache/$asset"
+      # Run a private copy, checked after copying: the cache may be shared with other jobs.
+      bin="${RUNNER_TEMP:-/tmp}/hangar-$mode-$$$ext"
+      if [ -f "$cached" ] && cp "$cached" "$bin" && [ "$(sha256 "$bin")" = "$want" ]; then
+        chmod 0755 "$bin"
         echo "Hangar $version $mode ($os/$arch) from the tool cache, SHA-256 $want"
       else
         echo "Downloading $base/$version/$asset"
@@ -101,7 +105,8 @@ if [ -n "$version" ]; then
           fail "checksum mismatch for $asset of release $version: the release's checksums.txt lists $want, the download is $got; not running it"
         fi
         chmod 0755 "$cache/$asset.$$"
-        mv -f "$cache/$asset.$$" "$bin"
+        cp "$cache/$asset.$$" "$bin"
+        mv -f "$cache/$asset.$$" "$cached"
         echo "Hangar $version $mode ($os/$arch) verified, SHA-256 $got"
       fi
     fi

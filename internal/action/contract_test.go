@@ -159,7 +159,7 @@ func TestModesAndReleaseAssets(t *testing.T) {
 	require.Subset(t, platforms, []string{"linux/amd64", "linux/arm64", "darwin/arm64"}, "GitHub's hosted runners")
 	script := read(t, "scripts/action.sh")
 	require.Contains(t, script, "provision|release|refresh)")
-	require.Contains(t, script, `asset="hangar-$mode-$os-$arch"`)
+	require.Contains(t, script, `asset="hangar-$mode-$os-$arch$ext"`)
 	require.Contains(t, mk, "dist/hangar-$$m-$$os-$$a$$ext")
 	require.Contains(t, mk, "sha256sum hangar-* > checksums.txt")
 }

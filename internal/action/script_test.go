@@ -122,7 +122,7 @@ func (r *scriptRun) ran(name string) bool {
 func noGoPath(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, tool := range []string{"bash", "sh", "curl", "uname", "awk", "cut", "sha256sum", "mkdir", "chmod", "mv", "rm", "touch", "cat", "env"} {
+	for _, tool := range []string{"bash", "sh", "curl", "uname", "awk", "cut", "sha256sum", "mkdir", "chmod", "mv", "cp", "rm", "touch", "cat", "env"} {
 		p, err := exec.LookPath(tool)
 		require.NoError(t, err, "the script needs %s", tool)
 		require.NoError(t, os.Symlink(p, filepath.Join(dir, tool)))
