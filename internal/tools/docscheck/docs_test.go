@@ -119,7 +119,7 @@ func TestReadmeSetup(t *testing.T) {
 func actionManifest(t *testing.T) (inputs map[string]string, outputs []string) {
 	var m struct {
 		Inputs  map[string]struct{ Default string } `yaml:"inputs"`
-		Outputs map[string]any                       `yaml:"outputs"`
+		Outputs map[string]any                      `yaml:"outputs"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(read(t, "action.yml")), &m))
 	inputs = map[string]string{}
