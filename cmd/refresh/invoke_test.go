@@ -85,8 +85,8 @@ func TestInvokeBadInputs(t *testing.T) {
 	trap := testbed.NewTrap(t)
 	tests := []struct{ key, value, want string }{
 		{"HANGAR_DRY_RUN", "maybe", `dry-run: "maybe": want true or false`},
-		{"HANGAR_POOLS", "ok,Bad Pool!", `pools: `},
-		{"HANGAR_STACK", "no spaces", `stack: `},
+		{"HANGAR_POOLS", "ok,Bad_Pool", `pools: pool name "Bad_Pool" is malformed: want 1 to 48 of a-z, 0-9 and '-'`},
+		{"HANGAR_STACK", "no spaces", `stack: "no spaces"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.key, func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -366,13 +365,9 @@ func cancelled(ctx context.Context, t *testing.T, w *workflowRunner, ci, run str
 	require.Empty(t, leaked, "every running EC2 instance has a live item")
 }
 
-var stepProcessMu sync.Mutex
-
 // stepProcess finds the running step binary whose name starts with prefix (the action builds it
 // into RUNNER_TEMP as hangar-<mode>-<pid>).
 func stepProcess(t *testing.T, prefix string) int {
-	stepProcessMu.Lock()
-	defer stepProcessMu.Unlock()
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	require.NoError(t, err)
 	for _, p := range procs {

@@ -68,8 +68,12 @@ func (p *provisioning) rollback(cause error) {
 		}
 		insts = append(insts, *it)
 		if it.State != state.Running {
+			f := Failure{ID: id, Reason: p.notReady(it)}
+			if it.SignalRun == p.cfg.RunID {
+				f.Log = it.SignalLog // a log of an earlier run says nothing of this one
+			}
 			p.mu.Lock()
-			p.res.Failures = append(p.res.Failures, Failure{ID: id, Reason: notReady(it), Log: it.SignalLog})
+			p.res.Failures = append(p.res.Failures, f)
 			p.mu.Unlock()
 		}
 	}
@@ -79,11 +83,14 @@ func (p *provisioning) rollback(cause error) {
 	}
 }
 
-// notReady says where an instance stood when provision gave up on it.
-func notReady(it *state.Instance) string {
+// notReady says where an instance stood when provision gave up on it: its state, its agent's
+// last signal about this run (none yet, if it sent none), its last heartbeat.
+func (p *provisioning) notReady(it *state.Instance) string {
 	msg := fmt.Sprintf("not ready when provision stopped: %s", it.State)
-	if it.Signal != "" {
+	if it.Signal != "" && it.SignalRun == p.cfg.RunID {
 		msg += ", last signal " + string(it.Signal)
+	} else {
+		msg += ", no signal about this run yet"
 	}
 	return msg + ", last heartbeat " + heartbeatText(it.HeartbeatAt)
 }

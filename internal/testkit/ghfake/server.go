@@ -124,7 +124,9 @@ func (s *Server) Hold(suffix string) (release func()) {
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
-			delete(s.holds, suffix)
+			if s.holds[suffix] == ch { // a later Hold of the same suffix stays
+				delete(s.holds, suffix)
+			}
 			s.mu.Unlock()
 			close(ch)
 		})
