@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/pkg/agent"
@@ -44,6 +45,7 @@ type options struct {
 	runnerDir, runsDir, runAs string
 	stateDir, tmpDirs         string
 	poll, heartbeat, grace    time.Duration
+	safety, doorbellWait      time.Duration
 	bootWait, spot            time.Duration
 	shutdown                  string
 	logFormat                 string
@@ -112,7 +114,9 @@ func parse(args []string) (options, error) {
 	str(&o.runsDir, "runs-dir", "", "the root-owned parent of each run's directories (default <state-dir>/runs)")
 	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
 	str(&o.tmpDirs, "tmp-dirs", strings.Join(agent.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
-	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read (one DynamoDB request each)")
+	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
+	dur(&o.safety, "safety-interval", agent.DefaultSafetyInterval, "how often the item is read while the doorbell works (catches a lost ring)")
+	dur(&o.doorbellWait, "doorbell-wait", agent.DefaultDoorbellWait, "each long poll of the doorbell queue (whole seconds, at most 20s; one SQS request each)")
 	dur(&o.heartbeat, "heartbeat-interval", agent.DefaultHeartbeatInterval, "how often the heartbeat is written")
 	dur(&o.grace, "terminate-grace", agent.DefaultTerminateGrace, "how far past its deadline the instance terminates itself")
 	dur(&o.bootWait, "boot-wait", 0, "how long to wait for the item at boot (default: the pool's created timeout)")
@@ -179,7 +183,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	cfg := agent.Config{
 		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir, TmpDirs: tmpDirs, RunAs: runAs,
 		MetadataEndpoint: metadata,
-		PollInterval:     o.poll, HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
+		PollInterval:     o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
+		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
 	}
 	opener := tokens.Opener{KMS: kms.NewFromConfig(awsCfg), Key: pool.TokenKey, InstanceARN: id.ARN()}
@@ -187,6 +192,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	a.Doorbell = sqs.NewFromConfig(awsCfg)
 	log.Info("agent starting", "version", version, "instance", id.InstanceID, "type", id.InstanceType, "az", id.AZ, "pool", pool.Name)
 	return a.Run(ctx)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
@@ -56,6 +57,12 @@ type Agent struct {
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Doorbell receives from the instance's doorbell (package doorbell); nil, or an item without
+	// one, and the agent polls its item every PollInterval instead.
+	Doorbell doorbell.Receiver
+
+	rings    chan struct{} // a ring since the last read of the item
+	listener *doorbell.Listener
 
 	deadline      atomic.Int64 // latest threshold seen, Unix ms (0: none yet)
 	last          atomic.Pointer[state.Instance]
@@ -78,7 +85,8 @@ func New(cfg Config, store Store, tokens Tokens, ec2Client EC2, md Metadata, log
 	if tokens == nil {
 		return nil, errors.New("agent: no token opener: runner tokens arrive sealed with KMS")
 	}
-	return &Agent{cfg: cfg, store: store, tokens: tokens, ec2: ec2Client, md: md, log: log, http: downloadClient()}, nil
+	return &Agent{cfg: cfg, store: store, tokens: tokens, ec2: ec2Client, md: md, log: log, http: downloadClient(),
+		rings: make(chan struct{}, 1)}, nil
 }
 
 func (a *Agent) now() time.Time {
@@ -91,7 +99,8 @@ func (a *Agent) now() time.Time {
 // Run runs the agent until ctx ends (a graceful stop: the runner is stopped, nothing is
 // deregistered) or the agent terminates its instance (ErrTerminated).
 func (a *Agent) Run(ctx context.Context) error {
-	if _, err := a.boot(ctx); err != nil {
+	item, err := a.boot(ctx)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -100,6 +109,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { a.watchdog(ctx) })
 	wg.Go(func() { a.watchSpot(ctx) })
+	if a.Doorbell != nil && item.Bell != "" {
+		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log}
+		wg.Go(func() { a.listener.Listen(ctx, a.ring) })
+		a.log.Info("listening to the doorbell", "url", item.Bell)
+	} else {
+		a.log.Info("no doorbell: polling the item", "every", a.cfg.PollInterval)
+	}
 
 	if err := a.init(ctx); err != nil {
 		a.draining.Store(true)
@@ -168,15 +184,64 @@ func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
 	return item, nil
 }
 
-// waitFor polls the item until cond holds. Every PollInterval while taking work (IdlePollInterval
-// otherwise), backing off (jittered, capped) while DynamoDB fails. hook, when set, runs before
-// every poll. A terminated or vanished item terminates the instance.
+// ring records that the doorbell rang: the next read of the item is due now.
+func (a *Agent) ring() {
+	select {
+	case a.rings <- struct{}{}:
+	default: // a read is due already
+	}
+}
+
+// interval is how long after one read of the item the next is due without a ring: with a working
+// doorbell, a safety read every SafetyInterval (a ring lost, or a write that rings no one); without
+// one, every PollInterval while taking work; IdlePollInterval once the agent takes no more work.
+func (a *Agent) interval() time.Duration {
+	if a.listener != nil && a.listener.Healthy() {
+		return a.cfg.SafetyInterval
+	}
+	if a.draining.Load() {
+		return a.cfg.IdlePollInterval
+	}
+	return a.cfg.PollInterval
+}
+
+// pause waits until next or a ring, whichever comes first, running hook (when set) at least every
+// PollInterval meanwhile.
+func (a *Agent) pause(ctx context.Context, next time.Time, hook func()) error {
+	for {
+		d := next.Sub(a.now())
+		if d <= 0 {
+			return nil
+		}
+		if hook != nil {
+			d = min(d, a.cfg.PollInterval)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-a.rings:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		if hook != nil {
+			hook()
+		}
+	}
+}
+
+// waitFor reads the item until cond holds: when the doorbell rings, and otherwise every interval
+// (see interval), backing off (jittered, capped) while DynamoDB fails. hook, when set, runs before
+// every read and at least every PollInterval. A terminated or vanished item terminates the
+// instance.
 func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, hook func()) (*state.Instance, error) {
 	backoff := a.cfg.PollInterval
 	failures := 0
 	next := a.now()
 	for {
-		if err := wait.Sleep(ctx, next.Sub(a.now())); err != nil {
+		if err := a.pause(ctx, next, hook); err != nil {
 			return nil, err
 		}
 		if a.terminating.Load() {
@@ -210,11 +275,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 		if cond(item) {
 			return item, nil
 		}
-		interval := a.cfg.PollInterval
-		if a.draining.Load() {
-			interval = a.cfg.IdlePollInterval
-		}
-		next = start.Add(interval)
+		next = start.Add(a.interval())
 	}
 }
 

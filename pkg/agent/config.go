@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -40,10 +41,16 @@ type Config struct {
 	Docker string
 	// Self is the agent's own binary, run as the runner user to probe the firewall rule.
 	Self string
-	// PollInterval is how often the agent reads its item (one request each; heartbeats are
-	// folded into the polls). At most one a second keeps an idle instance at 3,600 requests an
-	// hour.
+	// PollInterval is how often the agent reads its item when it has no working doorbell (one
+	// request each; heartbeats are folded into the reads), and how often it checks on the runner
+	// while serving.
 	PollInterval time.Duration
+	// SafetyInterval is how often the agent reads its item while its doorbell works: the read
+	// that catches a lost ring. Each is a heartbeat when one is due.
+	SafetyInterval time.Duration
+	// DoorbellWait is each long poll of the doorbell (at most 20 s): an idle agent makes one
+	// receive request per DoorbellWait.
+	DoorbellWait time.Duration
 	// IdlePollInterval is the poll interval once the agent takes no more work (init failed, spot
 	// interruption): it only has to notice its own termination.
 	IdlePollInterval time.Duration
@@ -71,6 +78,8 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultPollInterval      = time.Second
+	DefaultSafetyInterval    = 30 * time.Second
+	DefaultDoorbellWait      = 20 * time.Second
 	DefaultIdlePollInterval  = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second
 	DefaultSpotInterval      = 5 * time.Second
@@ -120,6 +129,8 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 	set(&c.PollInterval, DefaultPollInterval)
+	set(&c.SafetyInterval, DefaultSafetyInterval)
+	set(&c.DoorbellWait, DefaultDoorbellWait)
 	set(&c.IdlePollInterval, DefaultIdlePollInterval)
 	set(&c.HeartbeatInterval, DefaultHeartbeatInterval)
 	set(&c.SpotInterval, DefaultSpotInterval)
@@ -165,7 +176,7 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"poll interval", c.PollInterval}, {"idle poll interval", c.IdlePollInterval}, {"heartbeat interval", c.HeartbeatInterval},
+	}{{"poll interval", c.PollInterval}, {"safety interval", c.SafetyInterval}, {"doorbell wait", c.DoorbellWait}, {"idle poll interval", c.IdlePollInterval}, {"heartbeat interval", c.HeartbeatInterval},
 		{"spot interval", c.SpotInterval}, {"terminate grace", c.TerminateGrace}, {"boot wait", c.BootWait},
 		{"stop timeout", c.StopTimeout}, {"pre-runner timeout", c.PreRunnerTimeout}} {
 		if d.v <= 0 {
@@ -174,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval > 0 && c.PollInterval < 200*time.Millisecond {
 		errs = append(errs, fmt.Errorf("poll interval %s: want 200ms or more (each poll is a DynamoDB request)", c.PollInterval))
+	}
+	if c.DoorbellWait > doorbell.DefaultWait || (c.DoorbellWait > 0 && c.DoorbellWait%time.Second != 0) {
+		errs = append(errs, fmt.Errorf("doorbell wait %s: want whole seconds from 1s to %s (SQS's longest long poll)", c.DoorbellWait, doorbell.DefaultWait))
 	}
 	if len(c.ShutdownCommand) == 0 {
 		errs = append(errs, errors.New("shutdown command: empty"))

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -22,6 +23,8 @@ type Creator interface {
 type Recorder struct {
 	Store Creator
 	EC2   fleet.Tagger
+	// Bells makes each instance's doorbell (nil: none; the agents poll their items).
+	Bells *doorbell.Bells
 	Log   *slog.Logger
 }
 
@@ -48,7 +51,7 @@ const (
 
 // Record writes the items of launched instances, in state created, in a context of its own (the
 // items must be written even when the caller is being cancelled, or the instances would run
-// without one), then removes their hangar:unrecorded tag. It returns the items written. A tag
+// without one), then makes their doorbells and removes their hangar:unrecorded tag. It returns the items written. A tag
 // that cannot be removed is only logged: refresh removes it once it sees the item.
 func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, error) {
 	if len(l.Instances) == 0 {
@@ -62,7 +65,7 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 		items[i] = &state.Instance{ID: in.ID, Pool: doc.Name, Threshold: l.At.Add(doc.Timeout(state.Created)), LaunchedAt: l.At,
 			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 				SpecHash: doc.SpecHash},
-			StateReason: l.Reason}
+			StateReason: l.Reason, Bell: r.Bells.URL(in.ID)}
 		if l.Assignment != nil {
 			items[i].Assignment = *l.Assignment
 		}
@@ -72,6 +75,15 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 	tokErr := r.tokens(wctx, l, items)
 	if err := r.Store.Create(wctx, items); err != nil {
 		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
+	}
+	// Doorbells after items: a doorbell without a live item is an orphan refresh may delete. An
+	// instance whose doorbell could not be made works without it (its agent polls its item).
+	arns := make(map[string]string, len(ids))
+	for _, id := range ids {
+		arns[id] = doc.StateAccount().ARN(id)
+	}
+	if err := r.Bells.Create(wctx, arns); err != nil {
+		r.log().Warn("launched instances recorded, but not all their doorbells made; their agents poll instead", "pool", doc.Name, "error", err)
 	}
 	if err := fleet.MarkRecorded(wctx, r.EC2, ids); err != nil {
 		r.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/hangar-ci/hangar/pkg/awserr"
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -29,6 +30,8 @@ type Terminator interface {
 type Retirer struct {
 	Store Store
 	EC2   Terminator
+	// Bells deletes the doorbells of terminated instances (nil: none to delete).
+	Bells *doorbell.Bells
 	Log   *slog.Logger
 }
 
@@ -160,6 +163,9 @@ func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.In
 		}
 		switch m.outcome {
 		case marked:
+			if err := r.Bells.Delete(ctx, id); err != nil {
+				r.log().Warn("instance marked terminated, but its doorbell stays; refresh sweeps it", "instance", id, "error", err)
+			}
 			return in, nil
 		case already:
 			return nil, nil
@@ -173,7 +179,7 @@ const terminateBatch = 500
 
 // Terminate terminates instances on EC2: one request per batch, and when a batch fails, each of
 // its instances alone, so that one instance already gone (or one refused) does not keep the
-// others alive. Instances EC2 no longer knows are not an error. The caller must own the
+// others alive; then their doorbells are deleted. Instances EC2 no longer knows are not an error. The caller must own the
 // instances: their items are terminated, or they have none (orphans).
 func (r *Retirer) Terminate(ctx context.Context, ids []string) error {
 	var errs []error
@@ -187,6 +193,11 @@ func (r *Retirer) Terminate(ctx context.Context, ids []string) error {
 		for _, id := range batch {
 			errs = append(errs, awserr.IgnoreNotFound(r.terminate(ctx, []string{id})))
 		}
+	}
+	// Their doorbells go too; an agent long-polling one is told at once and reads its item. A
+	// doorbell left behind is deleted by refresh's sweep.
+	if err := r.Bells.Delete(ctx, ids...); err != nil {
+		r.log().Warn("instances terminated, but not all their doorbells deleted; refresh sweeps them", "error", err)
 	}
 	return errors.Join(errs...)
 }

@@ -35,6 +35,14 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	res, err := p.d.Claimer.Claim(ctx, pool.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
 		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Token: p.token, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
+	// Ring first: each agent reads its item the moment its doorbell rings.
+	bells := make([]string, len(res.Instances))
+	for i, in := range res.Instances {
+		bells[i] = in.Bell
+	}
+	if err := p.d.Bells.Ring(ctx, bells...); err != nil {
+		p.d.Log.Warn("ring claimed instances; their agents notice on their next read", "error", err)
+	}
 	for _, in := range res.Instances {
 		ack := state.AckTimeout
 		if slices.Contains(res.Stopped, in.ID) {

@@ -28,6 +28,9 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason,
 			RegisterFailed: true})
 		if err == nil {
+			if err := p.d.Bells.Ring(ctx, out.Bell); err != nil {
+				p.d.Log.Warn("ring an instance given back", "instance", it.ID, "error", err)
+			}
 			if err := p.d.Queue.Publish(ctx, out); err != nil {
 				p.warn("offer %s back to the pool: %v", it.ID, err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
@@ -80,7 +81,10 @@ type Deps struct {
 	Releaser Releaser
 	// KMS seals each instance's registration token for that instance alone.
 	KMS tokens.Encrypter
-	Log *slog.Logger
+	// Bells rings the instances provision claims or gives back, and makes the doorbells of those
+	// it creates (nil: none; their agents poll their items).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
 	// Mask is called with every secret before it could reach a log.
 	Mask func(secret string)
 }
@@ -191,8 +195,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 		return nil, err
 	}
 	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID},
-		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log},
-		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Log: d.Log}}
+		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
+		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
 	if err := p.check(ctx); err != nil {
 		return nil, err
 	}

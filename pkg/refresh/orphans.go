@@ -2,17 +2,54 @@ package refresh
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/state"
 )
+
+// bellSweepEvery is how often one refresh (holding a lease) sweeps doorbells left without a live
+// instance. Every path that ends an instance deletes its doorbell; the sweep only catches what a
+// crash left, and reads every doorbell's item, so it runs rarely.
+const bellSweepEvery = time.Hour
+
+// sweepBells deletes, at most once per bellSweepEvery across refreshes, the stack's doorbells
+// whose instance has no live item.
+func (r *run) sweepBells(ctx context.Context) {
+	if r.cfg.DryRun || !r.d.Bells.On() {
+		return
+	}
+	held, err := r.d.Store.Lease(ctx, "doorbell-sweep", r.holder, bellSweepEvery)
+	if err != nil || !held {
+		if err != nil {
+			r.fail("take the doorbell sweep's lease: %v", err)
+		}
+		return
+	}
+	n, err := r.d.Bells.Sweep(ctx, func(ctx context.Context, ids []string) (map[string]bool, error) {
+		items, err := r.d.Store.GetMany(ctx, ids)
+		live := map[string]bool{}
+		for id, it := range items {
+			live[id] = it.State != state.Terminated
+		}
+		return live, err
+	})
+	if err != nil {
+		r.fail("sweep doorbells: %v", err)
+	}
+	if n > 0 {
+		r.d.Log.Info("deleted doorbells of instances no longer live", "count", n)
+	}
+}
 
 // orphans terminates the stack's instances that still carry the unrecorded tag past the grace and
 // have no item; those that do have one (the untagging failed) are untagged.
 func (r *run) orphans(ctx context.Context) {
+	defer r.sweepBells(ctx)
 	now := r.d.Now()
 	p := ec2.NewDescribeInstancesPaginator(r.d.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{r.cfg.Stack}},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -59,7 +60,10 @@ type Deps struct {
 	EC2      EC2
 	Launcher Launcher
 	Pools    Pools
-	Log      *slog.Logger
+	// Bells makes the doorbells of warm-pool instances, deletes those of terminated ones, and
+	// sweeps doorbells left without a live instance (nil: none).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
 	// Metrics receives one CloudWatch embedded-metric-format line per pool; nil skips them.
 	Metrics io.Writer
 	// Now is the clock; time.Now when nil.
@@ -138,8 +142,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	}
 	start := d.Now()
 	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
-		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log},
-		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Log: d.Log}}
+		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
+		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
 	var wg sync.WaitGroup
 	reports := make([]PoolReport, len(cfg.Pools))
 	for i, doc := range cfg.Pools {

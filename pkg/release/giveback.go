@@ -89,6 +89,9 @@ func (g *giving) toIdle(ctx context.Context, in state.Instance, removeToken stri
 			Version: in.Version, RunID: g.run, RemoveToken: removeToken, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
 			Reason: "released by run " + g.run})
 		if err == nil {
+			if err := g.d.Bells.Ring(ctx, out.Bell); err != nil {
+				g.d.Log.Warn("ring an instance given back; its agent notices on its next read", "instance", in.ID, "error", err)
+			}
 			return out.Version, true
 		}
 		var conflict *state.ConflictError

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -56,7 +57,9 @@ type Deps struct {
 	Runners state.RunnerNames
 	// KMS seals each instance's remove token for that instance alone.
 	KMS tokens.Encrypter
-	Log *slog.Logger
+	// Bells rings the instances release gives back (nil: none; their agents poll their items).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
 	// Mask is called with every secret before it could reach a log (the action masks it).
 	Mask func(secret string)
 }
@@ -82,7 +85,7 @@ func New(cfg Config, d Deps) (*Releaser, error) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Releaser{cfg: cfg, d: d, retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Log: d.Log}}, nil
+	return &Releaser{cfg: cfg, d: d, retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}, nil
 }
 
 // Outcome is what happened to one instance.

@@ -131,6 +131,9 @@ type Instance struct {
 	UpdatedAt      time.Time `dynamodbav:"updatedAt,omitempty"`
 	StateReason    string    `dynamodbav:"stateReason,omitempty"`
 	ExpiresAt      int64     `dynamodbav:"expiresAt,omitempty"` // TTL, Unix seconds
+	// Bell is the instance's doorbell queue URL (package doorbell), fixed at creation; empty for
+	// an instance without one, whose agent polls its item instead.
+	Bell string `dynamodbav:"bell,omitempty"`
 	// RegisterFailures counts the runs in a row whose runner this instance failed to register;
 	// a registered runner resets it.
 	RegisterFailures int `dynamodbav:"registerFailures,omitempty"`

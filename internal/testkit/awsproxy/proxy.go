@@ -140,6 +140,17 @@ func (p *Proxy) Take() map[string]int {
 	return out
 }
 
+// Counts returns the requests counted by operation since the last Take, leaving the counts.
+func (p *Proxy) Counts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.ops))
+	for k, v := range p.ops {
+		out[k] = v
+	}
+	return out
+}
+
 // Injected returns how many faults were injected, by operation.
 func (p *Proxy) Injected() map[string]int {
 	p.mu.Lock()

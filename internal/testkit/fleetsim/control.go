@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+
+	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 )
 
 // Ready is closed once the simulator has looked at EC2 for the first time.
@@ -90,6 +93,44 @@ func (s *Simulator) RequestCount(id string) int64 {
 		return inst.proxy.count.Load()
 	}
 	return 0
+}
+
+// sqsEndpoint is where the agents' SQS proxies forward to.
+func (s *Simulator) sqsEndpoint() string {
+	if s.cfg.SQSEndpoint != "" {
+		return s.cfg.SQSEndpoint
+	}
+	for _, kv := range slices.Backward(s.cfg.Env) {
+		if v, ok := strings.CutPrefix(kv, "AWS_ENDPOINT_URL="); ok {
+			return v
+		}
+	}
+	return os.Getenv("AWS_ENDPOINT_URL")
+}
+
+// SQSRequestCount returns how many SQS requests (the doorbell's) an instance's agents have made.
+func (s *Simulator) SQSRequestCount(id string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if inst, ok := s.insts[id]; ok && inst.sqsProxy != nil {
+		return int64(awsproxy.Sum(inst.sqsProxy.Counts()))
+	}
+	return 0
+}
+
+// SetSQS makes SQS (the doorbell) reachable (up) or unreachable for one instance.
+func (s *Simulator) SetSQS(id string, up bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if inst.sqsProxy == nil {
+		return fmt.Errorf("fleetsim: %s has no agent running", id)
+	}
+	inst.sqsProxy.Cut(!up)
+	return nil
 }
 
 // AgentLog returns what an instance's agents have logged.

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	Env []string
 	// DynamoDBEndpoint is where the per-instance proxies forward to.
 	DynamoDBEndpoint string
+	// SQSEndpoint is where each agent's doorbell requests go, through a counting proxy of its
+	// own (default: the AWS_ENDPOINT_URL of Env).
+	SQSEndpoint string
 	// Region and Account are served in the identity documents.
 	Region, Account string
 	// AgentArgs are extra agent flags (--poll-interval, say).
@@ -57,9 +61,10 @@ type Config struct {
 type instance struct {
 	id, pool, dir string
 	ident         identity
-	md            *metadataMock // nil while the agent is not running
-	proxy         *ddbProxy     // kept across restarts, closed by stopAll
-	agent         *exec.Cmd     // the agent's shim (see shimEnv); nil while not running
+	md            *metadataMock   // nil while the agent is not running
+	proxy         *ddbProxy       // kept across restarts, closed by stopAll
+	sqsProxy      *awsproxy.Proxy // the agent's SQS (doorbell) traffic; likewise
+	agent         *exec.Cmd       // the agent's shim (see shimEnv); nil while not running
 	agentDone     <-chan struct{}
 	agentPID      int
 	prepared      bool
@@ -241,6 +246,11 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 			return fmt.Errorf("start DynamoDB proxy: %w", err)
 		}
 	}
+	if inst.sqsProxy == nil {
+		if inst.sqsProxy, err = awsproxy.New(s.sqsEndpoint(), 0); err != nil {
+			return fmt.Errorf("start SQS proxy: %w", err)
+		}
+	}
 	if inst.user == nil {
 		if inst.user, err = claimUser(); err != nil {
 			return err
@@ -251,7 +261,7 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 		"--run-as", inst.user.name, "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
 	env := append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+md.url(),
-		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.url())
+		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.url(), "AWS_ENDPOINT_URL_SQS="+inst.sqsProxy.URL())
 	if err := s.startAgent(inst, args, env); err != nil {
 		return err
 	}
@@ -347,6 +357,10 @@ func (s *Simulator) stopAll() {
 		if inst.md != nil {
 			inst.md.stop()
 			inst.md = nil
+		}
+		if inst.sqsProxy != nil {
+			inst.sqsProxy.Close()
+			inst.sqsProxy = nil
 		}
 		if inst.proxy != nil {
 			inst.proxy.close()

@@ -39,6 +39,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -504,9 +505,35 @@ func (e *Env) Launch(ctx context.Context, deadline time.Time) (string, error) {
 	if deadline.IsZero() {
 		deadline = time.Now().Add(10 * time.Minute)
 	}
-	err = e.Store.Create(ctx, []*state.Instance{{ID: id, Pool: e.Pool, Threshold: deadline,
+	bells, err := e.Bells()
+	if err != nil {
+		return "", err
+	}
+	err = e.Store.Create(ctx, []*state.Instance{{ID: id, Pool: e.Pool, Threshold: deadline, Bell: bells.URL(id),
 		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}}})
-	return id, err
+	if err != nil {
+		return id, err
+	}
+	return id, bells.Create(ctx, map[string]string{id: e.Store.Account().ARN(id)})
+}
+
+// Bells returns the stack's doorbells, as the control plane makes and rings them.
+func (e *Env) Bells() (*doorbell.Bells, error) {
+	return doorbell.New(sqs.NewFromConfig(e.AWS), e.Stack, e.Doc.QueueURL)
+}
+
+// transitionAndRing applies a change and rings the instance's doorbell, as provision and release
+// do after the writes an agent waits for.
+func (e *Env) transitionAndRing(ctx context.Context, c state.Change) (*state.Instance, error) {
+	out, err := e.Transition(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	bells, err := e.Bells()
+	if err != nil {
+		return nil, err
+	}
+	return out, bells.Ring(ctx, out.Bell)
 }
 
 // WaitItem polls an item until cond holds, or timeout.
@@ -556,7 +583,8 @@ func (e *Env) Warm(ctx context.Context, id string) (*state.Instance, error) {
 	return e.Transition(ctx, state.Change{InstanceID: id, From: state.Created, To: state.Idle, Version: in.Version})
 }
 
-// Claim gives an idle instance to run with a fresh registration token, as provision does.
+// Claim gives an idle instance to run with a fresh registration token, and rings it, as provision
+// does.
 func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state.Instance, error) {
 	owner, name, _ := strings.Cut(Repo, "/")
 	tok, _, err := e.GitHub.Actions.CreateRegistrationToken(ctx, owner, name)
@@ -567,7 +595,7 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	if err != nil {
 		return nil, err
 	}
-	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
+	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
 		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix(),
 			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time}})
 }
@@ -580,7 +608,7 @@ func (e *Env) Seal(ctx context.Context, id, token string) (string, error) {
 // RunnerNames returns the names of the stack's runners.
 func (e *Env) RunnerNames() state.RunnerNames { return state.RunnerNamesOf(e.Stack) }
 
-// Release gives the instance back with a remove token, as release does.
+// Release gives the instance back with a remove token, and rings it, as release does.
 func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance, error) {
 	owner, name, _ := strings.Cut(Repo, "/")
 	tok, _, err := e.GitHub.Actions.CreateRemoveToken(ctx, owner, name)
@@ -591,7 +619,7 @@ func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance,
 	if err != nil {
 		return nil, err
 	}
-	return e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID,
+	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID,
 		RemoveToken: sealed})
 }
 

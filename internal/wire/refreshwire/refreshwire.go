@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -84,6 +85,12 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 	if err != nil {
 		return nil, refresh.Deps{}, err
 	}
+	var bells *doorbell.Bells
+	if len(stack.Pools) > 0 {
+		if bells, err = doorbell.New(w.sqs, w.stack, stack.Pools[0].QueueURL); err != nil {
+			return nil, refresh.Deps{}, err
+		}
+	}
 	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics,
-		Pools: &pool.Directory{Loader: loader, SQS: w.sqs}}, nil
+		Pools: &pool.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/pool"
@@ -54,9 +55,18 @@ func (w *Wiring) init() {
 	}
 }
 
-func (w *Wiring) releaser(cfg release.Config, store *state.Store) (*release.Releaser, error) {
+func (w *Wiring) releaser(cfg release.Config, store *state.Store, bells *doorbell.Bells) (*release.Releaser, error) {
 	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir,
-		Runners: state.RunnerNamesOf(w.Stack), KMS: w.Clients.KMS, Log: w.Log, Mask: w.Mask})
+		Runners: state.RunnerNamesOf(w.Stack), KMS: w.Clients.KMS, Bells: bells, Log: w.Log, Mask: w.Mask})
+}
+
+// bells returns the stack's doorbells, which live beside its pool queues.
+func (w *Wiring) bells(queueURL string) (*doorbell.Bells, error) {
+	b, err := doorbell.New(w.Clients.SQS, w.Stack, queueURL)
+	if err != nil {
+		return nil, fmt.Errorf("doorbells: %w", err)
+	}
+	return b, nil
 }
 
 // Provision returns provision's dependencies for poolName.
@@ -78,14 +88,18 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, err
 	}
-	rel, err := w.releaser(release.Config{}, store)
+	bells, err := w.bells(doc.QueueURL)
+	if err != nil {
+		return provision.Deps{}, err
+	}
+	rel, err := w.releaser(release.Config{}, store, bells)
 	if err != nil {
 		return provision.Deps{}, err
 	}
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &pool.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
 		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
-		Releaser: rel, KMS: w.Clients.KMS,
+		Releaser: rel, KMS: w.Clients.KMS, Bells: bells,
 	}, nil
 }
 
@@ -102,7 +116,15 @@ func (w *Wiring) Release(ctx context.Context, cfg release.Config) (*release.Rele
 	if err != nil {
 		return nil, nil, err
 	}
-	rel, err := w.releaser(cfg, store)
+	// The stack's doorbells live beside its pool queues; with no pool document readable there is
+	// nothing to ring, and the agents notice the release on their next read.
+	var bells *doorbell.Bells
+	if len(stack.Pools) > 0 {
+		if bells, err = w.bells(stack.Pools[0].QueueURL); err != nil {
+			return nil, nil, err
+		}
+	}
+	rel, err := w.releaser(cfg, store, bells)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,101 @@
+package doorbell
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/hangar-ci/hangar/pkg/awserr"
+	"github.com/hangar-ci/hangar/pkg/wait"
+)
+
+// Receiver is the part of the SQS client an agent uses on its own doorbell.
+type Receiver interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+// Defaults of a Listener.
+const (
+	DefaultWait = 20 * time.Second // SQS's longest long poll
+	maxBackoff  = 30 * time.Second
+)
+
+// Listener long-polls one doorbell for its agent.
+type Listener struct {
+	SQS Receiver
+	URL string
+	// Wait is each receive's long poll (whole seconds, at most 20; DefaultWait when 0).
+	Wait time.Duration
+	Log  *slog.Logger
+
+	healthy atomic.Bool
+}
+
+// Healthy reports whether the last receive worked: while it does not, the agent must poll its
+// item as if it had no doorbell.
+func (l *Listener) Healthy() bool { return l.healthy.Load() }
+
+// Listen long-polls the doorbell until ctx ends, calling ring the moment it rings (before the
+// ring's message is deleted: deleting is bookkeeping). A receive that fails marks the listener
+// unhealthy and is tried again after a jittered, capped backoff; one that finds the doorbell
+// deleted also calls ring, since the control plane deletes a doorbell when it ends the instance.
+func (l *Listener) Listen(ctx context.Context, ring func()) {
+	w := l.Wait
+	if w <= 0 || w > DefaultWait {
+		w = DefaultWait
+	}
+	backoff := time.Second
+	failures := 0
+	for ctx.Err() == nil {
+		out, err := l.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(l.URL), MaxNumberOfMessages: 10,
+			WaitTimeSeconds: int32(w / time.Second), VisibilityTimeout: 30})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			l.healthy.Store(false)
+			failures++
+			if awserr.IsNotFound(err) {
+				ring()
+			}
+			if failures&(failures-1) == 0 { // 1, 2, 4, …: log, but not every time
+				l.log().Warn("doorbell unreachable; polling the item instead", "url", l.URL, "failures", failures, "error", err)
+			}
+			if wait.Sleep(ctx, wait.Jitter(backoff)) != nil {
+				return
+			}
+			backoff = min(backoff*2, maxBackoff)
+			continue
+		}
+		if failures > 0 {
+			l.log().Info("doorbell reachable again", "after failures", failures)
+		}
+		failures, backoff = 0, time.Second
+		l.healthy.Store(true)
+		if len(out.Messages) == 0 {
+			continue
+		}
+		ring()
+		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
+		for i, m := range out.Messages {
+			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), ReceiptHandle: m.ReceiptHandle}
+		}
+		if _, err := l.SQS.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(l.URL), Entries: entries}); err != nil && ctx.Err() == nil {
+			// The ring comes back after its visibility timeout: one read of the item too many.
+			l.log().Warn("delete rings", "url", l.URL, "error", err)
+		}
+	}
+}
+
+func (l *Listener) log() *slog.Logger {
+	if l.Log != nil {
+		return l.Log
+	}
+	return slog.Default()
+}
