@@ -61,7 +61,7 @@ func TestParseReadsTheEnvironment(t *testing.T) {
 			"HANGAR_SHUTDOWN_COMMAND": "poweroff -f", "HANGAR_POOL_DOCUMENT": "/etc/pool.json"}, nil,
 			func(t *testing.T, o options) {
 				require.Equal(t, options{stack: "prod", pool: "linux-x64", poolDocument: "/etc/pool.json", runnerDir: "/r", runsDir: "/w", stateDir: "/s",
-					runAs: "runner", tmpDirs: "/tmp/a,/tmp/b", poll: agent.DefaultPollInterval, heartbeat: agent.DefaultHeartbeatInterval,
+					runAs: "runner", tmpDirs: "/tmp/a,/tmp/b", poll: agent.DefaultPollInterval, heartbeat: agent.DefaultHeartbeatInterval, safety: agent.DefaultSafetyInterval, doorbellWait: agent.DefaultDoorbellWait,
 					grace: agent.DefaultTerminateGrace, spot: agent.DefaultSpotInterval, shutdown: "poweroff -f", logFormat: "text"}, o)
 			}},
 	} {

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -83,6 +84,9 @@ func (r *roles) grant(h *hangar) {
 		templates = append(templates, h.arn("ec2", "launch-template/"+*p.template.Ref()))
 	}
 	stackTag := map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
+	// Each instance's doorbell (package doorbell): a queue named for the stack and the instance,
+	// tagged with the instance's ARN.
+	bells := h.arn("sqs", doorbell.Prefix(h.cfg.Stack)+"*")
 
 	// The instance: its own item (the partition key is its ARN), of which it writes only the
 	// agent's attributes; its own tokens; its pool document; the agent. No EC2 action: the agent
@@ -99,6 +103,11 @@ func (r *roles) grant(h *hangar) {
 			"StringEquals": map[string]interface{}{"kms:EncryptionContext:" + tokens.ContextKey: sourceInstance},
 		}),
 		statement([]string{"ssm:GetParameter"}, []*string{poolDocs}, nil),
+		// Its own doorbell only: hearing another's rings would tell it nothing, but silencing
+		// them would slow that instance down.
+		statement([]string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, []*string{bells}, map[string]interface{}{
+			"StringEquals": map[string]interface{}{"aws:ResourceTag/" + doorbell.TagKey: sourceInstance},
+		}),
 	} {
 		r.instance.AddToPolicy(s)
 	}
@@ -112,6 +121,8 @@ func (r *roles) grant(h *hangar) {
 		statement([]string{"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"},
 			queues, nil),
 		statement([]string{"ssm:GetParameter", "ssm:GetParametersByPath"}, []*string{poolDocs, poolPath}, nil),
+		// Doorbells: made with their instances (tagged on creation), rung, deleted with them.
+		statement([]string{"sqs:CreateQueue", "sqs:TagQueue", "sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
 		// Launches: only from the stack's templates, only instances tagged as the stack's.
 		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, templates, nil),
 		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
@@ -147,6 +158,8 @@ func (r *roles) grant(h *hangar) {
 	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
 	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag}))
+	// The hourly sweep of doorbells left without a live instance lists them by name.
+	r.refresh.AddToPolicy(statement([]string{"sqs:ListQueues"}, []*string{h.arn("sqs", "*")}, nil))
 }
 
 // awsArn is an ARN with an explicit account part ("" for public resources such as AMIs).

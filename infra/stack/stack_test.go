@@ -250,7 +250,13 @@ func TestInstanceRole(t *testing.T) {
 	require.Contains(t, js(find("kms:Decrypt")["Condition"]), `"kms:EncryptionContext:instanceArn":"${ec2:SourceInstanceARN}"`)
 	require.NotContains(t, all, `"ec2:`, "no EC2 action: the agent ends its own instance by powering it off")
 	require.NotContains(t, all, `"kms:Encrypt"`)
-	require.NotContains(t, all, "sqs:")
+	bell := find("sqs:ReceiveMessage")
+	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, actions(bell), "its doorbell: receive and delete rings, nothing else")
+	require.Contains(t, js(bell["Resource"]), `":hangar-bell-*"`, "only the stack's doorbells")
+	require.Contains(t, js(bell["Condition"]), `"aws:ResourceTag/hangar:instance-arn":"${ec2:SourceInstanceARN}"`, "only its own")
+	for _, a := range []string{"sqs:SendMessage", "sqs:CreateQueue", "sqs:DeleteQueue", "sqs:TagQueue", "sqs:ListQueues"} {
+		require.NotContains(t, all, `"`+a+`"`, "an instance can neither ring, make, tag nor delete a doorbell")
+	}
 	require.NotContains(t, all, "ec2:RunInstances")
 }
 
@@ -290,4 +296,6 @@ func TestRefreshRole(t *testing.T) {
 	all := js(policyOf(t, "RefreshRole"))
 	require.Contains(t, all, `"ec2:StopInstances"`)
 	require.NotContains(t, all, "kms:", "refresh handles no tokens")
+	require.Contains(t, all, `"sqs:ListQueues"`, "the doorbell sweep")
+	require.Contains(t, all, `"sqs:DeleteQueue"`)
 }

@@ -78,7 +78,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultPollInterval      = time.Second
-	DefaultSafetyInterval    = 30 * time.Second
+	DefaultSafetyInterval    = 20 * time.Second
 	DefaultDoorbellWait      = 20 * time.Second
 	DefaultIdlePollInterval  = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second

@@ -45,6 +45,7 @@ func TestStopWaitsForAFinishedRun(t *testing.T) {
 	require.NoError(t, e.Sim.SetDynamoDB(id, false))
 	in, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: in.State, To: state.Idle, Version: in.Version, RunID: "6311"})
 	require.NoError(t, err)
+	require.NoError(t, e.Ring(e.ctx, in), "as release rings: the agent hears it but cannot read its item yet")
 	require.Equal(t, state.SignalRegistered, in.Signal)
 	e.schedule(0, 1)
 

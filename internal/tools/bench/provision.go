@@ -10,43 +10,52 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 func init() { register("provision", benchProvision) }
 
-// Targets (issue: overhead p50 ≤ 0.3 s for 1 and ≤ 1 s for 10; release ≤ 1 s beyond the agents'
-// deregistration; one CreateFleet per request). The seed's cold-provision overhead was 10.2 s.
+// Targets of provision and release.
 const (
-	warm1Target       = 300 * time.Millisecond
-	warm10Target      = time.Second
-	releaseBeyond     = time.Second
-	seedColdOverhead  = 10200 * time.Millisecond
-	benchProvisionRun = 900000
+	warmTotal1Target     = 350 * time.Millisecond
+	warmTotal10Target    = 600 * time.Millisecond
+	warmOverhead1Target  = 150 * time.Millisecond
+	warmOverhead10Target = 300 * time.Millisecond
+	coldOverheadTarget   = 1200 * time.Millisecond
+	releaseBeyondTarget  = 200 * time.Millisecond
+	claimableTarget      = 100 * time.Millisecond
+	benchProvisionRun    = 900000
 )
+
+// warmRequestsTarget and releaseRequestsTarget are the AWS request budgets for n instances.
+func warmRequestsTarget(n int) float64    { return float64(4 + 2*n) }
+func releaseRequestsTarget(n int) float64 { return float64(3 + 2*n) }
 
 // stepRunner runs the provision and release binaries as the action does, against the local
 // world, with their AWS traffic through counting proxies.
 type stepRunner struct {
 	e                    *localenv.Env
 	provisionBin, relBin string
-	moto, ddb            *awsProxy
+	moto, ddb            *awsproxy.Proxy
 	dir                  string
 }
 
 // run runs a step binary as the action does (localenv.StepEnv), with its AWS traffic through the
 // counting proxies, and returns how long it took, the requests it made and what it left.
 func (s *stepRunner) run(ctx context.Context, bin, run string, n int) (time.Duration, map[string]int, localenv.StepResult, error) {
-	env := append(s.e.StepEnv(run, n, s.dir), "AWS_ENDPOINT_URL="+s.moto.url(), "AWS_ENDPOINT_URL_DYNAMODB="+s.ddb.url())
-	s.moto.take()
-	s.ddb.take()
+	env := append(s.e.StepEnv(run, n, s.dir), "AWS_ENDPOINT_URL="+s.moto.URL(), "AWS_ENDPOINT_URL_DYNAMODB="+s.ddb.URL())
+	s.moto.Take()
+	s.ddb.Take()
 	start := time.Now()
 	res, err := localenv.RunStep(ctx, bin, env, s.dir)
 	took := time.Since(start)
-	ops := s.moto.take()
-	for k, v := range s.ddb.take() {
+	ops := s.moto.Take()
+	for k, v := range s.ddb.Take() {
 		ops[k] += v
 	}
 	if err != nil {
@@ -99,7 +108,7 @@ func assignedAt(log, run string) (time.Time, error) {
 			Run         string    `json:"run"`
 			DetectionMs int64     `json:"detectionMs"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == detectionLogMessage && line.Run == run {
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == detectionLogMsg && line.Run == run {
 			at = line.Time.Add(-time.Duration(line.DetectionMs) * time.Millisecond)
 		}
 	}
@@ -140,18 +149,22 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	if s.relBin, err = testbuild.Build("github.com/hangar-ci/hangar/cmd/release"); err != nil {
 		return nil, err
 	}
-	if s.moto, err = newAWSProxy(os.Getenv("AWS_ENDPOINT_URL")); err != nil {
+	if s.moto, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1); err != nil {
 		return nil, err
 	}
-	defer s.moto.close()
-	if s.ddb, err = newAWSProxy(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB")); err != nil {
+	defer s.moto.Close()
+	if s.ddb, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), 1); err != nil {
 		return nil, err
 	}
-	defer s.ddb.close()
+	defer s.ddb.Close()
 	if s.dir, err = os.MkdirTemp("", "hangar-bench-"); err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(s.dir)
+	claimer, err := s.claimer()
+	if err != nil {
+		return nil, err
+	}
 
 	// Cold: ten instances created, in one request.
 	run := benchProvisionRun
@@ -171,11 +184,9 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		return nil, err
 	}
 	rows := []Row{
-		{Metric: "cold provision of 10: CreateFleet calls", Measured: strconv.Itoa(coldOps["EC2.CreateFleet"]), Target: "1", OK: coldOps["EC2.CreateFleet"] == 1},
-		{Metric: "cold provision of 10: EC2 API calls per created instance", Measured: fmt.Sprintf("%.1f", float64(ec2Calls(coldOps))/10),
-			Target: "≤ 0.5", OK: float64(ec2Calls(coldOps))/10 <= 0.5},
-		{Metric: "cold provision of 10: control-plane overhead (total − agents)", Measured: secs(coldTook-coldSpan) + fmt.Sprintf(" (total %s)", secs(coldTook)),
-			Target: "≤ " + secs(seedColdOverhead*10/25) + " (seed's 10.2 s ÷ 2.5)", OK: coldTook-coldSpan <= seedColdOverhead*10/25},
+		row("cold provision of 10: control-plane overhead, total − the agents' boot and registration", "s", (coldTook - coldSpan).Seconds(),
+			coldOverheadTarget.Seconds(), "≤ "+secs(coldOverheadTarget)).vs(seedColdOverhead.Seconds()).note(fmt.Sprintf("total %s", secs(coldTook))),
+		row("cold provision of 10: CreateFleet requests", "requests", float64(coldOps["EC2.CreateFleet"]), 1, "1"),
 	}
 
 	// Warm: the same instances, reused round after round.
@@ -184,8 +195,8 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		if n == 10 {
 			rounds = max(cfg.rounds/2, 1)
 		}
-		var totals, overheads, relTotals, relBeyond []time.Duration
-		var requests, waitReads int
+		var totals, overheads, beyond, claimable []time.Duration
+		var requests, relRequests int
 		for range rounds {
 			run++
 			r := strconv.Itoa(run)
@@ -205,46 +216,89 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 				return nil, err
 			}
 			totals, overheads = append(totals, took), append(overheads, took-span)
-			requests += sum(ops)
-			waitReads += ops["DynamoDB.BatchGetItem"]
-			relTook, _, _, err := s.run(ctx, s.relBin, r, 0)
+			requests += awsproxy.Sum(ops)
+			relTook, relOps, _, err := s.run(ctx, s.relBin, r, 0)
 			if err != nil {
 				return nil, err
 			}
+			released := time.Now()
+			relRequests += awsproxy.Sum(relOps)
 			dereg, err := s.deregSpan(ctx, ids, r)
 			if err != nil {
 				return nil, err
 			}
-			relTotals, relBeyond = append(relTotals, relTook), append(relBeyond, relTook-dereg)
+			beyond = append(beyond, relTook-dereg)
+			if n == 1 {
+				took, err := s.claimAgain(ctx, claimer, ids[0], released, run)
+				if err != nil {
+					return nil, err
+				}
+				claimable = append(claimable, took)
+			}
 		}
-		target := warm1Target
+		totalTarget, overheadTarget, seed := warmTotal1Target, warmOverhead1Target, seedWarm1
 		if n == 10 {
-			target = warm10Target
+			totalTarget, overheadTarget, seed = warmTotal10Target, warmOverhead10Target, seedWarm10
 		}
-		perRun := float64(requests) / float64(rounds)
+		perRun, relPerRun := float64(requests)/float64(rounds), float64(relRequests)/float64(rounds)
 		rows = append(rows,
-			Row{Metric: fmt.Sprintf("warm provision of %d: total p50 (agents poll every 1 s)", n), Measured: secs(percentile(totals, 50)),
-				Target: fmt.Sprintf("none: the agents' polling dominates (seed: %s with an instant agent)", secs(map[int]time.Duration{1: seedWarm1, 10: seedWarm10}[n])), Info: true},
-			Row{Metric: fmt.Sprintf("warm provision of %d: control-plane overhead p50 / p95", n),
-				Measured: secs(percentile(overheads, 50)) + " / " + secs(percentile(overheads, 95)),
-				Target:   "p50 ≤ " + secs(target), OK: percentile(overheads, 50) <= target},
-			Row{Metric: fmt.Sprintf("warm provision of %d: AWS requests (work + reads while agents register)", n),
-				Measured: fmt.Sprintf("%.1f (%.1f + %.1f)", perRun, perRun-float64(waitReads)/float64(rounds), float64(waitReads)/float64(rounds)),
-				Target:   fmt.Sprintf("< %d (seed: 6 + 7N)", 6+7*n), OK: perRun < float64(6+7*n)},
-			Row{Metric: fmt.Sprintf("release of %d: total p50 / beyond the agents' deregistration p50", n),
-				Measured: secs(percentile(relTotals, 50)) + " / " + secs(percentile(relBeyond, 50)),
-				Target:   "beyond ≤ " + secs(releaseBeyond) + " (seed: 10.2 s total)", OK: percentile(relBeyond, 50) <= releaseBeyond},
+			timed(fmt.Sprintf("warm provision of %d: total wall time of the step binary, real agents", n), totals, totalTarget, false).vs(seed.Seconds()),
+			timed(fmt.Sprintf("warm provision of %d: control-plane overhead, total − the agents' registration", n), overheads, overheadTarget, false),
+			row(fmt.Sprintf("warm provision of %d: AWS requests", n), "requests", perRun, warmRequestsTarget(n),
+				fmt.Sprintf("≤ %.0f (4 + 2N)", warmRequestsTarget(n))).vs(seedWarmRequests(n)).note("mean; reads while the agents register included"),
+			timed(fmt.Sprintf("release of %d: wall time beyond the agents' deregistration", n), beyond, releaseBeyondTarget, false),
+			row(fmt.Sprintf("release of %d: AWS requests", n), "requests", relPerRun, releaseRequestsTarget(n),
+				fmt.Sprintf("≤ %.0f (3 + 2N)", releaseRequestsTarget(n))).note("mean"),
 		)
+		if n == 1 {
+			rows = append(rows, timed("released instance claimable again: release returns → a claim of it has won", claimable, claimableTarget, false))
+		}
 	}
 	return rows, nil
 }
 
-func ec2Calls(ops map[string]int) int {
-	n := 0
-	for k, v := range ops {
-		if strings.HasPrefix(k, "EC2.") {
-			n += v
-		}
+// claimer claims from the bench's pool as provision does, without the step around it.
+func (s *stepRunner) claimer() (*pool.Selector, error) {
+	q, err := pool.NewQueue(sqs.NewFromConfig(s.e.AWS), s.e.Pool, s.e.Doc.QueueURL, s.e.Doc.DeadLetterQueueURL)
+	if err != nil {
+		return nil, err
 	}
-	return n
+	return &pool.Selector{Queue: q, Store: s.e.Store}, nil
+}
+
+// claimAgain claims the instance id just released, timing from released until the claim is won,
+// then gives it back with the release step once its agent has registered for the claim.
+func (s *stepRunner) claimAgain(ctx context.Context, sel *pool.Selector, id string, released time.Time, run int) (time.Duration, error) {
+	owner, name, _ := strings.Cut(localenv.Repo, "/")
+	tok, _, err := s.e.GitHub.Actions.CreateRegistrationToken(ctx, owner, name)
+	if err != nil {
+		return 0, err
+	}
+	r := strconv.Itoa(run) + "0"
+	start := time.Now()
+	res, err := sel.Claim(ctx, pool.Request{Count: 1, Assign: state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo,
+		RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix(), RegTokenExpiresAt: tok.GetExpiresAt().Time},
+		Token:         func(ctx context.Context, id string) (string, error) { return s.e.Seal(ctx, id, tok.GetToken()) },
+		ClaimDeadline: time.Now().Add(time.Minute)})
+	took := time.Since(start) + start.Sub(released)
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Instances) != 1 || res.Instances[0].ID != id {
+		return 0, fmt.Errorf("claim after release: got %d instances, want %s", len(res.Instances), id)
+	}
+	bells, err := s.e.Bells()
+	if err != nil {
+		return 0, err
+	}
+	if err := bells.Ring(ctx, res.Instances[0].Bell); err != nil {
+		return 0, err
+	}
+	if _, err := s.e.WaitSignal(ctx, id, state.SignalRegistered, r, res.Instances[0].Version); err != nil {
+		return 0, err
+	}
+	if _, _, _, err := s.run(ctx, s.relBin, r, 0); err != nil {
+		return 0, err
+	}
+	return took, nil
 }
