@@ -27,7 +27,7 @@ HANGAR_CONFIG ?= hangar.example.yaml
 
 CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
 
-.PHONY: help build dist demo test test-short test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
+.PHONY: help build dist demo test test-reliability test-short test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -108,8 +108,11 @@ $(GOLANGCI): tools/go.mod tools/go.sum
 	@echo "building golangci-lint from tools/go.mod (once; about a minute)"
 	cd tools && CGO_ENABLED=0 $(GO) build -o ../$(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-bench: testbed-up ## measure against the targets on the emulators; prints a markdown table
+bench: testbed-up ## the scoreboard: measure every target on the emulators with real agents; prints a markdown table and writes bench.json (docs/benchmarks.md)
 	$(WITH_TESTBED) $(GO) run ./internal/tools/bench
+
+test-reliability: testbed-up ## the reliability suite in full (races, crashes, faults, partitions, bad input, secrets, soak); make test runs its short form
+	$(WITH_TESTBED) HANGAR_RELIABILITY=full $(GO) test -race -count=1 -timeout 60m ./internal/reliability/...
 
 tidy: ## go mod tidy
 	$(GO) mod tidy
