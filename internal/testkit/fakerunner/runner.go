@@ -165,7 +165,7 @@ func run(ctx context.Context, root string, out io.Writer) error {
 	defer func() { _ = status("offline") }()
 	for ctx.Err() == nil {
 		var job ghfake.JobAssignment
-		err := post(st.URL, fmt.Sprintf("/_fake/runners/%d/next", st.ID), auth, struct{}{}, &job)
+		err := postCtx(ctx, st.URL, fmt.Sprintf("/_fake/runners/%d/next", st.ID), auth, struct{}{}, &job)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -216,12 +216,18 @@ func runJob(ctx context.Context, st settings, job ghfake.JobAssignment) ghfake.J
 // post sends body as JSON to the stand-in server that runnerURL lives on, and decodes the reply
 // into out (when non-nil and there is one).
 func post(runnerURL, path, auth string, body, out any) error {
+	return postCtx(context.Background(), runnerURL, path, auth, body, out)
+}
+
+// postCtx is post, abandoned when ctx ends: the runner's long poll for jobs ends at once when it
+// is told to stop, as the real runner's does.
+func postCtx(ctx context.Context, runnerURL, path, auth string, body, out any) error {
 	u, err := url.Parse(runnerURL)
 	if err != nil {
 		return fmt.Errorf("url %q: %w", runnerURL, err)
 	}
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequest(http.MethodPost, u.Scheme+"://"+u.Host+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Scheme+"://"+u.Host+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}

@@ -2,15 +2,19 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
@@ -161,10 +165,6 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(s.dir)
-	claimer, err := s.claimer()
-	if err != nil {
-		return nil, err
-	}
 
 	// Cold: ten instances created, in one request.
 	run := benchProvisionRun
@@ -197,6 +197,7 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		}
 		var totals, overheads, beyond, claimable []time.Duration
 		var requests, relRequests int
+		byOp, relByOp := map[string]int{}, map[string]int{}
 		for range rounds {
 			run++
 			r := strconv.Itoa(run)
@@ -209,7 +210,7 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 				return nil, err
 			}
 			if ops["EC2.CreateFleet"] != 0 {
-				return nil, fmt.Errorf("warm provision of %d created instances", n)
+				return nil, fmt.Errorf("warm provision of %d created instances:\n%s\n%s", n, res.Summary, res.Log)
 			}
 			span, err := s.agentSpan(ctx, ids, r)
 			if err != nil {
@@ -217,19 +218,25 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 			}
 			totals, overheads = append(totals, took), append(overheads, took-span)
 			requests += awsproxy.Sum(ops)
+			for k, v := range ops {
+				byOp[k] += v
+			}
 			relTook, relOps, _, err := s.run(ctx, s.relBin, r, 0)
 			if err != nil {
 				return nil, err
 			}
 			released := time.Now()
 			relRequests += awsproxy.Sum(relOps)
+			for k, v := range relOps {
+				relByOp[k] += v
+			}
 			dereg, err := s.deregSpan(ctx, ids, r)
 			if err != nil {
 				return nil, err
 			}
 			beyond = append(beyond, relTook-dereg)
 			if n == 1 {
-				took, err := s.claimAgain(ctx, claimer, ids[0], released, run)
+				took, err := s.claimAgain(ctx, ids[0], released, run)
 				if err != nil {
 					return nil, err
 				}
@@ -245,10 +252,10 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 			timed(fmt.Sprintf("warm provision of %d: total wall time of the step binary, real agents", n), totals, totalTarget, false).vs(seed.Seconds()),
 			timed(fmt.Sprintf("warm provision of %d: control-plane overhead, total − the agents' registration", n), overheads, overheadTarget, false),
 			row(fmt.Sprintf("warm provision of %d: AWS requests", n), "requests", perRun, warmRequestsTarget(n),
-				fmt.Sprintf("≤ %.0f (4 + 2N)", warmRequestsTarget(n))).vs(seedWarmRequests(n)).note("mean; reads while the agents register included"),
+				fmt.Sprintf("≤ %.0f (4 + 2N)", warmRequestsTarget(n))).vs(seedWarmRequests(n)).note("mean: "+breakdown(byOp, rounds)),
 			timed(fmt.Sprintf("release of %d: wall time beyond the agents' deregistration", n), beyond, releaseBeyondTarget, false),
 			row(fmt.Sprintf("release of %d: AWS requests", n), "requests", relPerRun, releaseRequestsTarget(n),
-				fmt.Sprintf("≤ %.0f (3 + 2N)", releaseRequestsTarget(n))).note("mean"),
+				fmt.Sprintf("≤ %.0f (3 + 2N)", releaseRequestsTarget(n))).note("mean: "+breakdown(relByOp, rounds)),
 		)
 		if n == 1 {
 			rows = append(rows, timed("released instance claimable again: release returns → a claim of it has won", claimable, claimableTarget, false))
@@ -257,48 +264,97 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	return rows, nil
 }
 
-// claimer claims from the bench's pool as provision does, without the step around it.
-func (s *stepRunner) claimer() (*pool.Selector, error) {
-	q, err := pool.NewQueue(sqs.NewFromConfig(s.e.AWS), s.e.Pool, s.e.Doc.QueueURL, s.e.Doc.DeadLetterQueueURL)
-	if err != nil {
-		return nil, err
-	}
-	return &pool.Selector{Queue: q, Store: s.e.Store}, nil
-}
-
-// claimAgain claims the instance id just released, timing from released until the claim is won,
-// then gives it back with the release step once its agent has registered for the claim.
-func (s *stepRunner) claimAgain(ctx context.Context, sel *pool.Selector, id string, released time.Time, run int) (time.Duration, error) {
+// claimAgain claims the instance id just released, timing from released (release's return) until
+// the claim has won: its offer received from the pool queue (peeked, so that the pool's other
+// offers stay visible), its token sealed, the conditional claim written, as provision's selector
+// does. Then, once its agent has registered for the claim, the release step gives it back.
+func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Time, run int) (time.Duration, error) {
 	owner, name, _ := strings.Cut(localenv.Repo, "/")
 	tok, _, err := s.e.GitHub.Actions.CreateRegistrationToken(ctx, owner, name)
 	if err != nil {
 		return 0, err
 	}
 	r := strconv.Itoa(run) + "0"
-	start := time.Now()
-	res, err := sel.Claim(ctx, pool.Request{Count: 1, Assign: state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo,
-		RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix(), RegTokenExpiresAt: tok.GetExpiresAt().Time},
-		Token:         func(ctx context.Context, id string) (string, error) { return s.e.Seal(ctx, id, tok.GetToken()) },
-		ClaimDeadline: time.Now().Add(time.Minute)})
-	took := time.Since(start) + start.Sub(released)
+	client := sqs.NewFromConfig(s.e.AWS)
+	var (
+		offer  pool.Message
+		handle string
+		others []sqstypes.ChangeMessageVisibilityBatchRequestEntry // given back, as the selector gives back offers it does not use
+	)
+	giveBack := func() error {
+		for len(others) > 0 {
+			batch := others[:min(10, len(others))]
+			others = others[len(batch):]
+			out, err := client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &s.e.Doc.QueueURL, Entries: batch})
+			if err != nil {
+				return fmt.Errorf("give back the offers not claimed: %w", err)
+			}
+			if len(out.Failed) > 0 {
+				return fmt.Errorf("give back the offers not claimed: %d failed: %s", len(out.Failed), aws.ToString(out.Failed[0].Message))
+			}
+		}
+		return nil
+	}
+	for offer.InstanceID != id {
+		if time.Since(released) > time.Minute {
+			return 0, fmt.Errorf("no offer of %s in the pool a minute after release", id)
+		}
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &s.e.Doc.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 5})
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range out.Messages {
+			if msg, err := pool.ParseMessage(aws.ToString(m.Body), s.e.Pool); err == nil && msg.InstanceID == id && offer.InstanceID == "" {
+				offer, handle = msg, aws.ToString(m.ReceiptHandle)
+				continue
+			}
+			others = append(others, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String("m" + strconv.Itoa(len(others)%10)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+		}
+	}
+	sealed, err := s.e.Seal(ctx, id, tok.GetToken())
 	if err != nil {
 		return 0, err
 	}
-	if len(res.Instances) != 1 || res.Instances[0].ID != id {
-		return 0, fmt.Errorf("claim after release: got %d instances, want %s", len(res.Instances), id)
-	}
-	bells, err := s.e.Bells()
+	in, err := s.e.Store.Transition(ctx, state.Change{InstanceID: id, Pool: s.e.Pool, From: offer.State(), To: state.Claimed, Version: offer.Version,
+		Assign: &state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo, RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix(),
+			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time},
+		Threshold: time.Now().Add(time.Minute), Reason: "claimed by the bench"})
+	took := time.Since(released)
 	if err != nil {
+		return 0, fmt.Errorf("claim %s after its release: %w", id, err)
+	}
+	if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.e.Doc.QueueURL, ReceiptHandle: &handle}); err != nil {
+		return 0, fmt.Errorf("delete the offer claimed: %w", err)
+	}
+	if err := giveBack(); err != nil {
 		return 0, err
 	}
-	if err := bells.Ring(ctx, res.Instances[0].Bell); err != nil {
+	if err := s.e.Ring(ctx, in); err != nil {
 		return 0, err
 	}
-	if _, err := s.e.WaitSignal(ctx, id, state.SignalRegistered, r, res.Instances[0].Version); err != nil {
+	if _, err := s.e.WaitSignal(ctx, id, state.SignalRegistered, r, in.Version); err != nil {
 		return 0, err
 	}
 	if _, _, _, err := s.run(ctx, s.relBin, r, 0); err != nil {
 		return 0, err
 	}
 	return took, nil
+}
+
+// breakdown lists the mean requests per run by operation, most first.
+func breakdown(ops map[string]int, runs int) string {
+	type op struct {
+		name string
+		n    int
+	}
+	var all []op
+	for k, v := range ops {
+		all = append(all, op{k, v})
+	}
+	slices.SortFunc(all, func(a, b op) int { return cmp.Or(b.n-a.n, strings.Compare(a.name, b.name)) })
+	parts := make([]string, len(all))
+	for i, o := range all {
+		parts[i] = fmt.Sprintf("%s %.1f", o.name, float64(o.n)/float64(runs))
+	}
+	return strings.Join(parts, ", ")
 }
