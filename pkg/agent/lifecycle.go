@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
@@ -109,11 +110,52 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.log.Info("agent stopping", "reason", err)
 			return err
 		}
+		if err := checkAssignment(item); err != nil {
+			// Never from provision, which validates all of it: someone wrote the item by hand or
+			// worse. Nothing of it reaches a path, a command line or a label.
+			a.refuseAssignment(ctx, item, err)
+			failedVersion = item.Version
+			continue
+		}
 		if failed, err := a.serve(ctx, item); err != nil {
 			return err
 		} else if failed {
 			failedVersion = item.Version
 		}
+	}
+}
+
+// checkAssignment refuses an assignment whose run id, attempt or labels are not what provision
+// writes: the run id names a directory the agent removes as root, and the labels go to config.sh.
+func checkAssignment(it *state.Instance) error {
+	if err := state.ValidateRunID(it.RunID); err != nil {
+		return err
+	}
+	if it.RunAttempt < 0 || it.RunAttempt > maxRunAttempt {
+		return fmt.Errorf("run attempt %d: want 0 to %d", it.RunAttempt, maxRunAttempt)
+	}
+	for _, l := range it.Labels {
+		if err := poolconfig.ValidateLabel(l); err != nil {
+			return fmt.Errorf("label %w", err)
+		}
+	}
+	return nil
+}
+
+// maxRunAttempt bounds a run's attempt number (GitHub allows re-running a run far fewer times).
+const maxRunAttempt = 1000
+
+// refuseAssignment reports a malformed assignment without acting on it: REGISTER_FAILED when the
+// run id can be named, only the log otherwise (the claim then ends at its deadline).
+func (a *Agent) refuseAssignment(ctx context.Context, it *state.Instance, cause error) {
+	a.log.Error("refusing a malformed assignment; nothing of it was used", "version", it.Version, "error", cause)
+	if state.ValidateRunID(it.RunID) != nil {
+		return
+	}
+	err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: a.now(),
+		Log: "hangar-agent: malformed assignment: " + cause.Error()})
+	if err != nil && !errors.Is(err, state.ErrConflict) {
+		a.log.Warn("could not signal REGISTER_FAILED", "error", err)
 	}
 }
 

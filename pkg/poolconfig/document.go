@@ -2,6 +2,7 @@ package poolconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -73,11 +74,11 @@ type Subnet struct {
 
 // Timeouts are the deadlines of each state (docs/design.md §10).
 type Timeouts struct {
-	Created Duration `json:"created"`
-	Claimed Duration `json:"claimed"`
-	Running Duration `json:"running"`
-	Idle    Duration `json:"idle"`
-	Stopped Duration `json:"stopped"`
+	Created Duration `json:"created,omitzero"`
+	Claimed Duration `json:"claimed,omitzero"`
+	Running Duration `json:"running,omitzero"`
+	Idle    Duration `json:"idle,omitzero"`
+	Stopped Duration `json:"stopped,omitzero"`
 }
 
 // Default timeouts.
@@ -147,11 +148,40 @@ func Parse(data []byte) (*Document, error) {
 	if err := dec.Decode(&d); err != nil {
 		return nil, fmt.Errorf("pool document: %w", err)
 	}
+	if err := explicitZeroTimeouts(data); err != nil {
+		return nil, err
+	}
 	d.applyDefaults()
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
 	return &d, nil
+}
+
+// explicitZeroTimeouts refuses a timeout written as zero: it is never taken for the default
+// (leaving the field out is how to get that), so that "0s" cannot silently mean five minutes.
+func explicitZeroTimeouts(data []byte) error {
+	var raw struct {
+		Timeouts map[string]Duration `json:"timeouts"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("pool document: %w", err) // not reached: Decode has read it already
+	}
+	var errs []error
+	for name, v := range raw.Timeouts {
+		if v == 0 {
+			errs = append(errs, fmt.Errorf("timeouts.%s: 0s: want more than 0, or leave it out for the default %s", name, DefaultTimeouts.byName(name)))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("pool document: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// byName returns the timeout named as in the document.
+func (t Timeouts) byName(name string) time.Duration {
+	return map[string]Duration{"created": t.Created, "claimed": t.Claimed, "running": t.Running, "idle": t.Idle, "stopped": t.Stopped}[name].D()
 }
 
 func (d *Document) applyDefaults() {

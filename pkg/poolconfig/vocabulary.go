@@ -63,7 +63,6 @@ func ValidateTag(key, value string) error {
 
 var stackRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
 
-// ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
 // ValidateRunnerGroup checks an organisation runner group's name.
 func ValidateRunnerGroup(name string) error {
 	if !runnerGroupRe.MatchString(name) || strings.TrimSpace(name) != name {
@@ -74,6 +73,7 @@ func ValidateRunnerGroup(name string) error {
 
 var runnerGroupRe = regexp.MustCompile(`^[A-Za-z0-9 ._-]{1,64}$`)
 
+// ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
 func ValidateStack(name string) error {
 	if !stackRe.MatchString(name) {
 		return fmt.Errorf("%q: want the Hangar stack's name (1 to 63 letters, digits and '-', starting with a letter or digit)", name)

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -59,7 +60,7 @@ func (p *provisioning) rollback(cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	items, err := p.d.Store.GetMany(ctx, ids)
-	if err != nil {
+	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		p.d.Log.Error("rollback: read the items; refresh will expire them", "error", err)
 		return
 	}
@@ -102,7 +103,7 @@ func (p *provisioning) notReady(it *state.Instance) string {
 // stale runner holds the label; this attempt gets fresh ones.
 func (p *provisioning) replaceEarlierAttempt(ctx context.Context) {
 	left, err := p.d.Store.ByRun(ctx, p.cfg.RunID)
-	if err != nil {
+	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		p.warn("look for instances of earlier attempts: %v", err)
 		return
 	}

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -35,7 +36,7 @@ func (p *provisioning) removeOfflineRunners(ctx context.Context) {
 		return
 	}
 	items, err := p.d.Store.GetMany(ctx, ids)
-	if err != nil {
+	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		p.warn("housekeeping: read instances: %v", err)
 		return
 	}

@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -35,6 +36,9 @@ func (r *run) sweepBells(ctx context.Context) {
 		live := map[string]bool{}
 		for id, it := range items {
 			live[id] = it.State != state.Terminated
+		}
+		if errors.Is(err, state.ErrBadItem) {
+			err = nil // a malformed item's doorbell goes: its agent polls instead
 		}
 		return live, err
 	})

@@ -63,6 +63,10 @@ func (p *poolRun) expire(ctx context.Context) {
 	for _, st := range state.LiveStates {
 		expired, err := p.d.Store.Expired(ctx, p.doc.Name, st, p.now)
 		p.rep.ItemsRead += len(expired)
+		if errors.Is(err, state.ErrBadItem) {
+			p.errorf("%v", err) // reported; the others are handled
+			err = nil
+		}
 		if err != nil {
 			p.errorf("find expired %s instances: %v", st, err)
 			continue
@@ -87,6 +91,10 @@ func (p *poolRun) readSets(ctx context.Context) bool {
 	read := func(st state.State) ([]state.Instance, bool) {
 		items, err := p.d.Store.InPoolState(ctx, p.doc.Name, st)
 		p.rep.ItemsRead += len(items)
+		if errors.Is(err, state.ErrBadItem) {
+			p.errorf("%v", err) // reported; the pool's other instances are served
+			err = nil
+		}
 		if err != nil {
 			p.errorf("read %s instances: %v", st, err)
 			return nil, false
@@ -360,7 +368,7 @@ func finished(in state.Instance) bool {
 // warmingNow returns the pool's warm instances still being created (no run, within their deadline).
 func (r *run) warmingNow(ctx context.Context, doc *poolconfig.Document, now time.Time) ([]state.Instance, error) {
 	items, err := r.d.Store.InPoolState(ctx, doc.Name, state.Created)
-	if err != nil {
+	if err != nil && !errors.Is(err, state.ErrBadItem) {
 		return nil, err
 	}
 	return slices.DeleteFunc(items, func(in state.Instance) bool {

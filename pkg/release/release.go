@@ -119,6 +119,10 @@ func (r *Releaser) Release(ctx context.Context, run string) (*Result, error) {
 		return nil, fmt.Errorf("run-id: %w", err)
 	}
 	insts, err := r.d.Store.ByRun(ctx, run)
+	if errors.Is(err, state.ErrBadItem) {
+		r.d.Log.Warn("release: some items of the run are malformed and left to refresh", "run", run, "error", err)
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("find the instances of run %s: %w", run, err)
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -52,16 +53,25 @@ func unmarshalItem(item map[string]types.AttributeValue) (*Instance, error) {
 	return &in, nil
 }
 
+// unmarshalItems decodes the items of a query or batch read. One item that is not a Hangar
+// instance (written by hand, or by something else) never hides the others: it is left out, and
+// the error (matching ErrBadItem) names its key and what is wrong with it.
 func unmarshalItems(items []map[string]types.AttributeValue) ([]Instance, error) {
 	out := make([]Instance, 0, len(items))
+	var bad []error
 	for _, it := range items {
 		in, err := unmarshalItem(it)
 		if err != nil {
-			return nil, err
+			key := "?"
+			if k, ok := it[AttrARN].(*types.AttributeValueMemberS); ok {
+				key = k.Value
+			}
+			bad = append(bad, fmt.Errorf("%w %s: %w", ErrBadItem, key, err))
+			continue
 		}
 		out = append(out, *in)
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

@@ -10,6 +10,10 @@ import (
 // ErrNotFound is returned when an instance has no item.
 var ErrNotFound = errors.New("instance not found")
 
+// ErrBadItem is matched (errors.Is) by the error of a read that left out items that are not
+// well-formed Hangar instances; the read still returns every other item.
+var ErrBadItem = errors.New("item left out, not a well-formed Hangar instance")
+
 // ErrConflict is matched (errors.Is) by every *ConflictError.
 var ErrConflict = errors.New("conditional write lost")
 

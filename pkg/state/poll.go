@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -21,6 +22,9 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 	delay := max(interval/4, time.Millisecond)
 	for {
 		items, err := s.GetMany(ctx, ids)
+		if errors.Is(err, ErrBadItem) {
+			err = nil // the items left out are not readable this time; the rest are
+		}
 		if err == nil {
 			lastErr = nil
 			if check(items) {

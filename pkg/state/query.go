@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,13 +20,17 @@ func (s *Store) ByRun(ctx context.Context, run string) ([]Instance, error) {
 	key := expression.Key(AttrRunID).Equal(expression.Value(run))
 	out, err := s.query(ctx, IndexByRun, key)
 	if err != nil {
-		return nil, fmt.Errorf("instances of run %s: %w", run, err)
+		// Malformed items are left out (ErrBadItem), the others returned; any other error
+		// returns nothing.
+		return out, fmt.Errorf("instances of run %s: %w", run, err)
 	}
 	return out, nil
 }
 
 // InPoolState returns every instance of pool in state st, oldest deadline first, through the
-// byPoolState index (one Query per shard, in parallel, every page).
+// byPoolState index (one Query per shard, in parallel, every page). Items that are not
+// well-formed instances are left out and named in an error matching ErrBadItem, returned with
+// the others; any other error returns nothing.
 func (s *Store) InPoolState(ctx context.Context, pool string, st State) ([]Instance, error) {
 	return s.poolState(ctx, pool, st, time.Time{})
 }
@@ -51,6 +56,7 @@ func (s *Store) poolState(ctx context.Context, pool string, st State, before tim
 		mu      sync.Mutex
 		all     []Instance
 		firstEr error
+		bad     []error
 	)
 	for shard := range Shards {
 		wg.Go(func() {
@@ -61,7 +67,10 @@ func (s *Store) poolState(ctx context.Context, pool string, st State, before tim
 			items, err := s.query(ctx, IndexByPoolState, key)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && firstEr == nil {
+			switch {
+			case errors.Is(err, ErrBadItem):
+				bad = append(bad, err)
+			case err != nil && firstEr == nil:
 				firstEr = err
 			}
 			all = append(all, items...)
@@ -72,6 +81,9 @@ func (s *Store) poolState(ctx context.Context, pool string, st State, before tim
 		return nil, fmt.Errorf("%s instances of pool %s: %w", st, pool, firstEr)
 	}
 	slices.SortFunc(all, func(a, b Instance) int { return a.Threshold.Compare(b.Threshold) })
+	if len(bad) > 0 {
+		return all, fmt.Errorf("%s instances of pool %s: %w", st, pool, errors.Join(bad...))
+	}
 	return all, nil
 }
 
@@ -92,7 +104,10 @@ func (s *Store) query(ctx context.Context, index string, key expression.KeyCondi
 	if s.PageLimit > 0 {
 		in.Limit = &s.PageLimit
 	}
-	var out []Instance
+	var (
+		out []Instance
+		bad []error
+	)
 	p := dynamodb.NewQueryPaginator(s.db, in)
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -100,10 +115,7 @@ func (s *Store) query(ctx context.Context, index string, key expression.KeyCondi
 			return nil, fmt.Errorf("query %s: %w", index, err)
 		}
 		items, err := unmarshalItems(page.Items)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
+		out, bad = append(out, items...), append(bad, err)
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }

@@ -93,6 +93,7 @@ const maxBatchGet = 100
 // for again while ctx allows.
 func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance, error) {
 	out := make(map[string]*Instance, len(ids))
+	var bad []error
 	seen := make(map[string]bool, len(ids))
 	keys := make([]map[string]types.AttributeValue, 0, len(ids))
 	for _, id := range ids {
@@ -121,9 +122,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 				return nil, fmt.Errorf("get %d instances: %w", len(batch), err)
 			}
 			items, err := unmarshalItems(res.Responses[s.table])
-			if err != nil {
-				return nil, err
-			}
+			bad = append(bad, err)
 			for i := range items {
 				out[items[i].ID] = &items[i]
 			}
@@ -135,7 +134,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 			}
 		}
 	}
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
 // maxTransact is TransactWriteItems' limit of actions per request.

@@ -1,0 +1,22 @@
+// Package secrets is the token-leak check of Hangar's reliability suite. It runs a full cycle in
+// one local world on the AWS emulators (internal/testkit/localenv): a cold provision, jobs on the
+// run's runners through the GitHub stand-in, a release, a warm provision, jobs, a release and the
+// refresh step. Then it scans everything the cycle left where someone other than the token's
+// holder could read it, for the tokens it used: the admin token the steps were given
+// (localenv.AdminToken) and every registration and remove token the GitHub stand-in issued,
+// recorded on their way to the steps through a proxy in front of the stand-in's API.
+//
+// The places scanned: the step binaries' combined output (the ::add-mask:: commands that mask
+// the tokens aside), their step summaries and outputs, every agent's log and DynamoDB requests
+// (from the fleet simulator), the refresh Lambda's output (its EMF metric lines included), the
+// jobs' output (their environment), the instances' user data, the launch template's versions,
+// the instances' and volumes' EC2 tags and descriptions, every message of the stack's queues
+// (received with a visibility timeout of 0, so none is consumed), the stack's pool documents,
+// the GitHub stand-in's runners, every file the simulated instances hold, every write the steps
+// made to the state table, and the state table itself. Tokens may be in the table only sealed:
+// every sealed token found opens, with KMS and its instance's context, to a token the stand-in
+// issued. A sub-check plants a token in a sample text and proves the scanner finds it.
+//
+// It runs by default with the emulators' endpoints loaded (see internal/testkit/testbed), and
+// skips under -short or without them.
+package secrets
