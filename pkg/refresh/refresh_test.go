@@ -258,6 +258,10 @@ func TestSpotInterruption(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.Warm(e.ctx, id)
 	require.NoError(t, err)
+	// The agent is cut off, so that only refresh acts: a live agent powers its instance off the
+	// moment its item reads terminated (its doorbell deleted), which is not refresh's doing.
+	require.NoError(t, e.Sim.SetDynamoDB(id, false))
+	require.NoError(t, e.Sim.SetSQS(id, false))
 	w := e.refreshDeps()
 	act, err := refresh.Interrupted(e.ctx, w, id)
 	st, err2 := e.InstanceState(e.ctx, id)
