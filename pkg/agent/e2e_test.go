@@ -69,9 +69,9 @@ func checkAgentWrites(t *testing.T, e *env, id string) {
 	require.NotEmpty(t, reqs)
 	var updates int
 	for _, r := range reqs {
-		switch r.Target {
-		case "DynamoDB_20120810.GetItem":
-		case "DynamoDB_20120810.UpdateItem":
+		switch r.Op {
+		case "DynamoDB.GetItem":
+		case "DynamoDB.UpdateItem":
 			updates++
 			key, written := updatedAttributes(t, r.Body)
 			require.Equal(t, e.Store.Account().ARN(id), key, "the agent wrote another item")
@@ -79,7 +79,7 @@ func checkAgentWrites(t *testing.T, e *env, id string) {
 				require.Contains(t, state.AgentAttributes, a, "the agent wrote %q: %s", a, r.Body)
 			}
 		default:
-			require.Failf(t, "unexpected request", "the agent sent %s: %s", r.Target, r.Body)
+			require.Failf(t, "unexpected request", "the agent sent %s: %s", r.Op, r.Body)
 		}
 	}
 	require.Positive(t, updates)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,7 @@ func corpus(w *world, poison []poisonCase) []badCase {
 
 // TestBadInput runs the corpus in one local world, then checks that nothing was lost.
 func TestBadInput(t *testing.T) {
-	requireEmulators(t)
+	testbed.Require(t)
 	start := time.Now()
 	poison := poisonCases()
 	w := newWorld(t, poison)

@@ -15,6 +15,6 @@
 // nothing, and that nothing was lost: the pool's idle instances are still idle, untouched, and
 // offered exactly once at the end.
 //
-// It runs by default with the emulators' endpoints loaded (see internal/testkit/testbed), and
-// skips under -short or without them.
+// It runs in make test with the emulators' endpoints loaded; like every integration test it is
+// skipped under -short and fails without them (internal/testkit/testbed.Require).
 package badinput

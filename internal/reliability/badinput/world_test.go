@@ -30,20 +30,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// requireEmulators skips the test under -short, or when the emulators' endpoints are not loaded.
-func requireEmulators(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("bad-input corpus: runs the step binaries against the local emulators (skipped with -short)")
-	}
-	for _, v := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "HANGAR_TESTBED_IMDS_BIN"} {
-		if os.Getenv(v) == "" {
-			t.Skipf("%s is not set: start the emulators (make testbed-up) and load .cache/testbed/endpoints.env", v)
-		}
-	}
-	testbed.Require(t) // loopback endpoints only
-}
-
 // world is the local world the corpus runs in: one stack with one pool holding two idle
 // instances, the step binaries, and counting proxies in front of every endpoint the steps and
 // the refresh function use.

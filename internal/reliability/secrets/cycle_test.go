@@ -19,20 +19,6 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 )
 
-// requireEmulators skips the test under -short, or when the emulators' endpoints are not loaded.
-func requireEmulators(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("token-leak check: runs a full cycle against the local emulators (skipped with -short)")
-	}
-	for _, v := range []string{"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "HANGAR_TESTBED_IMDS_BIN"} {
-		if os.Getenv(v) == "" {
-			t.Skipf("%s is not set: start the emulators (make testbed-up) and load .cache/testbed/endpoints.env", v)
-		}
-	}
-	testbed.Require(t) // loopback endpoints only
-}
-
 // world is the local world of the cycle, with recorders in front of the GitHub stand-in's API
 // and of the DynamoDB the steps write to.
 type world struct {

@@ -17,6 +17,6 @@
 // every sealed token found opens, with KMS and its instance's context, to a token the stand-in
 // issued. A sub-check plants a token in a sample text and proves the scanner finds it.
 //
-// It runs by default with the emulators' endpoints loaded (see internal/testkit/testbed), and
-// skips under -short or without them.
+// It runs in make test with the emulators' endpoints loaded; like every integration test it is
+// skipped under -short and fails without them (internal/testkit/testbed.Require).
 package secrets

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,7 +14,7 @@ import (
 // used: none may appear, and the ones in the state table only sealed.
 func TestNoTokenLeaks(t *testing.T) {
 	t.Run("scanner finds a planted token", checkScanner)
-	requireEmulators(t)
+	testbed.Require(t)
 	start := time.Now()
 	w := newWorld(t)
 	w.cycle(t)

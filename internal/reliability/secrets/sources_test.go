@@ -57,7 +57,7 @@ func (w *world) agentSources(t *testing.T) []source {
 		out = append(out, source{"agent log of " + id, log})
 		var reqs strings.Builder
 		for _, r := range w.Sim.Requests(id) {
-			fmt.Fprintf(&reqs, "%s %s\n", r.Target, r.Body)
+			fmt.Fprintf(&reqs, "%s %s\n", r.Op, r.Body)
 		}
 		require.NotZero(t, reqs.Len(), "DynamoDB requests of %s's agent", id)
 		out = append(out, source{"DynamoDB requests of the agent of " + id, reqs.String()})

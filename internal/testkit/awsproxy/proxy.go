@@ -42,6 +42,14 @@ type Proxy struct {
 	injected map[string]int
 	faults   Faults
 	rnd      *rand.Rand
+	keep     int       // how many requests to record (0: none)
+	recorded []Request // the last keep requests
+}
+
+// Request is one request the proxy forwarded: its operation (see Operation) and its body.
+type Request struct {
+	Op   string
+	Body []byte
 }
 
 // New starts a proxy in front of target (an emulator's endpoint URL). seed makes the injected
@@ -63,6 +71,7 @@ func New(target string, seed uint64) (*Proxy, error) {
 			return
 		}
 		op := Operation(r)
+		p.record(op, r)
 		delay, fault := p.decide(op)
 		if delay > 0 {
 			select {
@@ -116,6 +125,37 @@ func (p *Proxy) decide(op string) (time.Duration, fault) {
 		return delay, faultServer
 	}
 	return delay, faultNone
+}
+
+// Record keeps the last n requests from now on (with their bodies), for Recorded.
+func (p *Proxy) Record(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.keep = n
+}
+
+// Recorded returns the requests kept (see Record), oldest first.
+func (p *Proxy) Recorded() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.recorded...)
+}
+
+func (p *Proxy) record(op string, r *http.Request) {
+	p.mu.Lock()
+	keep := p.keep
+	p.mu.Unlock()
+	if keep == 0 {
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recorded = append(p.recorded, Request{Op: op, Body: body})
+	if len(p.recorded) > keep {
+		p.recorded = p.recorded[len(p.recorded)-keep:]
+	}
 }
 
 // URL is the proxy's endpoint.

@@ -71,16 +71,22 @@ func (s *Simulator) SetDynamoDB(id string, up bool) error {
 	if err != nil {
 		return err
 	}
-	inst.proxy.up.Store(up)
+	inst.proxy.Cut(!up)
 	return nil
 }
+
+// Request is one DynamoDB request an agent made: its operation (DynamoDB.UpdateItem) and body.
+type Request = awsproxy.Request
+
+// recordedRequests is how many of an instance's DynamoDB requests are kept for Requests.
+const recordedRequests = 10000
 
 // Requests returns the DynamoDB requests an instance's agents have made (the last 10,000).
 func (s *Simulator) Requests(id string) []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inst, ok := s.insts[id]; ok && inst.proxy != nil {
-		return inst.proxy.requests()
+		return inst.proxy.Recorded()
 	}
 	return nil
 }
@@ -90,7 +96,7 @@ func (s *Simulator) RequestCount(id string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if inst, ok := s.insts[id]; ok && inst.proxy != nil {
-		return inst.proxy.count.Load()
+		return int64(awsproxy.Sum(inst.proxy.Counts()))
 	}
 	return 0
 }

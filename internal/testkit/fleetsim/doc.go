@@ -5,7 +5,9 @@
 //   - an EC2 metadata mock (amazon-ec2-metadata-mock, IMDSv2 only) serving that instance's
 //     identity, type, zone and lifecycle, and a spot interruption notice on demand (Interrupt);
 //   - a DynamoDB proxy in front of DynamoDB Local that counts and records the agent's requests,
-//     and can be cut to make DynamoDB unreachable for that instance alone (SetDynamoDB);
+//     and can be cut to make DynamoDB unreachable for that instance alone (SetDynamoDB), and an
+//     SQS proxy for its doorbell that counts and can be cut likewise (SetSQS); both are
+//     internal/testkit/awsproxy;
 //   - the agent binary, with its own runner and work directories.
 //
 // It stops the agent when the instance is stopped or terminated, restarts it when the instance

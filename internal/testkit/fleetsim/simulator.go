@@ -62,7 +62,7 @@ type instance struct {
 	id, pool, dir string
 	ident         identity
 	md            *metadataMock   // nil while the agent is not running
-	proxy         *ddbProxy       // kept across restarts, closed by stopAll
+	proxy         *awsproxy.Proxy // the agent's DynamoDB traffic, counted and recorded; kept across restarts, closed by stopAll
 	sqsProxy      *awsproxy.Proxy // the agent's SQS (doorbell) traffic; likewise
 	agent         *exec.Cmd       // the agent's shim (see shimEnv); nil while not running
 	agentDone     <-chan struct{}
@@ -242,9 +242,10 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 		}
 	}()
 	if inst.proxy == nil {
-		if inst.proxy, err = newProxy(s.cfg.DynamoDBEndpoint); err != nil {
+		if inst.proxy, err = awsproxy.New(s.cfg.DynamoDBEndpoint, 0); err != nil {
 			return fmt.Errorf("start DynamoDB proxy: %w", err)
 		}
+		inst.proxy.Record(recordedRequests)
 	}
 	if inst.sqsProxy == nil {
 		if inst.sqsProxy, err = awsproxy.New(s.sqsEndpoint(), 0); err != nil {
@@ -261,7 +262,7 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 		"--run-as", inst.user.name, "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
 	env := append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+md.url(),
-		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.url(), "AWS_ENDPOINT_URL_SQS="+inst.sqsProxy.URL())
+		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.URL(), "AWS_ENDPOINT_URL_SQS="+inst.sqsProxy.URL())
 	if err := s.startAgent(inst, args, env); err != nil {
 		return err
 	}
@@ -363,7 +364,7 @@ func (s *Simulator) stopAll() {
 			inst.sqsProxy = nil
 		}
 		if inst.proxy != nil {
-			inst.proxy.close()
+			inst.proxy.Close()
 			inst.proxy = nil
 		}
 		inst.user.release()
