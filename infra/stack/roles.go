@@ -121,8 +121,13 @@ func (r *roles) grant(h *hangar) {
 		statement([]string{"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"},
 			queues, nil),
 		statement([]string{"ssm:GetParameter", "ssm:GetParametersByPath"}, []*string{poolDocs, poolPath}, nil),
-		// Doorbells: made with their instances (tagged on creation), rung, deleted with them.
-		statement([]string{"sqs:CreateQueue", "sqs:TagQueue", "sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
+		// Doorbells: made with their instances, tagged with the instance's ARN and nothing else,
+		// rung, deleted with them.
+		statement([]string{"sqs:CreateQueue", "sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
+			"Null":                      map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: "false"},
+			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
+		}),
+		statement([]string{"sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
 		// Launches: only from the stack's templates, only instances tagged as the stack's.
 		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, templates, nil),
 		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{

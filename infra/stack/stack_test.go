@@ -252,7 +252,7 @@ func TestInstanceRole(t *testing.T) {
 	require.NotContains(t, all, `"kms:Encrypt"`)
 	bell := find("sqs:ReceiveMessage")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, actions(bell), "its doorbell: receive and delete rings, nothing else")
-	require.Contains(t, js(bell["Resource"]), `":hangar-bell-*"`, "only the stack's doorbells")
+	require.Contains(t, js(bell["Resource"]), `":hangar_bell_*"`, "only the stack's doorbells")
 	require.Contains(t, js(bell["Condition"]), `"aws:ResourceTag/hangar:instance-arn":"${ec2:SourceInstanceARN}"`, "only its own")
 	for _, a := range []string{"sqs:SendMessage", "sqs:CreateQueue", "sqs:DeleteQueue", "sqs:TagQueue", "sqs:ListQueues"} {
 		require.NotContains(t, all, `"`+a+`"`, "an instance can neither ring, make, tag nor delete a doorbell")
@@ -298,4 +298,5 @@ func TestRefreshRole(t *testing.T) {
 	require.NotContains(t, all, "kms:", "refresh handles no tokens")
 	require.Contains(t, all, `"sqs:ListQueues"`, "the doorbell sweep")
 	require.Contains(t, all, `"sqs:DeleteQueue"`)
+	require.Contains(t, all, `"aws:RequestTag/hangar:instance-arn":"false"`, "doorbells are made only tagged with their instance")
 }

@@ -205,9 +205,17 @@ func (a *Agent) interval() time.Duration {
 	return a.cfg.PollInterval
 }
 
-// pause waits until next or a ring, whichever comes first, running hook (when set) at least every
-// PollInterval meanwhile.
-func (a *Agent) pause(ctx context.Context, next time.Time, hook func()) error {
+// minRingGap is the least time between two reads of the item that rings bring forward: a flood
+// of rings costs at most five reads a second.
+const minRingGap = 200 * time.Millisecond
+
+// pause waits until next, or until a ring (when rings is set) but not before earliest, running
+// hook (when set) at least every PollInterval meanwhile.
+func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool, hook func()) error {
+	ring := a.rings
+	if !rings {
+		ring = nil // backing off: a ring must not cut the backoff short
+	}
 	for {
 		d := next.Sub(a.now())
 		if d <= 0 {
@@ -221,9 +229,13 @@ func (a *Agent) pause(ctx context.Context, next time.Time, hook func()) error {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-a.rings:
+		case <-ring:
 			t.Stop()
-			return nil
+			if !a.now().Before(earliest) {
+				return nil
+			}
+			next, ring = earliest, nil // rung too soon after the last read: read at earliest
+			continue
 		case <-t.C:
 		}
 		if hook != nil {
@@ -240,8 +252,9 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 	backoff := a.cfg.PollInterval
 	failures := 0
 	next := a.now()
+	var lastRead time.Time
 	for {
-		if err := a.pause(ctx, next, hook); err != nil {
+		if err := a.pause(ctx, next, lastRead.Add(minRingGap), failures == 0, hook); err != nil {
 			return nil, err
 		}
 		if a.terminating.Load() {
@@ -251,6 +264,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 			hook()
 		}
 		start := a.now()
+		lastRead = start
 		item, err := a.poll(ctx)
 		switch {
 		case errors.Is(err, state.ErrNotFound):

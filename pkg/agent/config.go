@@ -78,7 +78,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultPollInterval      = time.Second
-	DefaultSafetyInterval    = 20 * time.Second
+	DefaultSafetyInterval    = 15 * time.Second
 	DefaultDoorbellWait      = 20 * time.Second
 	DefaultIdlePollInterval  = 10 * time.Second
 	DefaultHeartbeatInterval = 30 * time.Second
@@ -185,6 +185,10 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval > 0 && c.PollInterval < 200*time.Millisecond {
 		errs = append(errs, fmt.Errorf("poll interval %s: want 200ms or more (each poll is a DynamoDB request)", c.PollInterval))
+	}
+	if c.SafetyInterval > 0 && (c.SafetyInterval >= state.AckTimeout || c.SafetyInterval > c.HeartbeatInterval) {
+		errs = append(errs, fmt.Errorf("safety interval %s: want less than the claim acknowledgement bound %s and at most the heartbeat interval %s (the read that catches a lost ring)",
+			c.SafetyInterval, state.AckTimeout, c.HeartbeatInterval))
 	}
 	if c.DoorbellWait > doorbell.DefaultWait || (c.DoorbellWait > 0 && c.DoorbellWait%time.Second != 0) {
 		errs = append(errs, fmt.Errorf("doorbell wait %s: want whole seconds from 1s to %s (SQS's longest long poll)", c.DoorbellWait, doorbell.DefaultWait))

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
@@ -138,6 +140,24 @@ func checkAssignment(it *state.Instance) error {
 		if err := poolconfig.ValidateLabel(l); err != nil {
 			return fmt.Errorf("label %w", err)
 		}
+	}
+	if it.RunnerGroup != "" {
+		if err := poolconfig.ValidateRunnerGroup(it.RunnerGroup); err != nil || strings.HasPrefix(it.RunnerGroup, "-") {
+			return fmt.Errorf("runner group %q: want an organisation runner group's name, not starting with '-'", it.RunnerGroup)
+		}
+	}
+	return checkRunnerURL(it.RunnerURL, it.Repo)
+}
+
+// checkRunnerURL refuses a runner URL other than the one provision writes for repo: the
+// repository's or its owner's page on a GitHub server, https (plain http only to a loopback
+// stand-in), nothing else in it. The registration token goes to that server.
+func checkRunnerURL(raw, repo string) error {
+	u, err := url.Parse(raw)
+	bad := err != nil || repo == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Host == "" ||
+		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghapi.CheckURL(raw, true) != nil
+	if bad {
+		return fmt.Errorf("runner URL %q: want https://<github server>/%s or /%s", raw, repo, state.Owner(repo))
 	}
 	return nil
 }

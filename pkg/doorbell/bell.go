@@ -2,6 +2,8 @@ package doorbell
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/hangar-ci/hangar/pkg/awserr"
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // TagKey is the queue tag naming the instance a doorbell belongs to (its ARN). The instance
@@ -28,15 +31,23 @@ const (
 	waitSeconds      = "20"
 	// concurrency bounds the requests one call has in flight.
 	concurrency = 16
+	// separator joins the stack and the instance: stack and pool names hold no '_', so no pool
+	// queue (<stack>-<pool>) and no other stack's doorbell can start with a stack's prefix.
+	separator = "_bell_"
 	// stackChars is how much of the stack's name a doorbell's name keeps: SQS names are at most
-	// 80 characters, and an instance id takes 19 of them after "-bell-".
-	stackChars = 80 - len("-bell-") - 19
+	// 80 characters, and an instance id takes 19 of them after the separator.
+	stackChars = 80 - len(separator) - 19
 )
 
 // Prefix is the name every doorbell queue of stack starts with; the stack's IAM policies grant on
-// it.
+// it. A stack name too long to keep whole is cut and ends with a hash of the whole name, so that
+// two stacks never share a prefix.
 func Prefix(stack string) string {
-	return stack[:min(len(stack), stackChars)] + "-bell-"
+	if len(stack) > stackChars {
+		sum := sha256.Sum256([]byte(stack))
+		stack = stack[:stackChars-9] + "-" + hex.EncodeToString(sum[:4])
+	}
+	return stack + separator
 }
 
 // Name is the doorbell queue name of instance id in stack.
@@ -153,9 +164,11 @@ func (b *Bells) Sweep(ctx context.Context, live func(ctx context.Context, ids []
 		}
 		for _, u := range page.QueueUrls {
 			name := u[strings.LastIndexByte(u, '/')+1:]
-			if id, ok := strings.CutPrefix(name, prefix); ok && id != "" {
-				ids = append(ids, id)
+			id, ok := strings.CutPrefix(name, prefix)
+			if !ok || state.ValidateInstanceID(id) != nil {
+				continue // not a doorbell Hangar made: not the sweep's to judge
 			}
+			ids = append(ids, id)
 		}
 	}
 	deleted := 0

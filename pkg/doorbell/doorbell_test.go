@@ -26,9 +26,12 @@ func TestNames(t *testing.T) {
 		name := doorbell.Name(tc.stack, tc.id)
 		require.LessOrEqual(t, len(name), 80, "SQS names are at most 80 characters: %s", name)
 		require.True(t, strings.HasPrefix(name, doorbell.Prefix(tc.stack)))
-		require.True(t, strings.HasSuffix(name, "-bell-"+tc.id))
+		require.True(t, strings.HasSuffix(name, "_bell_"+tc.id))
 	}
 	require.NotEqual(t, doorbell.Prefix("a"), doorbell.Prefix("ab"), "stacks' doorbells never share a prefix")
+	long := strings.Repeat("s", 63)
+	require.NotEqual(t, doorbell.Prefix(long), doorbell.Prefix(long[:62]+"t"), "stacks cut to fit keep apart by a hash")
+	require.False(t, strings.HasPrefix("hangar-bell-x", doorbell.Prefix("hangar")), "a pool named bell-x is no doorbell")
 	var off *doorbell.Bells
 	require.False(t, off.On())
 	require.Empty(t, off.URL("i-1"))
@@ -105,8 +108,12 @@ func TestRingIsHeardDeleteEndsIt(t *testing.T) {
 		"a deleted doorbell makes the agent read its item and poll")
 	require.NoError(t, b.Delete(ctx, id), "deleting twice is no error")
 
-	// The sweep deletes doorbells whose instance is not live and keeps the others.
+	// The sweep deletes doorbells whose instance is not live and keeps the others; a queue under
+	// the prefix that names no instance is not the sweep's.
 	require.NoError(t, b.Create(ctx, map[string]string{"i-0aaaaaaaaaaaaaaa3": "arn-3"}))
+	stray, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(doorbell.Prefix(stack) + "zz")})
+	require.NoError(t, err)
+	defer c.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: stray.QueueUrl})
 	n, err := b.Sweep(ctx, func(_ context.Context, ids []string) (map[string]bool, error) {
 		require.ElementsMatch(t, []string{"i-0aaaaaaaaaaaaaaa2", "i-0aaaaaaaaaaaaaaa3"}, ids, "only this stack's doorbells")
 		return map[string]bool{"i-0aaaaaaaaaaaaaaa3": true}, nil
@@ -115,6 +122,6 @@ func TestRingIsHeardDeleteEndsIt(t *testing.T) {
 	require.Equal(t, 1, n)
 	left, err := c.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(doorbell.Prefix(stack))})
 	require.NoError(t, err)
-	require.Equal(t, []string{b.URL("i-0aaaaaaaaaaaaaaa3")}, left.QueueUrls)
+	require.ElementsMatch(t, []string{b.URL("i-0aaaaaaaaaaaaaaa3"), *stray.QueueUrl}, left.QueueUrls)
 	require.NoError(t, b.Delete(ctx, "i-0aaaaaaaaaaaaaaa3"))
 }

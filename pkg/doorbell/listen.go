@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/hangar-ci/hangar/pkg/awserr"
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
@@ -43,8 +42,8 @@ func (l *Listener) Healthy() bool { return l.healthy.Load() }
 
 // Listen long-polls the doorbell until ctx ends, calling ring the moment it rings (before the
 // ring's message is deleted: deleting is bookkeeping). A receive that fails marks the listener
-// unhealthy and is tried again after a jittered, capped backoff; one that finds the doorbell
-// deleted also calls ring, since the control plane deletes a doorbell when it ends the instance.
+// unhealthy, calls ring (the control plane deletes a doorbell when it ends the instance, and the
+// agent must read its item then) and is tried again after a jittered, capped backoff.
 func (l *Listener) Listen(ctx context.Context, ring func()) {
 	w := l.Wait
 	if w <= 0 || w > DefaultWait {
@@ -61,9 +60,9 @@ func (l *Listener) Listen(ctx context.Context, ring func()) {
 			}
 			l.healthy.Store(false)
 			failures++
-			if awserr.IsNotFound(err) {
-				ring()
-			}
+			// Read the item now: a doorbell deleted because its instance is ending may answer
+			// not found, access denied or nothing useful, and from now on the agent polls.
+			ring()
 			if failures&(failures-1) == 0 { // 1, 2, 4, …: log, but not every time
 				l.log().Warn("doorbell unreachable; polling the item instead", "url", l.URL, "failures", failures, "error", err)
 			}
