@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -31,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -149,9 +149,9 @@ func newLogger(format string) *slog.Logger {
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	awsCfg, err := config.LoadDefaultConfig(ctx)
+	awsCfg, err := awscfg.Load(ctx)
 	if err != nil {
-		return fmt.Errorf("load AWS config: %w", err)
+		return err
 	}
 	md := imds.NewFromConfig(awsCfg)
 	id, err := agent.ReadIdentity(ctx, md)

@@ -24,8 +24,8 @@ import (
 	"syscall"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 
+	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -72,9 +72,9 @@ func newInvoker(ctx context.Context, stack string, log *slog.Logger, metrics io.
 	if stack == "" {
 		return nil, errors.New("HANGAR_STACK is not set: the environment names the stack to refresh")
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awscfg.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, err
 	}
 	return &invoker{wire: refreshwire.New(cfg, stack, refreshwire.Options{Log: log, Metrics: metrics}), log: log}, nil
 }

@@ -5,12 +5,12 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 )
 
 // Clients are the AWS clients of a step, from the standard configuration chain (environment,
@@ -26,9 +26,9 @@ type Clients struct {
 
 // NewClients loads the AWS configuration.
 func NewClients(ctx context.Context) (*Clients, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awscfg.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, err
 	}
 	if cfg.Region == "" {
 		return nil, fmt.Errorf("no AWS region: set AWS_REGION (aws-actions/configure-aws-credentials does)")
