@@ -47,16 +47,17 @@ func TestPartitions(t *testing.T) {
 		givenUpRegistration+giveUpSlack, exitBound)
 	w := newWorld(t, "partition", worldOptions{AgentArgs: []string{"--terminate-grace", selfTerminateGrace.String()}})
 
-	// The instances, made before anything is cut: one warming (launched as refresh launches warm
-	// instances, with a deadline), three idle, of which one then serves a run with a one-minute
-	// max-runtime.
-	warmingDeadline := time.Now().Add(30 * time.Second)
-	warming, err := w.Launch(w.ctx, warmingDeadline)
-	require.NoError(t, err)
+	// The instances, made before anything is cut: three idle, of which one then serves a run with
+	// a one-minute max-runtime, and one warming (launched as refresh launches warm instances, with
+	// a deadline), launched last so that its deadline is not spent while the others are made on a
+	// busy machine.
 	w.fill("600000", 3)
 	serving, servingDeadline := w.servingWithMaxRuntime("500000")
 	idle := slices.DeleteFunc(w.inState(state.Idle), func(in state.Instance) bool { return in.ID == serving })
 	require.Len(t, idle, 2)
+	warmingDeadline := time.Now().Add(45 * time.Second)
+	warming, err := w.Launch(w.ctx, warmingDeadline)
+	require.NoError(t, err)
 	_, err = w.WaitSignal(w.ctx, warming, state.SignalReady, "", 1) // the agent has read its item, and so its deadline
 	require.NoError(t, err)
 	require.Greater(t, time.Until(warmingDeadline), 5*time.Second, "the warming instance must still be within its deadline when cut off")
