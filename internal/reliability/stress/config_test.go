@@ -46,13 +46,13 @@ var (
 		FaultCycles: 3, FaultIdle: 3,
 	}
 	// fullScale is make test-reliability's. TestRaces cannot have the 50 provisions over 60 idle
-	// instances the suite aims at: the test bed lends each simulated instance one of 64 runner
-	// users (shared with every other test running on the machine), and 60 agents polling
-	// DynamoDB Local beside 50 provision processes saturate two cores, so provisions time out on
-	// CPU rather than race. 24 provisions over 32 idle keeps about half of the users free and the
-	// race real (more provisions than any one claim batch, every offer contended).
+	// instances the suite aims at: the test bed lends each simulated instance one of its 64 runner
+	// users, shared with every test running on the machine (make test-reliability runs two
+	// packages at once, and this package's other tests hold 15 to 20), and on two cores 60 agents
+	// beside 50 provision processes make provisions time out on CPU rather than race. 20
+	// provisions over 28 idle instances keeps the users within bounds and every offer contended.
 	fullScale = scale{Form: "full",
-		RaceProvisions: 24, RaceIdle: 32, RaceRounds: 20,
+		RaceProvisions: 20, RaceIdle: 28, RaceRounds: 20,
 		CrashTrials: 30, CrashIdle: 4,
 		SoakCycles: 200, SoakPool: 5,
 		FaultCycles: 20, FaultIdle: 3,

@@ -42,8 +42,8 @@ func (k crashKind) String() string {
 // Timeouts of the crash world's pool: short, so that what a killed step held expires within a
 // trial.
 const (
-	crashCreated = 20 * time.Second
-	crashClaimed = 15 * time.Second
+	crashCreated = 15 * time.Second
+	crashClaimed = 10 * time.Second
 )
 
 // TestCrashes: the provision, release or refresh step is SIGKILLed at a random point (a seeded
@@ -61,21 +61,32 @@ func TestCrashes(t *testing.T) {
 	w := newWorld(t, "crash", worldOptions{Refresh: true, Budget: 25 * time.Minute,
 		Timeouts: poolconfig.Timeouts{Created: poolconfig.Duration(crashCreated), Claimed: poolconfig.Duration(crashClaimed)}})
 
-	var converged []time.Duration
-	var notes []string
+	// Each trial is a subtest, so that one that fails does not hide the others: they run one
+	// after the other in the same world, each from whatever the one before left.
+	var converged []string
+	var notes, failed []string
+	var longest time.Duration
 	midStep := 0
 	start := time.Now()
 	for trial := range sc.CrashTrials {
 		ts := seed + uint64(trial)
-		tr := &crashTrial{w: w, kind: crashKind(trial % int(crashKinds)), seed: ts, trial: trial,
-			rng: rand.New(rand.NewPCG(ts, ts)), run: strconv.Itoa(200000 + 10*trial)}
-		took, note := tr.play(sc.CrashIdle)
-		converged = append(converged, took)
-		if tr.midStep {
-			midStep++
-		}
-		if note != "" {
-			notes = append(notes, fmt.Sprintf("trial %d (seed %d): %s", trial, ts, note))
+		kind := crashKind(trial % int(crashKinds))
+		name := fmt.Sprintf("trial %02d seed %d %s", trial, ts, kind)
+		ok := t.Run(name, func(t *testing.T) {
+			tr := &crashTrial{t: t, w: w, kind: kind, seed: ts, trial: trial,
+				rng: rand.New(rand.NewPCG(ts, ts)), run: strconv.Itoa(200000 + 10*trial)}
+			took, note := tr.play(sc.CrashIdle)
+			converged = append(converged, fmt.Sprintf("%d:%s", trial, took.Round(100*time.Millisecond)))
+			longest = max(longest, took)
+			if tr.midStep {
+				midStep++
+			}
+			if note != "" {
+				notes = append(notes, fmt.Sprintf("trial %d (seed %d): %s", trial, ts, note))
+			}
+		})
+		if !ok {
+			failed = append(failed, fmt.Sprintf("%d (seed %d)", trial, ts))
 		}
 	}
 	leaked, err := w.Leaked(w.ctx)
@@ -84,16 +95,17 @@ func TestCrashes(t *testing.T) {
 	for _, n := range notes {
 		t.Logf("observed: %s", n)
 	}
-	times := make([]string, len(converged))
-	for i, d := range converged {
-		times[i] = d.Round(100 * time.Millisecond).String()
+	if len(failed) > 0 {
+		t.Logf("rerun a failed trial alone: HANGAR_RELIABILITY=%s HANGAR_RELIABILITY_SEED=%d go test -run 'TestCrashes/trial_<number>_' ./internal/reliability/stress/",
+			sc.Form, seed)
 	}
-	t.Logf("TestCrashes (%s form) summary: %d trials (%d killed mid-step, the others had already exited), base seed %d, converged after %s (max %s), %s in all",
-		sc.Form, sc.CrashTrials, midStep, seed, strings.Join(times, " "), slices.Max(converged).Round(100*time.Millisecond), since(start))
+	t.Logf("TestCrashes (%s form) summary: %d trials (%d killed mid-step, the others had already exited; failed: %v), base seed %d, converged after (trial:time) %s, max %s; %s in all",
+		sc.Form, sc.CrashTrials, midStep, failed, seed, strings.Join(converged, " "), longest.Round(100*time.Millisecond), since(start))
 }
 
 // crashTrial is one kill and what follows.
 type crashTrial struct {
+	t     *testing.T
 	w     *world
 	kind  crashKind
 	seed  uint64
@@ -102,6 +114,8 @@ type crashTrial struct {
 	run   string
 	// midStep says the kill landed while the step ran (not after it had exited).
 	midStep bool
+	// taken are the instances the run held from the pool when its release began.
+	taken []string
 }
 
 func (tr *crashTrial) where() string {
@@ -111,8 +125,13 @@ func (tr *crashTrial) where() string {
 // play runs the trial and returns the time from the kill to a consistent world, and a note on
 // anything worth reporting that is not a failure.
 func (tr *crashTrial) play(idle int) (time.Duration, string) {
-	w, t := tr.w, tr.w.t
-	w.fill(strconv.Itoa(200000+10*tr.trial+9), idle)
+	w, t := tr.w, tr.t
+	w.fill(t, strconv.Itoa(200000+10*tr.trial+9), idle)
+	t.Cleanup(func() {
+		if t.Failed() {
+			tr.logAgents()
+		}
+	})
 	var point string
 	var killedAt time.Time
 	var released []string // the instances of a killed release
@@ -170,7 +189,7 @@ func (tr *crashTrial) killProvision(idle int) (string, time.Time) {
 		n = idle + 1 + tr.rng.IntN(2) // more than the pool holds: it must launch
 	}
 	env, _ := w.stepEnv(tr.run, n, "HANGAR_REGISTRATION_TIMEOUT=2m")
-	p := w.start(w.provisionBin, env, "--allow-loopback-github")
+	p := w.start(tr.t, w.provisionBin, env, "--allow-loopback-github")
 	what := fmt.Sprintf("provision of %d", n)
 	if mode == 1 {
 		return tr.kill(p, true, what, "its first claim was written", func(ctx context.Context) (bool, error) {
@@ -188,7 +207,7 @@ func (tr *crashTrial) killProvision(idle int) (string, time.Time) {
 func (tr *crashTrial) killRelease(ids []string) (string, time.Time) {
 	w := tr.w
 	env, _ := w.stepEnv(tr.run, 1)
-	p := w.start(w.releaseBin, env, "--allow-loopback-github")
+	p := w.start(tr.t, w.releaseBin, env, "--allow-loopback-github")
 	return tr.kill(p, tr.rng.IntN(2) == 0, fmt.Sprintf("release of %d", len(ids)), "its first instance went idle", func(ctx context.Context) (bool, error) {
 		its, err := w.items(ctx, ids)
 		if err != nil {
@@ -208,7 +227,7 @@ func (tr *crashTrial) killRefresh() (string, time.Time) {
 	w := tr.w
 	before := w.fn.Invocations()
 	env, _ := w.stepEnv("1", 1)
-	p := w.start(w.refreshBin, env, "invoke")
+	p := w.start(tr.t, w.refreshBin, env, "invoke")
 	return tr.kill(p, tr.rng.IntN(2) == 0, "refresh step", "the function was handed the invocation", func(context.Context) (bool, error) {
 		return w.fn.Invocations() > before, nil
 	})
@@ -224,13 +243,13 @@ func (tr *crashTrial) kill(p *proc, byPhase bool, what, phase string, reached fu
 		defer cancel()
 		for !p.exited() {
 			ok, err := reached(ctx)
-			require.NoError(w.t, err, tr.where())
+			require.NoError(tr.t, err, tr.where())
 			if ok {
 				break
 			}
 			select {
 			case <-ctx.Done():
-				require.FailNow(w.t, "phase not reached", "%s: %s never reached %q\n%s", tr.where(), what, phase, tail(p.out.String(), 3000))
+				require.FailNow(tr.t, "phase not reached", "%s: %s never reached %q\n%s", tr.where(), what, phase, tail(p.out.String(), 3000))
 			case <-p.done:
 			case <-time.After(100 * time.Millisecond):
 			}
@@ -251,19 +270,50 @@ func (tr *crashTrial) kill(p *proc, byPhase bool, what, phase string, reached fu
 }
 
 // releaseGivesAllBack runs the run's release, which must succeed and leave nothing held by the
-// run but the unrecorded instances no release can see.
+// run but the unrecorded instances no release can see. The instances the run had taken from the
+// pool (claimed or running, their agents healthy) must be back in it, idle: only those still
+// booting for the run are terminated.
 func (tr *crashTrial) releaseGivesAllBack(what string) {
 	w := tr.w
 	ctx, cancel := context.WithTimeout(w.ctx, 4*time.Minute)
 	defer cancel()
-	res, err := w.release(ctx, tr.run)
-	require.NoError(w.t, err, "%s: %s\n%s", tr.where(), what, tail(res.Log, 3000))
-	held, orphans, err := w.heldBy(ctx, tr.run)
-	require.NoError(w.t, err)
-	require.Empty(w.t, held, "%s: %s left the run holding these\n%s", tr.where(), what, tail(res.Log, 3000))
-	if len(orphans) > 0 {
-		w.t.Logf("%s: %s: unrecorded, left to their agents' boot wait: %v", tr.where(), what, orphans)
+	before, err := w.Store.ByRun(ctx, tr.run)
+	require.NoError(tr.t, err)
+	var taken []string
+	for _, in := range before {
+		if in.State == state.Claimed || in.State == state.Running {
+			taken = append(taken, in.ID)
+		}
 	}
+	tr.taken = append(tr.taken, taken...)
+	began := time.Now()
+	res, err := w.release(ctx, tr.run)
+	took := time.Since(began)
+	require.NoError(tr.t, err, "%s: %s\n%s", tr.where(), what, tail(res.Log, 3000))
+	held, orphans, err := w.heldBy(ctx, tr.run)
+	require.NoError(tr.t, err)
+	require.Empty(tr.t, held, "%s: %s left the run holding these\n%s", tr.where(), what, tail(res.Log, 3000))
+	if len(orphans) > 0 {
+		tr.t.Logf("%s: %s: unrecorded, left to their agents' boot wait: %v", tr.where(), what, orphans)
+	}
+	its, err := w.items(ctx, taken)
+	require.NoError(tr.t, err)
+	var lost []string
+	for _, id := range taken {
+		if it, ok := its[id]; !ok || it.State != state.Idle {
+			lost = append(lost, id+": "+describe(it))
+		}
+	}
+	require.Empty(tr.t, lost, "%s: %s (%s) did not give the run's instances back to the pool", tr.where(), what, took.Round(100*time.Millisecond))
+}
+
+// describe summarises an item for messages.
+func describe(it *state.Instance) string {
+	if it == nil {
+		return "no item"
+	}
+	return fmt.Sprintf("%s, version %d, run %q, last run %q, signal %s for run %q, %q", it.State, it.Version, it.RunID, it.LastRunID,
+		it.Signal, it.SignalRun, it.StateReason)
 }
 
 // converge runs the refresh step until the world is consistent and returns the time from the
@@ -285,7 +335,7 @@ func (tr *crashTrial) converge(killedAt time.Time) time.Duration {
 		last, took = bad, time.Since(killedAt)
 		return len(bad) == 0, nil
 	})
-	require.NoError(w.t, err, "%s: still inconsistent:\n%s", tr.where(), strings.Join(last, "\n"))
+	require.NoError(tr.t, err, "%s: still inconsistent:\n%s", tr.where(), strings.Join(last, "\n"))
 	return took
 }
 
@@ -294,26 +344,26 @@ func (tr *crashTrial) converge(killedAt time.Time) time.Duration {
 // instance.
 func (tr *crashTrial) offersPointAtIdle() {
 	w := tr.w
-	require.NoError(w.t, localenv.Eventually(w.ctx, time.Minute, "no offer in flight", func(ctx context.Context) (bool, error) {
+	require.NoError(tr.t, localenv.Eventually(w.ctx, time.Minute, "no offer in flight", func(ctx context.Context) (bool, error) {
 		n, err := w.inFlight(ctx)
 		return n == 0, err
 	}), tr.where())
 	res, err := w.refresh(w.ctx)
-	require.NoError(w.t, err, "%s\n%s", tr.where(), tail(res.Log, 2000))
+	require.NoError(tr.t, err, "%s\n%s", tr.where(), tail(res.Log, 2000))
 	offers, err := w.peekOffers(w.ctx)
-	require.NoError(w.t, err)
+	require.NoError(tr.t, err)
 	bad, err := w.badOffers(w.ctx, offers)
-	require.NoError(w.t, err)
-	require.Empty(w.t, bad, "%s: after one refresh, offers point at instances that are not idle", tr.where())
+	require.NoError(tr.t, err)
+	require.Empty(tr.t, bad, "%s: after one refresh, offers point at instances that are not idle", tr.where())
 }
 
 // idleNotOffered returns those of ids that are idle without an offer.
 func (tr *crashTrial) idleNotOffered(ids []string) []string {
 	w := tr.w
 	offers, err := w.peekOffers(w.ctx)
-	require.NoError(w.t, err)
+	require.NoError(tr.t, err)
 	its, err := w.items(w.ctx, ids)
-	require.NoError(w.t, err)
+	require.NoError(tr.t, err)
 	var lost []string
 	for _, id := range ids {
 		if it, ok := its[id]; ok && it.State == state.Idle &&
@@ -322,4 +372,28 @@ func (tr *crashTrial) idleNotOffered(ids []string) []string {
 		}
 	}
 	return lost
+}
+
+// logAgents writes the log tails of the agents of the instances the trial's run took or launched,
+// and of those the pool offers.
+func (tr *crashTrial) logAgents() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ids := map[string]bool{}
+	for _, id := range tr.taken {
+		ids[id] = true
+	}
+	if launched, err := tr.w.launchedFor(ctx, tr.run); err == nil {
+		for id := range launched {
+			ids[id] = true
+		}
+	}
+	if offers, err := tr.w.peekOffers(ctx); err == nil {
+		for _, o := range offers {
+			ids[o.InstanceID] = true
+		}
+	}
+	for id := range ids {
+		tr.t.Logf("%s: agent log of %s (tail):\n%s", tr.where(), id, tail(tr.w.Sim.AgentLog(id), 2500))
+	}
 }

@@ -37,7 +37,7 @@
 // HANGAR_RELIABILITY chooses the counts (config_test.go), and every test logs the ones it uses:
 //
 //	                                 short (unset: make test)   full (HANGAR_RELIABILITY=full)
-//	TestRaces      provisions/idle   8 over 12, 2 rounds         24 over 32, 20 rounds
+//	TestRaces      provisions/idle   8 over 12, 2 rounds         20 over 28, 20 rounds
 //	TestCrashes    trials (pool)     4 (3 idle)                  30 (4 idle)
 //	TestSoak       cycles (pool)     15 (5)                      200 (5)
 //	TestFaults     cycles (pool)     3 (3 idle)                  20 (3 idle)
@@ -46,23 +46,30 @@
 // The full form of TestRaces cannot have the 50 provisions over 60 idle instances the suite
 // aims at: every simulated instance holds one of the test bed's 64 runner users (shared with any
 // other test on the machine), and on two cores 60 agents beside 50 provision processes make
-// provisions time out on CPU rather than race; 24 over 32 keeps half the users free and every
-// offer contended. The short form runs in about three minutes on a busy two-core machine (one of
-// its scenarios waits out more than two minutes of the product's own timeouts); the full form
-// takes about 25 minutes and needs a go test -timeout above that (go test's default is 10m).
+// provisions time out on CPU rather than race; 20 over 28 keeps the users within bounds and
+// every offer contended.
 //
-// The suite raises go test's parallelism to 5 unless -test.parallel is given (TestMain): its tests
-// mostly wait, and at the default (GOMAXPROCS) four of them would queue beside TestPartitions'
-// long wait. Beyond that the EC2 emulator, which every world's fleet simulator polls, is the
-// bottleneck.
+// On two cores with freshly started emulators the short form takes about three minutes (its
+// longest test, TestPartitions, waits out more than two minutes of the product's own timeouts)
+// and the full form about 12 (TestSoak is its longest). Both slow down as the EC2 emulator fills:
+// every world's fleet simulator asks it for the world's instances five times a second, and the
+// emulator's cost for that grows with every instance it holds, including those other tests leave
+// running. Each world here terminates its instances when it closes.
+//
+// The suite raises go test's parallelism to 5 unless -test.parallel is given (TestMain): its
+// tests mostly wait, and at the default (GOMAXPROCS) four of them would queue beside
+// TestPartitions' long wait.
 //
 // # Seeds
 //
 // Every random choice (provision sizes, kill points, injected faults) comes from a seed derived
 // from one base seed (printed by every test; HANGAR_RELIABILITY_SEED replaces it), and every
 // failure names its seed and round or trial. A seed fixes the choices, not the interleaving of
-// the processes, so a failure reproduces as the same scenario, not always the same schedule.
+// the processes, so a failure reproduces as the same scenario, not always the same schedule. A
+// crash trial runs alone with the form, the base seed and its number:
 //
-// The suite skips under -short and when AWS_ENDPOINT_URL is unset; the emulators must be running
-// (make testbed-up) with their endpoints in the environment (.cache/testbed/endpoints.env).
+//	HANGAR_RELIABILITY=full HANGAR_RELIABILITY_SEED=20250611 go test -run 'TestCrashes/trial_08_' ./internal/reliability/stress/
+//
+// The suite is skipped under -short; otherwise it needs the emulators (make testbed-up) with
+// their endpoints in the environment (.cache/testbed/endpoints.env), as every integration test.
 package stress

@@ -44,7 +44,7 @@ func TestFaults(t *testing.T) {
 	t.Logf("TestFaults (%s form): %d provision/release cycles over %d idle instances through proxies injecting %.0f%% throttling, %.0f%% HTTP 500, %s + up to %s latency; agent outages of %s; base seed %d",
 		sc.Form, sc.FaultCycles, sc.FaultIdle, 100*stepFaults.Throttle, 100*stepFaults.ServerError, stepFaults.Latency, stepFaults.Jitter, agentOutage, seed)
 	w := newWorld(t, "faults", worldOptions{Budget: 20 * time.Minute})
-	w.fill("4000", sc.FaultIdle)
+	w.fill(t, "4000", sc.FaultIdle)
 
 	awsProxy, err := awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), seed)
 	require.NoError(t, err)
@@ -106,29 +106,50 @@ func TestFaults(t *testing.T) {
 	})
 
 	t.Run("an agent rides out a DynamoDB outage", func(t *testing.T) {
-		idle := w.inState(state.Idle)
+		// Offers a faulted provision held (a give-back refused by an injected fault keeps them
+		// hidden until their visibility timeout) must be back, or a provision asking for every
+		// idle instance would create instead.
+		require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "no offer in flight", func(ctx context.Context) (bool, error) {
+			n, err := w.inFlight(ctx)
+			return n == 0, err
+		}))
+		idle := w.inState(t, state.Idle)
 		require.NotEmpty(t, idle)
 		id := idle[0].ID
 		all := len(idle)
-
-		// Idle: cut off, back, then it serves a provision normally.
-		w.outage(id, agentOutage)
-		ids := w.mustProvision("410000", all, id)
-		// Serving: cut off mid-run, back, then the run's release gets it back and the next run
-		// gets it again.
-		w.outage(id, agentOutage)
-		ctx, cancel := context.WithTimeout(w.ctx, faultStepDeadline)
+		ctx, cancel := context.WithTimeout(w.ctx, 2*faultStepDeadline)
 		defer cancel()
-		rel, err := w.release(ctx, "410000")
-		require.NoError(t, err, tail(rel.Log, 3000))
+
+		// Idle: cut off as a provision claims it (and rings it); back after the outage, it
+		// acknowledges and registers within the provision's bounds.
+		var ids []string
+		w.duringOutage(t, id, agentOutage, "a provision claiming it", func() error {
+			res, got, err := w.provision(ctx, "410000", all, "HANGAR_REGISTRATION_TIMEOUT=2m")
+			if err != nil {
+				return fmt.Errorf("%w\n%s", err, tail(res.Log, 3000))
+			}
+			if ids = got; !slices.Contains(ids, id) {
+				return fmt.Errorf("run 410000 was given %v, not %s (all %d idle instances were asked for)", ids, id, all)
+			}
+			return nil
+		})
+		// Serving: cut off as the run's release gives it back; back after the outage, it
+		// deregisters and is offered again.
+		w.duringOutage(t, id, agentOutage, "the release of the run it serves", func() error {
+			if res, err := w.release(ctx, "410000"); err != nil {
+				return fmt.Errorf("%w\n%s", err, tail(res.Log, 3000))
+			}
+			return nil
+		})
 		held, _, err := w.heldBy(ctx, "410000")
 		require.NoError(t, err)
 		require.Empty(t, held)
 		it, err := w.Store.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, state.Idle, it.State, "%s, cut off while serving, is given back to the pool (%q)", id, it.StateReason)
-		w.mustProvision("410001", all, id)
-		rel, err = w.release(ctx, "410001")
+		require.Equal(t, state.Idle, it.State, "%s, cut off while its run was released, is given back to the pool (%q)", id, it.StateReason)
+		// And then it serves the next run as any other.
+		w.mustProvision(t, "410001", all, id)
+		rel, err := w.release(ctx, "410001")
 		require.NoError(t, err, tail(rel.Log, 3000))
 
 		st, err := w.InstanceState(ctx, id)
@@ -137,35 +158,41 @@ func TestFaults(t *testing.T) {
 		it, err = w.Store.Get(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, state.Idle, it.State)
-		t.Logf("%s rode out two %s outages (idle, serving run %v) and served the runs after them", id, agentOutage, ids)
+		t.Logf("%s rode out two %s DynamoDB outages (claimed by run 410000 with %v, then released) and served run 410001", id, agentOutage, ids)
 	})
 }
 
-// outage cuts instance id's agent off from DynamoDB for d, then waits until its requests go
-// through again.
-func (w *world) outage(id string, d time.Duration) {
-	w.t.Helper()
-	require.NoError(w.t, w.Sim.SetDynamoDB(id, false))
+// duringOutage cuts instance id's agent off from DynamoDB, runs step (which needs the agent) at
+// once, brings DynamoDB back after d, and requires step to succeed.
+func (w *world) duringOutage(t *testing.T, id string, d time.Duration, what string, step func() error) {
+	t.Helper()
+	require.NoError(t, w.Sim.SetDynamoDB(id, false))
+	done := make(chan error, 1)
+	go func() { done <- step() }()
 	cut := time.NewTimer(d) // the outage's length: the scenario itself, not a wait for a condition
+	var err error
+	stepDone := false
 	select {
 	case <-cut.C:
-	case <-w.ctx.Done():
+	case err = <-done:
+		stepDone = true
 	}
-	before := w.Sim.RequestCount(id)
-	require.NoError(w.t, w.Sim.SetDynamoDB(id, true))
-	require.NoError(w.t, localenv.Eventually(w.ctx, time.Minute, "the agent of "+id+" reaching DynamoDB again", func(context.Context) (bool, error) {
-		return w.Sim.RequestCount(id) > before, nil
-	}), "agent log (tail):\n%s", tail(w.Sim.AgentLog(id), 3000))
+	require.NoError(t, w.Sim.SetDynamoDB(id, true))
+	if !stepDone {
+		err = <-done
+	}
+	require.NoError(t, err, "%s, with the agent of %s cut off from DynamoDB for %s; agent log (tail):\n%s", what, id, d, tail(w.Sim.AgentLog(id), 3000))
+	require.False(t, stepDone, "%s ended within the outage: the agent of %s cannot have taken part", what, id)
 }
 
 // mustProvision provisions n instances for run, which must succeed and include want.
-func (w *world) mustProvision(run string, n int, want string) []string {
-	w.t.Helper()
+func (w *world) mustProvision(t *testing.T, run string, n int, want string) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(w.ctx, faultStepDeadline)
 	defer cancel()
 	res, ids, err := w.provision(ctx, run, n, "HANGAR_REGISTRATION_TIMEOUT=2m")
-	require.NoError(w.t, err, "provision for run %s\n%s", run, tail(res.Log, 3000))
-	require.True(w.t, slices.Contains(ids, want), "run %s was given %v, not %s (all %d idle instances were asked for)", run, ids, want, n)
+	require.NoError(t, err, "provision for run %s\n%s", run, tail(res.Log, 3000))
+	require.True(t, slices.Contains(ids, want), "run %s was given %v, not %s (all %d idle instances were asked for)", run, ids, want, n)
 	return ids
 }
 

@@ -47,27 +47,26 @@ func TestPartitions(t *testing.T) {
 		givenUpRegistration+giveUpSlack, exitBound)
 	w := newWorld(t, "partition", worldOptions{AgentArgs: []string{"--terminate-grace", selfTerminateGrace.String()}})
 
-	// The instances, made before anything is cut: three idle, of which one then serves a run with
-	// a one-minute max-runtime, and one warming (launched as refresh launches warm instances, with
-	// a deadline), launched last so that its deadline is not spent while the others are made on a
-	// busy machine.
-	w.fill("600000", 3)
-	serving, servingDeadline := w.servingWithMaxRuntime("500000")
-	idle := slices.DeleteFunc(w.inState(state.Idle), func(in state.Instance) bool { return in.ID == serving })
+	// Three idle instances, of which one then serves a run with a one-minute max-runtime.
+	w.fill(t, "600000", 3)
+	serving, servingDeadline := w.servingWithMaxRuntime(t, "500000")
+	idle := slices.DeleteFunc(w.inState(t, state.Idle), func(in state.Instance) bool { return in.ID == serving })
 	require.Len(t, idle, 2)
-	warmingDeadline := time.Now().Add(45 * time.Second)
-	warming, err := w.Launch(w.ctx, warmingDeadline)
-	require.NoError(t, err)
-	_, err = w.WaitSignal(w.ctx, warming, state.SignalReady, "", 1) // the agent has read its item, and so its deadline
-	require.NoError(t, err)
-	require.Greater(t, time.Until(warmingDeadline), 5*time.Second, "the warming instance must still be within its deadline when cut off")
 
 	scenarios := []struct {
 		name string
 		run  func(t *testing.T)
 	}{
 		{"an agent cut off past its deadline terminates its instance/warming, past its created deadline", func(t *testing.T) {
-			w.cutOffPastDeadline(t, warming, warmingDeadline)
+			// Launched as refresh launches warm instances, with a deadline long enough for its
+			// agent to boot and read it on a busy machine.
+			deadline := time.Now().Add(45 * time.Second)
+			id, err := w.Launch(w.ctx, deadline)
+			require.NoError(t, err)
+			_, err = w.WaitSignal(w.ctx, id, state.SignalReady, "", 1) // the agent has read its item, and so its deadline
+			require.NoError(t, err)
+			require.Greater(t, time.Until(deadline), 5*time.Second, "the warming instance must still be within its deadline when cut off")
+			w.cutOffPastDeadline(t, id, deadline)
 		}},
 		{"an agent cut off past its deadline terminates its instance/serving a run, past its max-runtime", func(t *testing.T) {
 			w.cutOffPastDeadline(t, serving, servingDeadline)
@@ -95,8 +94,8 @@ func TestPartitions(t *testing.T) {
 
 // servingWithMaxRuntime provisions one instance for run with a one-minute max-runtime and
 // returns it and its deadline, once its agent has read that deadline.
-func (w *world) servingWithMaxRuntime(run string) (string, time.Time) {
-	t := w.t
+func (w *world) servingWithMaxRuntime(t *testing.T, run string) (string, time.Time) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(w.ctx, 3*time.Minute)
 	defer cancel()
 	res, ids, err := w.provision(ctx, run, 1, "HANGAR_MAX_RUNTIME=1m", "HANGAR_REGISTRATION_TIMEOUT=2m")
@@ -105,10 +104,15 @@ func (w *world) servingWithMaxRuntime(run string) (string, time.Time) {
 	require.NoError(t, err)
 	require.Equal(t, state.Running, it.State)
 	// The agent must have read the item since provision moved it to running, or the deadline it
-	// keeps is the earlier, longer one of created: one request begun and answered after.
+	// keeps is the earlier one of the claim or the launch. Provision does not ring the doorbell
+	// for that transition, and an agent with a doorbell reads unprompted only every 30 s: ring it,
+	// as the control plane does after a write its agent waits for. It acknowledged and registered
+	// before the transition, so its next requests are reads of its item, and any counted from now
+	// on was sent after the transition.
 	seen := w.Sim.RequestCount(ids[0])
-	require.NoError(t, localenv.Eventually(ctx, time.Minute, "the agent reading its running item", func(context.Context) (bool, error) {
-		return w.Sim.RequestCount(ids[0]) >= seen+2, nil
+	require.NoError(t, w.Ring(ctx, it))
+	require.NoError(t, localenv.Eventually(ctx, 2*time.Minute, "the agent reading its running item", func(context.Context) (bool, error) {
+		return w.Sim.RequestCount(ids[0]) > seen, nil
 	}))
 	return ids[0], it.Threshold
 }

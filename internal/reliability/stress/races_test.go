@@ -37,7 +37,7 @@ func TestRaces(t *testing.T) {
 	t.Logf("TestRaces (%s form): %d concurrent provisions of 1–3 instances over %d idle instances, %d rounds, base seed %d",
 		sc.Form, sc.RaceProvisions, sc.RaceIdle, sc.RaceRounds, seed)
 	w := newWorld(t, "races", worldOptions{Budget: 25 * time.Minute})
-	w.fill("1000", sc.RaceIdle)
+	w.fill(t, "1000", sc.RaceIdle)
 
 	var provisions, failed int
 	var slowest time.Duration
@@ -109,7 +109,7 @@ func TestRaces(t *testing.T) {
 		require.Empty(t, problems, "%s", where)
 
 		// Every run is released, concurrently; then nothing holds any of them, failed or not.
-		w.releaseAll(where, outs)
+		w.releaseAll(t, where, outs)
 		runs := make([]string, len(outs))
 		for i, o := range outs {
 			runs[i] = o.run
@@ -120,29 +120,28 @@ func TestRaces(t *testing.T) {
 		its, err = w.items(w.ctx, ids)
 		require.NoError(t, err)
 		for id, run := range owner {
-			require.Equal(t, state.Idle, its[id].State, "%s: %s, released by run %s, is back in the pool (%q)", where, id, run, its[id].StateReason)
+			it, ok := its[id]
+			require.True(t, ok && it.State == state.Idle, "%s: %s, released by run %s, is back in the pool: %+v", where, id, run, it)
 		}
-		idle := w.inState(state.Idle)
+		// The pool offers each idle instance exactly once (peeked at, not hidden: the next round
+		// claims them).
+		idle := w.inState(t, state.Idle)
+		offers, err := w.peekOffers(w.ctx)
+		require.NoError(t, err)
+		require.Empty(t, offerProblems(idle, offers), "%s: the pool's offers after the release of every run", where)
 		t.Logf("%s: %d provisions (%v) done and released in %s; %d idle instances now", where, len(counts), counts, since(roundStart), len(idle))
 	}
 
-	// After releasing everything, the pool offers each idle instance exactly once, and every
-	// item of an instance EC2 runs is idle.
-	idle := w.inState(state.Idle)
+	// After releasing everything, the pool offers each idle instance exactly once (localenv's
+	// count, which hides the offers: the world's last look), and every item of an instance EC2
+	// runs is idle.
+	idle := w.inState(t, state.Idle)
 	offered, err := w.Offered(w.ctx)
 	require.NoError(t, err)
+	problems := offerCountProblems(idle, offered)
 	idleIDs := map[string]bool{}
-	var problems []string
 	for _, in := range idle {
 		idleIDs[in.ID] = true
-		if offered[in.ID] != 1 {
-			problems = append(problems, fmt.Sprintf("idle instance %s is offered %d times", in.ID, offered[in.ID]))
-		}
-	}
-	for id, n := range offered {
-		if !idleIDs[id] {
-			problems = append(problems, fmt.Sprintf("%s is offered %d times but is not idle", id, n))
-		}
 	}
 	insts, err := w.ec2Instances(w.ctx)
 	require.NoError(t, err)
@@ -197,7 +196,7 @@ func (w *world) race(round int, counts []int) []raceOutcome {
 }
 
 // releaseAll releases every run of outs at once; each release must succeed.
-func (w *world) releaseAll(where string, outs []raceOutcome) {
+func (w *world) releaseAll(t *testing.T, where string, outs []raceOutcome) {
 	errs := make([]error, len(outs))
 	var wg sync.WaitGroup
 	for i, o := range outs {
@@ -211,11 +210,49 @@ func (w *world) releaseAll(where string, outs []raceOutcome) {
 	}
 	wg.Wait()
 	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
-	require.Empty(w.t, errs, "%s", where)
+	require.Empty(t, errs, "%s", where)
 }
 
 // firstLine is an error's first line.
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	return s
+}
+
+// offerProblems checks peeked offers against the idle instances: each offered exactly once, at
+// its current version, and no other offer.
+func offerProblems(idle []state.Instance, offers []offer) []string {
+	counts := map[string]int{}
+	version := map[string]int64{}
+	for _, in := range idle {
+		version[in.ID] = in.Version
+	}
+	var bad []string
+	for _, o := range offers {
+		counts[o.InstanceID]++
+		if v, ok := version[o.InstanceID]; ok && v != o.Version {
+			bad = append(bad, fmt.Sprintf("offer of idle instance %s is stale: version %d, the item's is %d", o.InstanceID, o.Version, v))
+		}
+	}
+	return append(bad, offerCountProblems(idle, counts)...)
+}
+
+// offerCountProblems checks offer counts by instance against the idle instances: each offered
+// exactly once, nothing else offered.
+func offerCountProblems(idle []state.Instance, offered map[string]int) []string {
+	idleIDs := map[string]bool{}
+	var bad []string
+	for _, in := range idle {
+		idleIDs[in.ID] = true
+		if offered[in.ID] != 1 {
+			bad = append(bad, fmt.Sprintf("idle instance %s is offered %d times", in.ID, offered[in.ID]))
+		}
+	}
+	for id, n := range offered {
+		if !idleIDs[id] {
+			bad = append(bad, fmt.Sprintf("%s is offered %d times but is not idle", id, n))
+		}
+	}
+	slices.Sort(bad)
+	return bad
 }

@@ -44,7 +44,6 @@ const (
 // (localenv), and the step binaries.
 type world struct {
 	*localenv.Env
-	t   *testing.T
 	ctx context.Context
 
 	provisionBin, releaseBin, refreshBin string
@@ -72,12 +71,13 @@ func newWorld(t *testing.T, name string, o worldOptions) *world {
 	if o.Budget == 0 {
 		o.Budget = 10 * time.Minute
 	}
+	// Building the binaries can take minutes on a busy machine with a cold cache: the world's
+	// budget starts after them.
+	w := &world{dir: t.TempDir(), provisionBin: testbuild.Binary(t, provisionPkg), releaseBin: testbuild.Binary(t, releasePkg),
+		refreshBin: testbuild.Binary(t, refreshPkg)}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Budget)
 	t.Cleanup(cancel)
-	w := &world{t: t, ctx: ctx, dir: t.TempDir()}
-	w.provisionBin = testbuild.Binary(t, provisionPkg)
-	w.releaseBin = testbuild.Binary(t, releasePkg)
-	w.refreshBin = testbuild.Binary(t, refreshPkg)
+	w.ctx = ctx
 	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, name), Baked: true,
 		AgentArgs: append([]string{"--poll-interval", "250ms"}, o.AgentArgs...)})
 	require.NoError(t, err)
@@ -92,6 +92,7 @@ func newWorld(t *testing.T, name string, o worldOptions) *world {
 			}
 		}
 		le.Close()
+		w.terminateAll()
 	})
 	if o.Timeouts != (poolconfig.Timeouts{}) {
 		require.NoError(t, le.UpdatePool(ctx, func(d *poolconfig.Document) {
@@ -109,6 +110,27 @@ func newWorld(t *testing.T, name string, o worldOptions) *world {
 		require.NoError(t, err)
 	}
 	return w
+}
+
+// terminateAll terminates what the world leaves running in the EC2 emulator once its simulator
+// has stopped: every instance left there slows down every later DescribeInstances of every test
+// on the machine.
+func (w *world) terminateAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	insts, err := w.ec2Instances(ctx)
+	if err != nil {
+		return
+	}
+	var ids []string
+	for id, x := range insts {
+		if !ending(x.state) {
+			ids = append(ids, id)
+		}
+	}
+	for chunk := range slices.Chunk(ids, 500) {
+		_, _ = w.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: chunk})
+	}
 }
 
 // stepDir is a fresh working directory for one step (its outputs and summary). Safe from any
@@ -167,32 +189,33 @@ func instanceIDs(res localenv.StepResult) ([]string, error) {
 
 // fill makes the pool hold at least n idle instances: a cold provision of what is missing for
 // run, then its release. It returns the idle instances.
-func (w *world) fill(run string, n int) []state.Instance {
-	w.t.Helper()
-	idle := w.inState(state.Idle)
+func (w *world) fill(t *testing.T, run string, n int) []state.Instance {
+	t.Helper()
+	idle := w.inState(t, state.Idle)
 	if missing := n - len(idle); missing > 0 {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Minute)
 		defer cancel()
 		res, ids, err := w.provision(ctx, run, missing, "HANGAR_REGISTRATION_TIMEOUT=4m")
-		require.NoError(w.t, err, "fill the pool with %d instances", missing)
-		require.Len(w.t, ids, missing, "%s", res.Log)
+		require.NoError(t, err, "fill the pool with %d instances", missing)
+		require.Len(t, ids, missing, "%s", res.Log)
 		_, err = w.release(ctx, run)
-		require.NoError(w.t, err)
-		require.NoError(w.t, localenv.Eventually(ctx, time.Minute, fmt.Sprintf("%d idle instances", n), func(ctx context.Context) (bool, error) {
-			idle = w.inState(state.Idle)
-			return len(idle) >= n, nil
+		require.NoError(t, err)
+		require.NoError(t, localenv.Eventually(ctx, time.Minute, fmt.Sprintf("%d idle instances", n), func(ctx context.Context) (bool, error) {
+			var err error
+			idle, err = w.Store.InPoolState(ctx, w.Pool, state.Idle)
+			return len(idle) >= n, err
 		}))
-		w.t.Logf("pool filled to %d idle instances in %s", len(idle), since(start))
+		t.Logf("pool filled to %d idle instances in %s", len(idle), since(start))
 	}
 	return idle
 }
 
 // inState returns the pool's items in a state.
-func (w *world) inState(st state.State) []state.Instance {
-	w.t.Helper()
+func (w *world) inState(t *testing.T, st state.State) []state.Instance {
+	t.Helper()
 	out, err := w.Store.InPoolState(w.ctx, w.Pool, st)
-	require.NoError(w.t, err)
+	require.NoError(t, err)
 	return out
 }
 
@@ -309,6 +332,17 @@ func (w *world) heldByRuns(ctx context.Context, runs []string) (held, orphans []
 	slices.Sort(held)
 	slices.Sort(orphans)
 	return held, orphans, nil
+}
+
+// runnersOf returns the names of the stack's runners registered for run.
+func (w *world) runnersOf(run string) []string {
+	var out []string
+	for _, r := range w.GH.Runners("") {
+		if _, rr, ok := w.RunnerNames().Parse(r.Name); ok && rr == run {
+			out = append(out, r.Name)
+		}
+	}
+	return out
 }
 
 // offer is one pool message, as peekOffers saw it.
@@ -494,12 +528,12 @@ type proc struct {
 }
 
 // start starts bin with args and env.
-func (w *world) start(bin string, env []string, args ...string) *proc {
-	w.t.Helper()
+func (w *world) start(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), out: &testbed.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	require.NoError(w.t, p.cmd.Start())
+	require.NoError(t, p.cmd.Start())
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	return p
 }
