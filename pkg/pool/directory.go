@@ -79,3 +79,12 @@ func (d *Directory) Depth(ctx context.Context, name string) (int, error) {
 	}
 	return q.Depth(ctx)
 }
+
+// Tidy makes a pool's offers agree with its idle and stopped instances; see Queue.Tidy.
+func (d *Directory) Tidy(ctx context.Context, name string, offered []state.Instance, items Items) (TidyStats, error) {
+	q, err := d.Queue(ctx, name)
+	if err != nil {
+		return TidyStats{}, err
+	}
+	return q.Tidy(ctx, offered, items)
+}

@@ -46,10 +46,33 @@ func (r *run) pool(ctx context.Context, doc *poolconfig.Document) PoolReport {
 	p.trimStopped(ctx)
 	p.trimIdle(ctx)
 	p.rep.Idle, p.rep.Stopped, p.rep.Warming = len(p.idle), len(p.stopped), len(p.warming)
-	if depth, err := r.d.Pools.Depth(ctx, doc.Name); err == nil {
-		p.rep.Depth = depth
-	}
+	p.tidyOffers(ctx)
 	return p.rep
+}
+
+// tidyOffers makes the pool's offers agree with the idle and stopped sets as this refresh leaves
+// them (pool.Queue.Tidy): stale offers are deleted, instances without one are offered again.
+// A dry run changes nothing and only reads the depth.
+func (p *poolRun) tidyOffers(ctx context.Context) {
+	if p.cfg.DryRun {
+		if depth, err := p.d.Pools.Depth(ctx, p.doc.Name); err == nil {
+			p.rep.Depth = depth
+		}
+		return
+	}
+	st, err := p.d.Pools.Tidy(ctx, p.doc.Name, slices.Concat(p.idle, p.stopped), p.d.Store)
+	p.rep.Depth, p.rep.OffersDropped, p.rep.Reoffered = st.Visible, st.Dropped, st.Reoffered
+	p.rep.ItemsRead += st.ItemsRead
+	if st.Skipped == "" {
+		p.rep.Depth = st.Kept + st.Reoffered
+	}
+	if st.Dropped > 0 || st.Reoffered > 0 || st.Poison > 0 {
+		p.d.Log.Info("tidied the pool's offers", "pool", p.doc.Name, "checked", st.Checked, "dropped", st.Dropped,
+			"reoffered", st.Reoffered, "poison", st.Poison)
+	}
+	if err != nil {
+		p.errorf("%v", err)
+	}
 }
 
 func (p *poolRun) errorf(format string, a ...any) {
@@ -71,10 +94,10 @@ func (p *poolRun) expire(ctx context.Context) {
 			p.errorf("find expired %s instances: %v", st, err)
 			continue
 		}
-		n, err := p.terminate(ctx, expired, func(in state.Instance) string {
+		ended, err := p.terminate(ctx, expired, func(in state.Instance) string {
 			return fmt.Sprintf("expired in %s (deadline %s)", in.State, in.Threshold.UTC().Format(time.RFC3339))
 		})
-		p.rep.Expired += n
+		p.rep.Expired += len(ended)
 		if err != nil {
 			p.errorf("%v", err)
 		}
@@ -201,13 +224,13 @@ func (p *poolRun) trimStopped(ctx context.Context) {
 		return
 	}
 	slices.SortFunc(p.stopped, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
-	n, err := p.terminate(ctx, p.stopped[:over], func(state.Instance) string {
+	ended, err := p.terminate(ctx, p.stopped[:over], func(state.Instance) string {
 		return fmt.Sprintf("more stopped instances than schedule %q wants (%d)", target.Schedule, target.Stopped)
 	})
 	if err != nil {
 		p.errorf("%v", err)
 	}
-	p.stopped = p.stopped[n:]
+	p.stopped = without(p.stopped, ended)
 }
 
 // trimIdle terminates idle warm instances beyond the schedule's count, but only those that never
@@ -222,13 +245,20 @@ func (p *poolRun) trimIdle(ctx context.Context) {
 	unused := slices.DeleteFunc(slices.Clone(p.idle), func(in state.Instance) bool { return in.LastRunID != "" })
 	slices.SortFunc(unused, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
 	unused = unused[:min(over, len(unused))]
-	n, err := p.terminate(ctx, unused, func(state.Instance) string {
+	ended, err := p.terminate(ctx, unused, func(state.Instance) string {
 		return fmt.Sprintf("more idle warm instances than schedule %q wants (%d)", target.Schedule, target.Hot)
 	})
 	if err != nil {
 		p.errorf("%v", err)
 	}
-	p.idle = p.idle[:len(p.idle)-n]
+	p.idle = without(p.idle, ended)
+}
+
+// without returns set without the instances of gone.
+func without(set, gone []state.Instance) []state.Instance {
+	return slices.DeleteFunc(set, func(in state.Instance) bool {
+		return slices.ContainsFunc(gone, func(g state.Instance) bool { return g.ID == in.ID })
+	})
 }
 
 // unfit says why an idle, stopped or warming instance must go ("" when it may stay).

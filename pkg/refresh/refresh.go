@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -47,11 +48,12 @@ type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
 }
 
-// Pools offers instances to their pools and tells how many offers a pool's queue holds
-// (pool.Directory).
+// Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
+// how many offers a pool's queue holds (pool.Directory).
 type Pools interface {
 	Publish(ctx context.Context, insts ...*state.Instance) error
 	Depth(ctx context.Context, pool string) (int, error)
+	Tidy(ctx context.Context, pool string, offered []state.Instance, items pool.Items) (pool.TidyStats, error)
 }
 
 // Deps are refresh's collaborators.
@@ -98,17 +100,22 @@ type Action struct {
 
 // PoolReport is one pool's part of a refresh.
 type PoolReport struct {
-	Pool      string            `json:"pool"`
-	Target    poolconfig.Target `json:"target"`
-	Idle      int               `json:"idle"`
-	Stopped   int               `json:"stopped"`
-	Warming   int               `json:"warming"`
-	Depth     int               `json:"depth"`
-	Expired   int               `json:"expired"`
-	Launched  int               `json:"launched"`
-	Stops     int               `json:"stops"`
-	ItemsRead int               `json:"itemsRead"`
-	Errors    []string          `json:"errors,omitempty"`
+	Pool    string            `json:"pool"`
+	Target  poolconfig.Target `json:"target"`
+	Idle    int               `json:"idle"`
+	Stopped int               `json:"stopped"`
+	Warming int               `json:"warming"`
+	// Depth is about how many offers the pool's queue holds after the refresh.
+	Depth int `json:"depth"`
+	// OffersDropped counts the stale or duplicate offers the refresh deleted; Reoffered, the
+	// idle or stopped instances it offered again because the pool held no offer of theirs.
+	OffersDropped int      `json:"offersDropped"`
+	Reoffered     int      `json:"reoffered"`
+	Expired       int      `json:"expired"`
+	Launched      int      `json:"launched"`
+	Stops         int      `json:"stops"`
+	ItemsRead     int      `json:"itemsRead"`
+	Errors        []string `json:"errors,omitempty"`
 }
 
 // Report is what a refresh did.
@@ -198,15 +205,15 @@ func (r *run) fail(format string, a ...any) {
 }
 
 // terminate retires instances (each conditional on the version read; dry, only reports) and
-// returns how many it ended. An instance someone else moved first (a claim, another refresh) is
+// returns those it ended. An instance someone else moved first (a claim, another refresh) is
 // theirs now and is left alone.
-func (r *run) terminate(ctx context.Context, insts []state.Instance, reason lifecycle.Reason) (int, error) {
+func (r *run) terminate(ctx context.Context, insts []state.Instance, reason lifecycle.Reason) ([]state.Instance, error) {
 	for _, in := range insts {
 		r.act(Action{Instance: in.ID, Pool: in.Pool, Do: "terminate", Reason: reason(in)})
 	}
 	if r.cfg.DryRun || len(insts) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	res := r.retire.Retire(ctx, insts, reason)
-	return len(res.Ended), res.Err
+	return res.Ended, res.Err
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -296,4 +298,51 @@ func TestExpiryLosingToAClaimTerminatesNothing(t *testing.T) {
 
 	rep := e.refreshRacingAClaim(id, "6300", "")
 	require.Zero(t, rep.Pools[0].Expired, "refresh ended nothing it did not win")
+}
+
+// TestRefreshTidiesOffers: a refresh deletes the offer a claimer killed before its delete left
+// behind (the instance is claimed now) and offers again an idle instance whose offer was lost,
+// so that afterwards the pool offers exactly its idle instances, once each.
+func TestRefreshTidiesOffers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.schedule(2, 0)
+	e.refresh(refresh.Config{})
+	e.waitReady()
+	e.refresh(refresh.Config{})
+	idle := e.inState(state.Idle)
+	require.Len(t, idle, 2)
+	taken, kept := idle[0], idle[1]
+
+	// The claim of a provision killed before it deleted the message: the offer stays, stale.
+	_, err := e.Store.Transition(e.ctx, state.Change{InstanceID: taken.ID, Pool: e.Pool, From: state.Idle, To: state.Claimed,
+		Version: taken.Version, Assign: &state.Assignment{RunID: "6401", Repo: localenv.Repo}, Threshold: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	// The other's offer is gone, as if a release had died between its write and its publish.
+	client := sqs.NewFromConfig(e.AWS)
+	for seen := 0; seen < 2; {
+		out, err := client.ReceiveMessage(e.ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Doc.QueueURL, MaxNumberOfMessages: 10,
+			VisibilityTimeout: 60, WaitTimeSeconds: 1})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			seen++
+			msg, err := pool.ParseMessage(aws.ToString(m.Body), e.Pool)
+			require.NoError(t, err)
+			if msg.InstanceID == kept.ID {
+				_, err = client.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: &e.Doc.QueueURL, ReceiptHandle: m.ReceiptHandle})
+			} else {
+				_, err = client.ChangeMessageVisibility(e.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.Doc.QueueURL,
+					ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
+			}
+			require.NoError(t, err)
+		}
+	}
+
+	rep := e.refresh(refresh.Config{})
+	require.Equal(t, 1, rep.Pools[0].OffersDropped, "the claimed instance's stale offer")
+	require.Equal(t, 1, rep.Pools[0].Reoffered, "the idle instance without an offer")
+	require.Equal(t, 1, rep.Pools[0].Depth)
+	offered, err := e.Offered(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{kept.ID: 1}, offered)
 }
