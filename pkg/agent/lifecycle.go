@@ -187,7 +187,13 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	noticed := a.now()
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
-	if err := a.store.Ack(ctx, version, noticed); err != nil {
+	switch err := a.store.Ack(ctx, version, noticed); {
+	case errors.Is(err, state.ErrConflict):
+		// Given back (or otherwise moved on) before this agent acknowledged it: whoever moved
+		// it counts on this run never being served here.
+		log.Info("the assignment moved on before it was acknowledged; not serving it", "version", version, "error", err)
+		return false, nil
+	case err != nil:
 		log.Warn("could not acknowledge the assignment; provision may replace this instance", "error", err)
 	}
 

@@ -20,11 +20,13 @@ type releasing struct {
 }
 
 func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
-	var back, booting []state.Instance
+	var back, unacked, booting []state.Instance
 	for _, in := range insts {
 		switch {
 		case in.RunID != g.run:
 			g.outcome(in, Already, "")
+		case in.State == state.Claimed && in.AckVersion < in.Version:
+			unacked = append(unacked, in)
 		case in.State == state.Running || in.State == state.Claimed:
 			back = append(back, in)
 		case in.State == state.Created:
@@ -34,6 +36,7 @@ func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
 		}
 	}
 	g.terminate(ctx, "still booting for the run", booting...)
+	back = append(back, g.giveBackUnacknowledged(ctx, unacked)...)
 	if len(back) == 0 {
 		return
 	}
@@ -52,6 +55,42 @@ func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
 	}
 	wg.Wait()
 	g.awaitDeregistered(ctx, waiting)
+}
+
+// giveBackUnacknowledged gives back claims whose agents have not acknowledged them (a provision
+// killed before it rang them, or one given up before they noticed): the write is conditional on
+// that (state.Change.Unacknowledged), and the agents then never serve the run, so the instances
+// are offered at once, with nothing to deregister. It returns those whose agents acknowledged
+// meanwhile, for the usual way back.
+func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Instance) []state.Instance {
+	var acked []state.Instance
+	var ready []*state.Instance
+	for _, in := range insts {
+		doc, err := g.d.Pools.Pool(ctx, in.Pool)
+		if err != nil {
+			g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
+			continue
+		}
+		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle,
+			Version: in.Version, RunID: g.run, Unacknowledged: true, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
+			Reason: "released by run " + g.run + " before its agent took the claim"})
+		if err == nil {
+			ready = append(ready, out)
+			continue
+		}
+		var conflict *state.ConflictError
+		if errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
+			(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
+			acked = append(acked, *conflict.Current) // noticed meanwhile
+			continue
+		}
+		if conflict == nil {
+			g.warn("release %s: %v", in.ID, err)
+		}
+		g.outcome(in, Already, err.Error())
+	}
+	g.offer(ctx, ready)
+	return acked
 }
 
 // removeToken mints the token agents deregister with ("" when GitHub refuses one: agents then

@@ -174,3 +174,45 @@ func TestCleaningFailureTerminates(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, offers, in.ID, "an instance that may hold traces of a run is never offered")
 }
+
+// TestUnacknowledgedClaimReturnedAtOnce: a claim its agent has not yet noticed (the provision
+// that made it was killed before ringing, say) is given back and offered at once rather than
+// waited on for a deregistration that cannot come, and the agent, when it reads its item again,
+// never serves the run.
+func TestUnacknowledgedClaimReturnedAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id, err := e.Launch(e.ctx, time.Time{})
+	require.NoError(t, err)
+	idle, err := e.Warm(e.ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, e.Sim.SetDynamoDB(id, false)) // the agent cannot notice the claim
+	claimed, err := e.Claim(e.ctx, idle, "9101")
+	require.NoError(t, err)
+
+	res := e.release("9101", 2*time.Minute)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, release.Returned, res.Instances[0].Result, "%+v", res.Instances[0])
+	require.Less(t, res.Took, time.Minute, "not waited on for a deregistration")
+	back, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Idle, back.State)
+	require.Equal(t, claimed.Version+1, back.Version)
+	require.Contains(t, back.StateReason, "before its agent took the claim")
+
+	// The agent reads its item again (its heartbeat moves on) and leaves the run alone.
+	require.NoError(t, e.Sim.SetDynamoDB(id, true))
+	_, err = e.WaitItem(e.ctx, id, 2*time.Minute, "a heartbeat after the release", func(in *state.Instance) bool {
+		return in.HeartbeatAt.After(back.UpdatedAt)
+	})
+	require.NoError(t, err)
+	it, err := e.Store.Get(e.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, state.Idle, it.State)
+	require.Less(t, it.AckVersion, claimed.Version, "the claim was never acknowledged")
+	require.NotEqual(t, "9101", it.SignalRun, "no signal about the run")
+	require.Empty(t, e.GH.Runners("9101"), "no runner registered for the run")
+	offered, err := e.Offered(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{id: 1}, offered, "offered once, at once")
+}

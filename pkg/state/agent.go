@@ -145,8 +145,11 @@ func (a *Agent) Ack(ctx context.Context, version int64, at time.Time) error {
 		return fmt.Errorf("ack of %s: version %d: want the version of the assignment noticed", a.id, version)
 	}
 	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
-	u.set("ackVersion", version)
-	_, err := a.write(ctx, "ack", expression.AttributeExists(expression.Name(AttrARN)), u, types.ReturnValueNone)
+	u.set(attrAckVersion, version)
+	// Only while the item is still at the version noticed: a claim given back unacknowledged
+	// (Change.Unacknowledged) must never be served.
+	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version)))
+	_, err := a.write(ctx, "ack", cond, u, types.ReturnValueNone)
 	return err
 }
 

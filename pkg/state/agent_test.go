@@ -138,3 +138,45 @@ func TestControlPlaneReadsLeaveTokensOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "AREGTOKEN", own.RegToken)
 }
+
+// TestUnacknowledgedGiveBack: a claim is given back unacknowledged only while its agent has not
+// acknowledged it, and an agent cannot acknowledge a version the item has left, so exactly one
+// of the two wins.
+func TestUnacknowledgedGiveBack(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	giveBack := func(in *state.Instance, run string) (*state.Instance, error) {
+		return s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle, Version: in.Version,
+			RunID: run, Unacknowledged: true, Threshold: later(time.Hour)})
+	}
+
+	// Given back first: the agent's acknowledgement of the claim then fails.
+	in := reach(t, s, state.Claimed, "557")
+	a := newAgent(t, s, in.ID)
+	require.ErrorIs(t, a.Ack(ctx, in.Version-1, time.Now()), state.ErrConflict, "an acknowledgement of an older version")
+	idle, err := giveBack(in, "557")
+	require.NoError(t, err)
+	require.Equal(t, state.Idle, idle.State)
+	require.Empty(t, idle.RunID)
+	require.ErrorIs(t, a.Ack(ctx, in.Version, time.Now()), state.ErrConflict, "the claim is gone: the agent must not serve it")
+	got, err := a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), got.AckVersion)
+
+	// Acknowledged first: the unacknowledged give-back loses, and says what the item is now.
+	in = reach(t, s, state.Claimed, "558")
+	a = newAgent(t, s, in.ID)
+	require.NoError(t, a.Ack(ctx, in.Version, time.Now()))
+	_, err = giveBack(in, "558")
+	var conflict *state.ConflictError
+	require.ErrorAs(t, err, &conflict)
+	require.Equal(t, in.Version, conflict.Current.AckVersion)
+	require.Equal(t, state.Claimed, conflict.Current.State)
+
+	// Only a claim can be given back unacknowledged.
+	run := reach(t, s, state.Running, "559")
+	_, err = s.Transition(ctx, state.Change{InstanceID: run.ID, Pool: run.Pool, From: state.Running, To: state.Idle, Version: run.Version,
+		RunID: "559", Unacknowledged: true, Threshold: later(time.Hour)})
+	require.ErrorContains(t, err, "only a claim its agent has not acknowledged")
+}

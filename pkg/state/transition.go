@@ -45,6 +45,11 @@ type Change struct {
 	// RegisterFailed counts a failed runner registration (claimed → idle): registerFailures goes
 	// up by one. Moving to running resets the count.
 	RegisterFailed bool
+	// Unacknowledged gives a claim back (claimed → idle) only if the agent has not acknowledged
+	// it (ackVersion below Version). The agent's acknowledgement is conditional on the version it
+	// noticed, so once this write wins the agent never serves the claim: nothing of the run
+	// reached the instance, and it may be offered at once, without waiting for a deregistration.
+	Unacknowledged bool
 }
 
 // Liveness bounds (docs/design.md §10). The agent writes heartbeatAt every 30 seconds, and at
@@ -60,7 +65,10 @@ const (
 	StartAckTimeout = 3 * time.Minute
 )
 
-const attrHeartbeatAt = "heartbeatAt"
+const (
+	attrHeartbeatAt = "heartbeatAt"
+	attrAckVersion  = "ackVersion"
+)
 
 // MaxRegisterFailures is how many registrations in a row an instance may fail before it is
 // terminated rather than offered again.
@@ -119,6 +127,9 @@ func (c Change) Validate() error {
 	if c.RegisterFailed && (c.From != Claimed || c.To != Idle) {
 		return fmt.Errorf("%s → %s of %s: a failed registration is only counted when a claim is given back (claimed → idle)", c.From, c.To, c.InstanceID)
 	}
+	if c.Unacknowledged && (c.From != Claimed || c.To != Idle || c.RemoveToken != "") {
+		return fmt.Errorf("%s → %s of %s: only a claim its agent has not acknowledged is given back unacknowledged (claimed → idle, no remove token)", c.From, c.To, c.InstanceID)
+	}
 	if c.RemoveToken != "" && r.before != runRelease {
 		return fmt.Errorf("%s → %s of %s: a remove token is only given when a run lets the instance go", c.From, c.To, c.InstanceID)
 	}
@@ -152,6 +163,10 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		if !c.AliveSince.IsZero() && c.From == Idle {
 			cond = cond.And(expression.Name(attrHeartbeatAt).GreaterThanEqual(expression.Value(millis(c.AliveSince))))
 		}
+	}
+	if c.Unacknowledged {
+		cond = cond.And(expression.Or(expression.AttributeNotExists(expression.Name(attrAckVersion)),
+			expression.Name(attrAckVersion).LessThan(expression.Value(c.Version))))
 	}
 
 	u := &update{b: expression.Set(expression.Name("state"), expression.Value(c.To))}

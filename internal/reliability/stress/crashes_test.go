@@ -312,8 +312,9 @@ func describe(it *state.Instance) string {
 	if it == nil {
 		return "no item"
 	}
-	return fmt.Sprintf("%s, version %d, run %q, last run %q, signal %s for run %q, %q", it.State, it.Version, it.RunID, it.LastRunID,
-		it.Signal, it.SignalRun, it.StateReason)
+	return fmt.Sprintf("%s, version %d, run %q, last run %q, signal %s for run %q, acknowledged version %d, heartbeat %s, updated %s, %q",
+		it.State, it.Version, it.RunID, it.LastRunID, it.Signal, it.SignalRun, it.AckVersion,
+		it.HeartbeatAt.UTC().Format(time.RFC3339Nano), it.UpdatedAt.UTC().Format(time.RFC3339Nano), it.StateReason)
 }
 
 // converge runs the refresh step until the world is consistent and returns the time from the
