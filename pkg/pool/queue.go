@@ -53,16 +53,25 @@ func (q *Queue) URL() string { return q.url }
 // Depth returns about how many offers the queue holds (SQS's approximate count of visible
 // messages), for metrics.
 func (q *Queue) Depth(ctx context.Context) (int, error) {
-	name := types.QueueAttributeNameApproximateNumberOfMessages
-	out, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q.url, AttributeNames: []types.QueueAttributeName{name}})
+	visible, _, err := q.counts(ctx)
+	return visible, err
+}
+
+// counts returns SQS's approximate numbers of visible and in-flight messages.
+func (q *Queue) counts(ctx context.Context) (visible, inFlight int, err error) {
+	names := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}
+	out, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q.url, AttributeNames: names})
 	if err != nil {
-		return 0, fmt.Errorf("read the depth of pool %s: %w", q.pool, err)
+		return 0, 0, fmt.Errorf("read the depth of pool %s: %w", q.pool, err)
 	}
-	n, err := strconv.Atoi(out.Attributes[string(name)])
-	if err != nil {
-		return 0, fmt.Errorf("read the depth of pool %s: %s is %q", q.pool, name, out.Attributes[string(name)])
+	n := make([]int, len(names))
+	for i, name := range names {
+		if n[i], err = strconv.Atoi(out.Attributes[string(name)]); err != nil {
+			return 0, 0, fmt.Errorf("read the depth of pool %s: %s is %q", q.pool, name, out.Attributes[string(name)])
+		}
 	}
-	return n, nil
+	return n[0], n[1], nil
 }
 
 // sqsBatch is SQS's limit of entries per batch request.

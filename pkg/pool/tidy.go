@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -107,23 +105,6 @@ func (q *Queue) Tidy(ctx context.Context, offered []state.Instance, items Items)
 		return st, fmt.Errorf("tidy the offers of pool %s: %w", q.pool, err)
 	}
 	return st, nil
-}
-
-// counts returns SQS's approximate numbers of visible and in-flight messages.
-func (q *Queue) counts(ctx context.Context) (visible, inFlight int, err error) {
-	names := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,
-		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}
-	out, err := q.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &q.url, AttributeNames: names})
-	if err != nil {
-		return 0, 0, fmt.Errorf("read the depth of pool %s: %w", q.pool, err)
-	}
-	n := make([]int, len(names))
-	for i, name := range names {
-		if n[i], err = strconv.Atoi(out.Attributes[string(name)]); err != nil {
-			return 0, 0, fmt.Errorf("read the depth of pool %s: %s is %q", q.pool, name, out.Attributes[string(name)])
-		}
-	}
-	return n[0], n[1], nil
 }
 
 type offerKey struct {
