@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,4 +56,59 @@ type plainTokens struct{}
 
 func (plainTokens) Open(context.Context, string) (string, error) {
 	return "", errors.New("no tokens here")
+}
+
+// ackingStore hands out one claimed assignment and answers acknowledgements with ackErr.
+type ackingStore struct {
+	refusingHeartbeats
+	ackErr  error
+	acks    atomic.Int64
+	signals atomic.Int64
+}
+
+func (s *ackingStore) Ack(context.Context, int64, time.Time) error {
+	s.acks.Add(1)
+	return s.ackErr
+}
+
+func (s *ackingStore) Signal(context.Context, state.Signal) error {
+	s.signals.Add(1)
+	return nil
+}
+
+// countingTokens counts the tokens opened: a registration starts with one.
+type countingTokens struct{ opened atomic.Int64 }
+
+func (c *countingTokens) Open(context.Context, string) (string, error) {
+	c.opened.Add(1)
+	return "", errors.New("no tokens here")
+}
+
+// TestNothingServedBeforeTheAcknowledgement: an assignment whose acknowledgement is refused
+// (given back meanwhile) or fails (DynamoDB unreachable) is not served: no token opened, no
+// signal written. Release may give back an unacknowledged claim at any moment.
+func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
+	t.Parallel()
+	for name, ackErr := range map[string]error{
+		"refused": fmt.Errorf("ack of i-0123456789abcdef0: the item moved on: %w", state.ErrConflict),
+		"failed":  errors.New("throttled"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := &ackingStore{ackErr: ackErr}
+			toks := &countingTokens{}
+			cfg := validConfig()
+			a, err := New(cfg, store, toks, nil, nil, nil)
+			require.NoError(t, err)
+			item := &state.Instance{ID: "i-0123456789abcdef0", State: state.Claimed, Version: 7, Threshold: time.Now().Add(time.Hour),
+				Assignment: state.Assignment{RunID: "4242", RunAttempt: 1, Repo: "octo/app", RunnerURL: "https://github.com/octo/app",
+					RegToken: "sealed", RunnerPrefix: "hangar-test-"}}
+			failed, err := a.serve(context.Background(), item)
+			require.NoError(t, err)
+			require.False(t, failed, "not a failed registration: nothing was tried")
+			require.Equal(t, int64(1), store.acks.Load())
+			require.Zero(t, toks.opened.Load(), "the registration token was not opened")
+			require.Zero(t, store.signals.Load(), "no signal about the run")
+		})
+	}
 }

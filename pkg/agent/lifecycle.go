@@ -187,14 +187,18 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	noticed := a.now()
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
+	// Nothing of an assignment is used before its acknowledgement is written: until then release
+	// may give the claim back unacknowledged (state.Change.Unacknowledged), counting on this run
+	// never being served here.
 	switch err := a.store.Ack(ctx, version, noticed); {
 	case errors.Is(err, state.ErrConflict):
-		// Given back (or otherwise moved on) before this agent acknowledged it: whoever moved
-		// it counts on this run never being served here.
 		log.Info("the assignment moved on before it was acknowledged; not serving it", "version", version, "error", err)
 		return false, nil
 	case err != nil:
-		log.Warn("could not acknowledge the assignment; provision may replace this instance", "error", err)
+		// Read the item again in a moment and try again while the claim stands; a claim never
+		// acknowledged is replaced by provision or given back by release.
+		log.Warn("could not acknowledge the assignment; not serving it until the acknowledgement is written", "error", err)
+		return false, wait.Sleep(ctx, wait.Jitter(a.cfg.PollInterval))
 	}
 
 	dirs := runDirsFor(a.cfg.RunsDir, run, item.RunAttempt)

@@ -159,6 +159,7 @@ func TestUnacknowledgedGiveBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Idle, idle.State)
 	require.Empty(t, idle.RunID)
+	require.Equal(t, in.LastRunID, idle.LastRunID, "a claim never acknowledged served nothing: the last run stays")
 	require.ErrorIs(t, a.Ack(ctx, in.Version, time.Now()), state.ErrConflict, "the claim is gone: the agent must not serve it")
 	got, err := a.Get(ctx)
 	require.NoError(t, err)
@@ -173,6 +174,18 @@ func TestUnacknowledgedGiveBack(t *testing.T) {
 	require.ErrorAs(t, err, &conflict)
 	require.Equal(t, in.Version, conflict.Current.AckVersion)
 	require.Equal(t, state.Claimed, conflict.Current.State)
+
+	// An instance that served a run before (its agent acknowledged that claim) and is claimed
+	// again: the new claim, unacknowledged, goes back, and the last run it served stays.
+	first := reach(t, s, state.Claimed, "5600")
+	a = newAgent(t, s, first.ID)
+	require.NoError(t, a.Ack(ctx, first.Version, time.Now()))
+	served := move(t, s, move(t, s, first, state.Running, "5600"), state.Idle, "")
+	again := move(t, s, served, state.Claimed, "5601")
+	back, err := giveBack(again, "5601")
+	require.NoError(t, err)
+	require.Equal(t, "5600", back.LastRunID)
+	require.Equal(t, first.Version, back.AckVersion)
 
 	// Only a claim can be given back unacknowledged.
 	run := reach(t, s, state.Running, "559")

@@ -202,7 +202,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
 	case runRelease:
-		u.set("lastRunId", c.RunID)
+		if !c.Unacknowledged { // a claim never acknowledged served nothing: the last run stays
+			u.set("lastRunId", c.RunID)
+		}
 		u.remove(assignmentAttrs...)
 		u.setOrRemove("removeToken", c.RemoveToken != "", c.RemoveToken)
 		if c.RegisterFailed {
