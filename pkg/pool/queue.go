@@ -96,6 +96,20 @@ func (q *Queue) Publish(ctx context.Context, insts ...*state.Instance) error {
 		}
 		bodies = append(bodies, string(b))
 	}
+	ids := make([]string, len(insts))
+	for i, in := range insts {
+		ids[i] = in.ID
+	}
+	return q.sendNamed(ctx, bodies, ids)
+}
+
+// send sends message bodies to the queue, in batches of 10.
+func (q *Queue) send(ctx context.Context, bodies []string) error {
+	return q.sendNamed(ctx, bodies, nil)
+}
+
+// sendNamed sends bodies, naming the instance of each (names[i], when given) in failures.
+func (q *Queue) sendNamed(ctx context.Context, bodies, names []string) error {
 	return inBatches(bodies, func(start int, chunk []string) ([]types.BatchResultErrorEntry, error) {
 		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
 		for i, b := range chunk {
@@ -103,11 +117,11 @@ func (q *Queue) Publish(ctx context.Context, insts ...*state.Instance) error {
 		}
 		out, err := q.sqs.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &q.url, Entries: entries})
 		if err != nil {
-			return nil, fmt.Errorf("publish %d instances to pool %s: %w", len(chunk), q.pool, err)
+			return nil, fmt.Errorf("publish %d offers to pool %s: %w", len(chunk), q.pool, err)
 		}
 		for i, f := range out.Failed {
-			if n, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && n < len(insts) {
-				out.Failed[i].Message = aws.String(fmt.Sprintf("publish %s to pool %s: %s", insts[n].ID, q.pool, aws.ToString(f.Message)))
+			if n, err := strconv.Atoi(aws.ToString(f.Id)); err == nil && n < len(names) {
+				out.Failed[i].Message = aws.String(fmt.Sprintf("publish %s to pool %s: %s", names[n], q.pool, aws.ToString(f.Message)))
 			}
 		}
 		return out.Failed, nil

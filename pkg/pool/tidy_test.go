@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -112,4 +113,36 @@ func TestTidyLeavesHeldOffersAlone(t *testing.T) {
 	visible := e.offered()
 	require.Len(t, visible, 1, "only the offer nobody holds is visible")
 	require.NotContains(t, visible, heldOffer.InstanceID, "the held offer is not duplicated")
+}
+
+// TestTidyRenewsOftenReceivedOffers: an offer received many times (by tidies and by claimers it
+// did not fit) is sent again as a fresh message before the queue's redrive policy could take it
+// for poison; the pool still offers the instance exactly once.
+func TestTidyRenewsOftenReceivedOffers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := testbed.Context(t, time.Minute)
+	in := e.idle(spotC7)
+	for range 20 { // received and given back, as claimers the offer does not fit do
+		out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.url, MaxNumberOfMessages: 1, VisibilityTimeout: 30, WaitTimeSeconds: 1})
+		require.NoError(t, err)
+		require.Len(t, out.Messages, 1)
+		_, err = e.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.url, ReceiptHandle: out.Messages[0].ReceiptHandle})
+		require.NoError(t, err)
+	}
+
+	st, err := e.queue.Tidy(ctx, []state.Instance{*in}, e.store)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Kept)
+	require.Equal(t, 1, st.Renewed)
+	require.Zero(t, st.Dropped)
+	out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.url, MaxNumberOfMessages: 10, VisibilityTimeout: 60, WaitTimeSeconds: 1,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 1, "offered exactly once")
+	require.Equal(t, "1", out.Messages[0].Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)], "a fresh message")
+	msg, err := pool.ParseMessage(aws.ToString(out.Messages[0].Body), poolName)
+	require.NoError(t, err)
+	require.Equal(t, in.ID, msg.InstanceID)
+	require.Equal(t, in.Version, msg.Version)
 }

@@ -64,11 +64,12 @@ func (p *poolRun) tidyOffers(ctx context.Context) {
 	p.rep.Depth, p.rep.OffersDropped, p.rep.Reoffered = st.Visible, st.Dropped, st.Reoffered
 	p.rep.ItemsRead += st.ItemsRead
 	if st.Skipped == "" {
-		p.rep.Depth = st.Kept + st.Reoffered
+		// What is known to be left: more when the tidy read only a sample of a large queue.
+		p.rep.Depth = max(st.Visible-st.Checked, 0) + st.Kept + st.Reoffered
 	}
-	if st.Dropped > 0 || st.Reoffered > 0 || st.Poison > 0 {
+	if st.Dropped > 0 || st.Reoffered > 0 || st.Poison > 0 || st.Renewed > 0 {
 		p.d.Log.Info("tidied the pool's offers", "pool", p.doc.Name, "checked", st.Checked, "dropped", st.Dropped,
-			"reoffered", st.Reoffered, "poison", st.Poison)
+			"reoffered", st.Reoffered, "renewed", st.Renewed, "poison", st.Poison)
 	}
 	if err != nil {
 		p.errorf("%v", err)
@@ -224,13 +225,15 @@ func (p *poolRun) trimStopped(ctx context.Context) {
 		return
 	}
 	slices.SortFunc(p.stopped, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
-	ended, err := p.terminate(ctx, p.stopped[:over], func(state.Instance) string {
+	trimmed := slices.Clone(p.stopped[:over])
+	if _, err := p.terminate(ctx, trimmed, func(state.Instance) string {
 		return fmt.Sprintf("more stopped instances than schedule %q wants (%d)", target.Schedule, target.Stopped)
-	})
-	if err != nil {
+	}); err != nil {
 		p.errorf("%v", err)
 	}
-	p.stopped = without(p.stopped, ended)
+	// Ended, ended by someone else, or moved on: none is stopped at the version read any more
+	// (one whose write failed still is, and the tidy reads its item to keep its offer).
+	p.stopped = without(p.stopped, trimmed)
 }
 
 // trimIdle terminates idle warm instances beyond the schedule's count, but only those that never
@@ -245,13 +248,12 @@ func (p *poolRun) trimIdle(ctx context.Context) {
 	unused := slices.DeleteFunc(slices.Clone(p.idle), func(in state.Instance) bool { return in.LastRunID != "" })
 	slices.SortFunc(unused, func(a, b state.Instance) int { return a.LaunchedAt.Compare(b.LaunchedAt) })
 	unused = unused[:min(over, len(unused))]
-	ended, err := p.terminate(ctx, unused, func(state.Instance) string {
+	if _, err := p.terminate(ctx, unused, func(state.Instance) string {
 		return fmt.Sprintf("more idle warm instances than schedule %q wants (%d)", target.Schedule, target.Hot)
-	})
-	if err != nil {
+	}); err != nil {
 		p.errorf("%v", err)
 	}
-	p.idle = without(p.idle, ended)
+	p.idle = without(p.idle, unused) // as for trimStopped
 }
 
 // without returns set without the instances of gone.
