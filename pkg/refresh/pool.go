@@ -232,8 +232,11 @@ func (p *poolRun) trimStopped(ctx context.Context) {
 		p.errorf("%v", err)
 	}
 	// Ended, ended by someone else, or moved on: none is stopped at the version read any more
-	// (one whose write failed still is, and the tidy reads its item to keep its offer).
-	p.stopped = without(p.stopped, trimmed)
+	// (one whose write failed still is, and the tidy reads its item to keep its offer). A dry
+	// run changed nothing.
+	if !p.cfg.DryRun {
+		p.stopped = without(p.stopped, trimmed)
+	}
 }
 
 // trimIdle terminates idle warm instances beyond the schedule's count, but only those that never
@@ -253,7 +256,9 @@ func (p *poolRun) trimIdle(ctx context.Context) {
 	}); err != nil {
 		p.errorf("%v", err)
 	}
-	p.idle = without(p.idle, unused) // as for trimStopped
+	if !p.cfg.DryRun {
+		p.idle = without(p.idle, unused) // as for trimStopped
+	}
 }
 
 // without returns set without the instances of gone.

@@ -163,7 +163,10 @@ func (w *world) deadAgentsProvision(t *testing.T, sc scale, idle []state.Instanc
 				return false, err
 			}
 			for _, it := range its {
-				if it.LastRunID != run || it.RunID != "" {
+				// Given back: the run is gone from the item, which says who let it go (a claim
+				// given back unacknowledged keeps the instance's last run).
+				back := it.RunID == "" && (it.LastRunID == run || strings.Contains(it.StateReason, "run "+run))
+				if !back {
 					return false, nil // not claimed yet, or not given back yet
 				}
 			}

@@ -187,8 +187,9 @@ func instanceIDs(res localenv.StepResult) ([]string, error) {
 	return ids, nil
 }
 
-// fill makes the pool hold at least n idle instances: a cold provision of what is missing for
-// run, then its release. It returns the idle instances.
+// fill makes the pool hold at least n idle instances: a provision of n for run (it claims the
+// idle instances the pool offers and launches the rest; asking for only the missing ones would
+// claim offered ones and launch nothing), then its release. It returns the idle instances.
 func (w *world) fill(t *testing.T, run string, n int) []state.Instance {
 	t.Helper()
 	idle := w.inState(t, state.Idle)
@@ -196,9 +197,9 @@ func (w *world) fill(t *testing.T, run string, n int) []state.Instance {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Minute)
 		defer cancel()
-		res, ids, err := w.provision(ctx, run, missing, "HANGAR_REGISTRATION_TIMEOUT=4m")
-		require.NoError(t, err, "fill the pool with %d instances", missing)
-		require.Len(t, ids, missing, "%s", res.Log)
+		res, ids, err := w.provision(ctx, run, n, "HANGAR_REGISTRATION_TIMEOUT=4m")
+		require.NoError(t, err, "fill the pool: %d instances, %d of them missing", n, missing)
+		require.Len(t, ids, n, "%s", res.Log)
 		_, err = w.release(ctx, run)
 		require.NoError(t, err)
 		require.NoError(t, localenv.Eventually(ctx, time.Minute, fmt.Sprintf("%d idle instances", n), func(ctx context.Context) (bool, error) {
