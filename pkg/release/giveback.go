@@ -63,34 +63,54 @@ func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
 // are offered at once, with nothing to deregister. It returns those whose agents acknowledged
 // meanwhile, for the usual way back.
 func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Instance) []state.Instance {
-	var acked []state.Instance
-	var ready []*state.Instance
-	for _, in := range insts {
-		doc, err := g.d.Pools.Pool(ctx, in.Pool)
-		if err != nil {
-			g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
-			continue
-		}
-		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle,
-			Version: in.Version, RunID: g.run, Unacknowledged: true, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
-			Reason: "released by run " + g.run + " before its agent took the claim"})
-		if err == nil {
-			ready = append(ready, out)
-			continue
-		}
-		var conflict *state.ConflictError
-		if errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
-			(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
-			acked = append(acked, *conflict.Current) // noticed meanwhile
-			continue
-		}
-		if conflict == nil {
-			g.warn("release %s: %v", in.ID, err)
-		}
-		g.outcome(in, Already, err.Error())
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		acked []state.Instance
+		ready []*state.Instance
+	)
+	for _, in := range insts { // in parallel, as toIdle
+		wg.Go(func() {
+			out, cur := g.toIdleUnacknowledged(ctx, in)
+			mu.Lock()
+			defer mu.Unlock()
+			if out != nil {
+				ready = append(ready, out)
+			}
+			if cur != nil {
+				acked = append(acked, *cur)
+			}
+		})
 	}
+	wg.Wait()
 	g.offer(ctx, ready)
 	return acked
+}
+
+// toIdleUnacknowledged gives one unacknowledged claim back; it returns the item written, or the
+// item as it is now when its agent acknowledged the claim meanwhile (nil, nil: neither).
+func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (written, acked *state.Instance) {
+	doc, err := g.d.Pools.Pool(ctx, in.Pool)
+	if err != nil {
+		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
+		return nil, nil
+	}
+	out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle,
+		Version: in.Version, RunID: g.run, Unacknowledged: true, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
+		Reason: "released by run " + g.run + " before its agent took the claim"})
+	if err == nil {
+		return out, nil
+	}
+	var conflict *state.ConflictError
+	if errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
+		(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
+		return nil, conflict.Current // noticed meanwhile
+	}
+	if conflict == nil {
+		g.warn("release %s: %v", in.ID, err)
+	}
+	g.outcome(in, Already, err.Error())
+	return nil, nil
 }
 
 // removeToken mints the token agents deregister with ("" when GitHub refuses one: agents then
