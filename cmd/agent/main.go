@@ -44,6 +44,7 @@ type options struct {
 	stack, pool, poolDocument string
 	runnerDir, runsDir, runAs string
 	stateDir, tmpDirs         string
+	cgroupRoot                string
 	poll, heartbeat, grace    time.Duration
 	safety, doorbellWait      time.Duration
 	bootWait, spot            time.Duration
@@ -55,6 +56,14 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == agent.ProbeCommand {
 		// The agent runs itself so, as the runner user, to prove the metadata firewall rule.
 		os.Exit(agent.ProbeMain(os.Args[2]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == agent.RunAsCommand {
+		// The agent runs itself so, in a run's cgroup, to start a runner script as the runner user.
+		os.Exit(agent.RunAsMain(os.Args[2:]))
+	}
+	if len(os.Args) == 2 && os.Args[1] == agent.ClearKeyringsCommand {
+		// The agent runs itself so, as the runner user, after every run.
+		os.Exit(agent.ClearKeyringsMain())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -113,6 +122,7 @@ func parse(args []string) (options, error) {
 	str(&o.stateDir, "state-dir", agent.DefaultStateDir, "what the agent keeps across restarts (init markers)")
 	str(&o.runsDir, "runs-dir", "", "the root-owned parent of each run's directories (default <state-dir>/runs)")
 	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
+	str(&o.cgroupRoot, "cgroup-root", "", "the cgroup v2 directory delegated to the agent, below which every run gets a cgroup of its own (default: the agent's own cgroup)")
 	str(&o.tmpDirs, "tmp-dirs", strings.Join(agent.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
 	dur(&o.safety, "safety-interval", agent.DefaultSafetyInterval, "how often the item is read while the doorbell works (catches a lost ring)")
@@ -182,8 +192,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	cfg := agent.Config{
 		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir, TmpDirs: tmpDirs, RunAs: runAs,
-		MetadataEndpoint: metadata,
-		PollInterval:     o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
+		MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
+		PollInterval: o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
 		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
 	}

@@ -46,14 +46,15 @@ const maxBackoff = 5 * time.Second
 
 // Agent runs one instance. Create it with New and call Run once.
 type Agent struct {
-	cfg    Config
-	store  Store
-	tokens Tokens
-	ec2    EC2
-	md     Metadata
-	log    *slog.Logger
-	http   *http.Client
-	user   *runnerUser // set by init
+	cfg     Config
+	store   Store
+	tokens  Tokens
+	ec2     EC2
+	md      Metadata
+	log     *slog.Logger
+	http    *http.Client
+	user    *runnerUser // set by init
+	cgroups *cgroups    // set by init
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time

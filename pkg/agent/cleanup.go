@@ -12,45 +12,41 @@ import (
 	"time"
 )
 
-// endRun makes sure nothing of a run survives into the next one, in this order:
+// endRun makes sure nothing of a run survives into the next one: kill, then clear, then check.
 //
-//  1. every process of the runner user is killed, however it left its process group;
-//  2. the runner is removed from GitHub with removeToken (when there is one) by config.sh of a
-//     fresh copy of the install, given only the run's registration files: nothing the run wrote
-//     is run with the token;
-//  3. (scrub) every process of the runner user is killed again (what the removal started);
-//  4. what outlives processes is removed: the user's System V IPC objects, crontab and systemd
-//     lingering;
-//  5. Docker's containers, volumes, networks and images are removed, when Docker is here;
-//  6. the run's directories, the user's home (made anew from the skeleton) and the user's files
-//     in the shared temporary directories are removed, never following a symlink.
+//  1. kill: every process of every run is killed as a whole (cgroup.kill of the jobs cgroup,
+//     waiting until the kernel reports it empty), wherever a user namespace mapped its uid; then,
+//     a second pass, every process of the runner user (and its subordinate uids), however it
+//     left its process group;
+//  2. clear: what outlives processes is removed: the user's System V IPC objects, at jobs,
+//     crontab, systemd lingering and kernel keyrings; Docker's containers, volumes, networks and
+//     images, when Docker is here; the run's directories (registration files included), the
+//     user's home (made anew from the skeleton) and the user's files in the shared temporary
+//     directories, never following a symlink;
+//  3. check: no process in the jobs cgroup or of the user, no at job, no crontab.
 //
+// The runner is not removed from GitHub here: release deletes the run's runners through the API.
 // Any failure is returned: the caller must not offer the instance again.
-func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, log *slog.Logger) error {
-	if err := killUser(ctx, a.user.uid); err != nil {
-		return fmt.Errorf("end the run's processes: %w", err)
-	}
-	if removeToken != "" {
-		if out, err := a.deregister(ctx, dirs, removeToken); err != nil {
-			log.Warn("remove runner from GitHub failed; release removes it by API", "error", err, "output", out)
-		} else {
-			log.Info("runner removed from GitHub")
-		}
-	} else {
-		log.Info("no remove token; release removes the runner by API")
-	}
-	return a.scrub(ctx, log, dirs.base, dirs.base+"-remove")
+func (a *Agent) endRun(ctx context.Context, dirs runDirs, log *slog.Logger) error {
+	return a.scrub(ctx, log, dirs.base)
 }
 
-// scrub removes whatever the runner user may have left: its processes (again), what outlives
-// them, Docker's leftovers, the given trees, its home and its temporary files.
+// scrub removes whatever the runner user may have left (see endRun): its processes, what
+// outlives them, Docker's leftovers, the given trees, its home and its temporary files; then it
+// checks that nothing is left.
 func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) error {
 	u := a.user
-	if err := killUser(ctx, u.uid); err != nil {
+	if err := a.cgroups.killAll(ctx); err != nil {
+		return fmt.Errorf("end the runs' processes: %w", err)
+	}
+	if err := killUser(ctx, u.owns); err != nil {
 		return fmt.Errorf("end the runner user's processes: %w", err)
 	}
 	if err := removeLeftovers(ctx, u); err != nil {
 		return fmt.Errorf("remove what outlives the run's processes: %w", err)
+	}
+	if err := a.clearKeyrings(ctx); err != nil {
+		return err
 	}
 	if err := cleanDocker(ctx, a.cfg.Docker, log); err != nil {
 		return fmt.Errorf("remove what the run left in Docker: %w", err)
@@ -61,10 +57,13 @@ func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) er
 	}
 	errs = append(errs, u.resetHome())
 	for _, d := range a.cfg.TmpDirs {
-		errs = append(errs, removeOwned(d, u.uid))
+		errs = append(errs, removeOwned(d, u.owns))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove the run's files: %w", err)
+	}
+	if err := a.checkNothingLeft(ctx); err != nil {
+		return fmt.Errorf("check after cleaning up: %w", err)
 	}
 	return nil
 }
@@ -90,20 +89,6 @@ func (a *Agent) scrubAtStart(ctx context.Context) error {
 		a.log.Warn("runs left by an earlier agent; removing them", "count", len(trees))
 	}
 	return a.scrub(ctx, a.log, trees...)
-}
-
-// deregister runs `config.sh remove` from a fresh copy of the install holding only the run's
-// registration files.
-func (a *Agent) deregister(ctx context.Context, dirs runDirs, token string) (string, error) {
-	fresh := runDirs{base: dirs.base + "-remove"}
-	fresh.runner, fresh.work = filepath.Join(fresh.base, "runner"), filepath.Join(fresh.base, "work")
-	if err := fresh.make(a.cfg.RunnerDir, a.user); err != nil {
-		return "", err
-	}
-	if err := copyRegistration(dirs.runner, fresh.runner, a.user.uid, a.user.gid); err != nil {
-		return "", fmt.Errorf("take the run's registration: %w", err)
-	}
-	return newScriptRunner(fresh, a.user, a.cfg.StopTimeout).remove(ctx, token)
 }
 
 // dockerTimeout bounds each docker command.

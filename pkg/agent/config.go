@@ -39,8 +39,12 @@ type Config struct {
 	// Docker is the docker command: when it is on the instance, containers, volumes, networks and
 	// images a run left are removed after it. Empty or absent: skipped.
 	Docker string
-	// Self is the agent's own binary, run as the runner user to probe the firewall rule.
+	// Self is the agent's own binary: it starts the runner's scripts (RunAsCommand), and runs as
+	// the runner user to probe the firewall rule and clear the user's keyrings.
 	Self string
+	// CgroupRoot is the cgroup v2 directory delegated to the agent (systemd's Delegate=yes): each
+	// run's processes live in <CgroupRoot>/jobs/<run>-<attempt>. Empty: the agent's own cgroup.
+	CgroupRoot string
 	// PollInterval is how often the agent reads its item when it has no working doorbell (one
 	// request each; heartbeats are folded into the reads), and how often it checks on the runner
 	// while serving.
@@ -169,6 +173,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
 			errs = append(errs, fmt.Errorf("tmp dir %q: want an absolute path other than /", d))
 		}
+	}
+	if c.CgroupRoot != "" && (!filepath.IsAbs(c.CgroupRoot) || filepath.Clean(c.CgroupRoot) == "/") {
+		errs = append(errs, fmt.Errorf("cgroup root %q: want the absolute directory of a cgroup v2 cgroup", c.CgroupRoot))
 	}
 	if c.RunAs == "" || c.RunAs == "self" {
 		errs = append(errs, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", c.RunAs))

@@ -76,10 +76,31 @@ func metadataRule(uid int, ip net.IP, port string) []string {
 		"--dport", port, "-m", "comment", "--comment", firewallComment, "-j", "REJECT"}
 }
 
-// blockMetadata installs (once: it is checked first) the owner-match rule that rejects the
-// runner user's connections to the metadata endpoint, then proves it by probing the endpoint
-// as that user with the agent's own binary. A probe that gets through is an error.
-func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runnerUser) (string, error) {
+// metadataCgroupRule is the iptables rule that rejects the TCP connections to the metadata
+// endpoint of every process in the cgroup at path (relative to the cgroup2 mount) or below it,
+// whatever its uid.
+func metadataCgroupRule(path string, ip net.IP, port string) []string {
+	return []string{"OUTPUT", "-m", "cgroup", "--path", path, "-d", ip.String(), "-p", "tcp",
+		"--dport", port, "-m", "comment", "--comment", firewallComment, "-j", "REJECT"}
+}
+
+// ensureRule inserts rule unless it is there already.
+func ensureRule(ctx context.Context, iptables string, rule []string) (string, error) {
+	if exec.CommandContext(ctx, iptables, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
+		return "", nil
+	}
+	if out, err := exec.CommandContext(ctx, iptables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
+		return string(out), fmt.Errorf("%s %s: %w", iptables, strings.Join(rule, " "), err)
+	}
+	return "", nil
+}
+
+// blockMetadata installs (once: each is checked first) the rules that reject the connections to
+// the metadata endpoint of the jobs cgroup (every process of every run, whatever its uid) and of
+// the runner user (a second layer), then proves each with the agent's own binary: probing as the
+// runner user outside the jobs cgroup, and as root inside it. A probe that gets through is an
+// error.
+func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runnerUser, cg *cgroups) (string, error) {
 	ip, port, err := metadataAddr(endpoint)
 	if err != nil {
 		return "", err
@@ -87,28 +108,47 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 	if ip.To4() == nil && strings.HasSuffix(iptables, "iptables") {
 		iptables = strings.TrimSuffix(iptables, "iptables") + "ip6tables"
 	}
-	rule := metadataRule(u.uid, ip, port)
-	if exec.CommandContext(ctx, iptables, append([]string{"-w", "-C"}, rule...)...).Run() != nil { // not there yet
-		if out, err := exec.CommandContext(ctx, iptables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
-			return string(out), fmt.Errorf("install the firewall rule keeping %s off the metadata endpoint (%s %s): %w",
-				u.name, iptables, strings.Join(rule, " "), err)
+	for _, rule := range [][]string{metadataCgroupRule(cg.rel, ip, port), metadataRule(u.uid, ip, port)} {
+		if out, err := ensureRule(ctx, iptables, rule); err != nil {
+			return out, fmt.Errorf("install the firewall rule keeping the runs off the metadata endpoint: %w", err)
 		}
 	}
 	addr := net.JoinHostPort(ip.String(), port)
+	asUser, err := probe(ctx, self, addr, "the runner user "+u.name, &syscall.SysProcAttr{Credential: u.credential()}, u.env())
+	if err != nil {
+		return asUser, err
+	}
+	probeCg, err := cg.newRun("probe")
+	if err != nil {
+		return "", err
+	}
+	inJobs, err := probe(ctx, self, addr, "root in the jobs cgroup "+cg.jobs, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: probeCg.fd()}, nil)
+	probeCg.close()
+	if rmErr := os.Remove(probeCg.dir); rmErr != nil && err == nil {
+		return inJobs, fmt.Errorf("remove the probe's cgroup: %w", rmErr)
+	}
+	if err != nil {
+		return inJobs, err
+	}
+	return asUser + "; " + inJobs, nil
+}
+
+// probe runs the agent's ProbeCommand against addr with attr and says who it could not reach it
+// as; reaching it is an error.
+func probe(ctx context.Context, self, addr, who string, attr *syscall.SysProcAttr, env []string) (string, error) {
 	cmd := exec.CommandContext(ctx, self, ProbeCommand, addr)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.credential()}
-	cmd.Env = u.env()
+	cmd.SysProcAttr = attr
+	cmd.Env = env
 	cmd.Dir = "/"
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
-		return string(out), fmt.Errorf("the runner user %s still reaches the metadata endpoint %s despite the firewall rule: refusing to serve runs", u.name, addr)
+		return string(out), fmt.Errorf("%s still reaches the metadata endpoint %s despite the firewall rules: refusing to serve runs", who, addr)
 	case errors.As(err, &exit) && exit.ExitCode() == probeBlocked:
-		return fmt.Sprintf("the runner user %s cannot reach the metadata endpoint %s (%s)", u.name, addr, strings.TrimSpace(string(out))), nil
+		return fmt.Sprintf("%s cannot reach the metadata endpoint %s (%s)", who, addr, strings.TrimSpace(string(out))), nil
 	default:
-		return string(out), fmt.Errorf("prove that %s cannot reach the metadata endpoint %s: the probe (%s, run as %s) failed: %w",
-			u.name, addr, self, u.name, err)
+		return string(out), fmt.Errorf("prove that %s cannot reach the metadata endpoint %s: the probe (%s) failed: %w", who, addr, self, err)
 	}
 }
 
@@ -116,10 +156,10 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 // the IPv6 endpoint on).
 var metadataIPv6 = net.ParseIP("fd00:ec2::254")
 
-// blockMetadataIPv6 adds the same rule for the IPv6 endpoint with ip6tables, when the agent
-// guards the default endpoint and ip6tables is on the instance. It cannot be proved where the
+// blockMetadataIPv6 adds the same rules for the IPv6 endpoint with ip6tables, when the agent
+// guards the default endpoint and ip6tables is on the instance. They cannot be proved where the
 // endpoint is off (the default), so a failure is only reported.
-func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runnerUser) error {
+func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runnerUser, cg *cgroups) error {
 	if endpoint != DefaultMetadataEndpoint {
 		return nil
 	}
@@ -127,12 +167,10 @@ func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runner
 	if !found {
 		return nil
 	}
-	rule := metadataRule(u.uid, metadataIPv6, "80")
-	if exec.CommandContext(ctx, ip6tables, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
-		return nil
-	}
-	if out, err := exec.CommandContext(ctx, ip6tables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", ip6tables, strings.Join(rule, " "), err, strings.TrimSpace(string(out)))
+	for _, rule := range [][]string{metadataCgroupRule(cg.rel, metadataIPv6, "80"), metadataRule(u.uid, metadataIPv6, "80")} {
+		if out, err := ensureRule(ctx, ip6tables, rule); err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(out))
+		}
 	}
 	return nil
 }

@@ -54,16 +54,16 @@ sh -c 'sh -c "exec sleep 602" &' </dev/null >/dev/null 2>&1; exec sleep 603`)
 	require.NoError(t, cmd.Start())
 	go func() { _ = cmd.Wait() }()
 	require.Eventually(t, func() bool {
-		pids, err := userProcesses(u.uid)
+		pids, err := userProcesses(u.owns)
 		return err == nil && len(pids) >= 4
 	}, time.Minute, 20*time.Millisecond, "the user's processes start")
 
-	require.NoError(t, killUser(context.Background(), u.uid))
-	pids, err := userProcesses(u.uid)
+	require.NoError(t, killUser(context.Background(), u.owns))
+	pids, err := userProcesses(u.owns)
 	require.NoError(t, err)
 	require.Empty(t, pids)
 	require.NoError(t, bystander.Process.Signal(syscall.Signal(0)), "another user's process lives on")
-	require.ErrorContains(t, killUser(context.Background(), 0), "refusing")
+	require.ErrorContains(t, killUser(context.Background(), func(uid int) bool { return uid == 0 }), "refusing")
 }
 
 // TestRemoveOwned: the user's files and directories in a shared temporary directory go, its
@@ -88,7 +88,7 @@ func TestRemoveOwned(t *testing.T) {
 	mine(filepath.Join(tmp, "shared", "theirs"))
 	require.NoError(t, os.WriteFile(filepath.Join(tmp, "roots"), []byte("x"), 0o644))
 
-	require.NoError(t, removeOwned(tmp, u.uid))
+	require.NoError(t, removeOwned(tmp, u.owns))
 	for _, gone := range []string{"theirs", "dir", "link", "shared/theirs"} {
 		_, err := os.Lstat(filepath.Join(tmp, gone))
 		require.True(t, os.IsNotExist(err), "%s was left", gone)
@@ -96,8 +96,8 @@ func TestRemoveOwned(t *testing.T) {
 	require.FileExists(t, filepath.Join(tmp, "roots"))
 	require.DirExists(t, filepath.Join(tmp, "shared"))
 	require.FileExists(t, filepath.Join(outside, "keep"), "a symlink's target is not followed")
-	require.NoError(t, removeOwned(filepath.Join(tmp, "missing"), u.uid), "a missing directory is fine")
-	require.Error(t, removeOwned(filepath.Join(tmp, "roots"), u.uid), "a file in place of a directory is a failure")
+	require.NoError(t, removeOwned(filepath.Join(tmp, "missing"), u.owns), "a missing directory is fine")
+	require.Error(t, removeOwned(filepath.Join(tmp, "roots"), u.owns), "a file in place of a directory is a failure")
 }
 
 // TestRemoveTreeDoesNotFollowSymlinks: a symlink in place of the tree, or inside it, is removed
@@ -126,13 +126,13 @@ func TestRemoveLeftovers(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 	}
 	for _, kind := range sysvIPC {
-		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.uid)
+		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.owns)
 		require.NoError(t, err)
 		require.NotEmpty(t, ids, kind.file)
 	}
 	require.NoError(t, removeLeftovers(context.Background(), u))
 	for _, kind := range sysvIPC {
-		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.uid)
+		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.owns)
 		require.NoError(t, err)
 		require.Empty(t, ids, "%s objects of the run are left", kind.file)
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // What a run can leave that outlives every one of its processes and lies outside its files:
-// System V IPC objects (they live until removed), a crontab, and systemd lingering for the
-// user. removeLeftovers removes them.
+// System V IPC objects (they live until removed), at jobs, a crontab, and systemd lingering for
+// the user. removeLeftovers removes them.
 
 // sysvIPC lists the System V IPC tables: the file under /proc/sysvipc, the column of the id, and
 // ipcrm's option for that kind.
@@ -32,7 +32,7 @@ var lingerDir = "/var/lib/systemd/linger"
 
 func removeLeftovers(ctx context.Context, u *runnerUser) error {
 	var errs []error
-	errs = append(errs, removeSysVIPC(ctx, u.uid))
+	errs = append(errs, removeSysVIPC(ctx, u.owns), removeAtJobs(ctx, u.name))
 	if err := os.Remove(filepath.Join(lingerDir, u.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("turn off lingering for %s: %w", u.name, err))
 	}
@@ -46,11 +46,11 @@ func removeLeftovers(ctx context.Context, u *runnerUser) error {
 }
 
 // removeSysVIPC removes every shared memory segment, message queue and semaphore set owned or
-// created by uid.
-func removeSysVIPC(ctx context.Context, uid int) error {
+// created by a uid for which owns holds.
+func removeSysVIPC(ctx context.Context, owns func(uid int) bool) error {
 	var errs []error
 	for _, kind := range sysvIPC {
-		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, uid)
+		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, owns)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -68,8 +68,8 @@ func removeSysVIPC(ctx context.Context, uid int) error {
 }
 
 // ipcOwnedBy reads one /proc/sysvipc table and returns the ids of the objects whose owner (uid)
-// or creator (cuid) is uid.
-func ipcOwnedBy(path, idColumn string, uid int) ([]string, error) {
+// or creator (cuid) is a uid for which owns holds.
+func ipcOwnedBy(path, idColumn string, owns func(uid int) bool) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -89,14 +89,17 @@ func ipcOwnedBy(path, idColumn string, uid int) ([]string, error) {
 	if !okID || !okUID || !okCUID {
 		return nil, fmt.Errorf("%s: unexpected header %q", path, sc.Text())
 	}
-	want := strconv.Itoa(uid)
+	ownedBy := func(s string) bool {
+		n, err := strconv.Atoi(s)
+		return err == nil && owns(n)
+	}
 	var ids []string
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) <= max(idCol, uidCol, cuidCol) {
 			continue
 		}
-		if f[uidCol] == want || f[cuidCol] == want {
+		if ownedBy(f[uidCol]) || ownedBy(f[cuidCol]) {
 			ids = append(ids, f[idCol])
 		}
 	}

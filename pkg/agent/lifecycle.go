@@ -18,25 +18,47 @@ import (
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
-// init readies the instance: the runner user must exist and be unprivileged; the firewall rule
-// keeping it off the metadata endpoint is installed and proved (on every start: rules do not
-// survive a reboot); then, once per spec (a root-owned marker), the pre-runner script and the
-// runner install. READY follows; a failure is signalled as FAILED with the log tail.
+// init readies the instance: the runner user must exist, be unprivileged and have no
+// subordinate ids (unless the pool allows user namespaces); the jobs cgroup that contains every
+// run is made; the firewall rules keeping the jobs cgroup and the runner user off the metadata
+// endpoint are installed and proved (on every start: rules do not survive a reboot); at and cron
+// are denied to the runner user; then, once per spec (a root-owned marker), the pre-runner script
+// and the runner install. READY follows; a failure is signalled as FAILED with the log tail.
 func (a *Agent) init(ctx context.Context) error {
 	p := a.cfg.Pool
 	var err error
 	if a.user, err = lookupRunnerUser(a.cfg.RunAs, p.Runner.Sudo); err != nil {
 		return a.failInit(ctx, err, "")
 	}
+	if a.user.subUIDs, err = checkSubordinateIDs(a.user, p.Runner.UserNamespaces); err != nil {
+		return a.failInit(ctx, err, "")
+	}
+	if p.Runner.UserNamespaces {
+		a.log.Warn("the pool lets the runner make user namespaces (runner.userNamespaces): jobs reach the kernel's namespaced interfaces",
+			"subordinateUIDs", rangesString(a.user.subUIDs))
+	}
+	root := a.cfg.CgroupRoot
+	if root == "" {
+		if root, err = DefaultCgroupRoot(); err != nil {
+			return a.failInit(ctx, fmt.Errorf("find the agent's cgroup, to contain runs: %w", err), "")
+		}
+	}
+	if a.cgroups, err = setupCgroups(root); err != nil {
+		return a.failInit(ctx, fmt.Errorf("contain runs in cgroups: %w", err), "")
+	}
+	a.log.Info("runs are contained in cgroups", "jobs", a.cgroups.jobs)
 	if p.Runner.MetadataAccess {
 		a.log.Warn("the pool lets the runner user reach instance metadata (runner.metadataAccess): jobs can use the instance role")
-	} else if out, err := blockMetadata(ctx, a.cfg.Iptables, a.cfg.Self, a.cfg.MetadataEndpoint, a.user); err != nil {
+	} else if out, err := blockMetadata(ctx, a.cfg.Iptables, a.cfg.Self, a.cfg.MetadataEndpoint, a.user, a.cgroups); err != nil {
 		return a.failInit(ctx, err, out)
 	} else {
-		a.log.Info("metadata endpoint closed to the runner user", "detail", out)
-		if err := blockMetadataIPv6(ctx, a.cfg.Iptables, a.cfg.MetadataEndpoint, a.user); err != nil {
-			a.log.Warn("could not close the IPv6 metadata endpoint to the runner user (keep it off in the launch template)", "error", err)
+		a.log.Info("metadata endpoint closed to the runs", "detail", out)
+		if err := blockMetadataIPv6(ctx, a.cfg.Iptables, a.cfg.MetadataEndpoint, a.user, a.cgroups); err != nil {
+			a.log.Warn("could not close the IPv6 metadata endpoint to the runs (keep it off in the launch template)", "error", err)
 		}
+	}
+	if err := denyScheduling(a.user.name); err != nil {
+		return a.failInit(ctx, err, "")
 	}
 	if err := a.scrubAtStart(ctx); err != nil {
 		return a.failInit(ctx, fmt.Errorf("clean up after an earlier agent: %w", err), "")
@@ -202,7 +224,12 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 
 	dirs := runDirsFor(a.cfg.RunsDir, run, item.RunAttempt)
-	runner := newScriptRunner(dirs, a.user, a.cfg.StopTimeout)
+	cg, err := a.cgroups.newRun(fmt.Sprintf("%s-%d", run, item.RunAttempt))
+	if err != nil {
+		return a.registerFailed(ctx, item, dirs, "", err)
+	}
+	defer cg.close()
+	runner := newScriptRunner(dirs, a.user, a.cfg.Self, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
 	names, err := state.ParseRunnerPrefix(item.RunnerPrefix)
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the assignment's runner name: %w", err))
@@ -239,7 +266,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 
 	restarts := 0
-	released, err := a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != run }, func() {
+	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != run }, func() {
 		select {
 		case <-proc.done:
 		default:
@@ -260,23 +287,16 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	if err != nil {
 		return false, err // ctx ended or the instance is terminating: nothing to give back
 	}
-	a.giveBack(ctx, released, run, dirs)
+	a.giveBack(ctx, run, dirs)
 	return false, nil
 }
 
 // giveBack ends the run on the instance (see endRun) and signals DEREGISTERED; when anything of
 // the run may have survived, it signals FAILED instead, and the instance is not reused.
-func (a *Agent) giveBack(ctx context.Context, item *state.Instance, run string, dirs runDirs) {
+func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs) {
 	log := a.log.With("run", run)
 	start := a.now()
-	removeToken := ""
-	if item.RemoveToken != "" {
-		var err error
-		if removeToken, err = a.tokens.Open(ctx, item.RemoveToken); err != nil {
-			log.Warn("the remove token cannot be opened; release removes the runner by API", "error", err)
-		}
-	}
-	if err := a.endRun(ctx, dirs, removeToken, log); err != nil {
+	if err := a.endRun(ctx, dirs, log); err != nil {
 		a.cleaningFailed(ctx, run, err)
 		return
 	}
@@ -307,7 +327,7 @@ func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs r
 	}
 	msg += "hangar-agent: " + cause.Error()
 	a.log.Error("runner registration failed", "run", item.RunID, "error", cause, "output", out)
-	if err := a.endRun(ctx, dirs, "", a.log.With("run", item.RunID)); err != nil {
+	if err := a.endRun(ctx, dirs, a.log.With("run", item.RunID)); err != nil {
 		a.cleaningFailed(ctx, item.RunID, err)
 		return true, nil
 	}

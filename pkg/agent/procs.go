@@ -18,9 +18,9 @@ import (
 // procRoot is where processes are listed (a variable for tests).
 var procRoot = "/proc"
 
-// userProcesses returns the pids of every process whose real, effective or saved uid is uid.
-// Processes that vanish while being read are skipped.
-func userProcesses(uid int) ([]int, error) {
+// userProcesses returns the pids of every process whose real, effective or saved uid is one for
+// which owns holds. Processes that vanish while being read are skipped.
+func userProcesses(owns func(uid int) bool) ([]int, error) {
 	entries, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
@@ -31,7 +31,7 @@ func userProcesses(uid int) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		if owned, err := processOf(pid, uid); err == nil && owned {
+		if owned, err := processOf(pid, owns); err == nil && owned {
 			pids = append(pids, pid)
 		}
 	}
@@ -40,8 +40,8 @@ func userProcesses(uid int) ([]int, error) {
 
 // processOf reads the State and Uid lines of /proc/<pid>/status: a live process (not a zombie,
 // which runs nothing and which its parent has yet to reap) whose real, effective or saved uid is
-// uid.
-func processOf(pid, uid int) (bool, error) {
+// one for which owns holds.
+func processOf(pid int, owns func(uid int) bool) (bool, error) {
 	f, err := os.Open(filepath.Join(procRoot, strconv.Itoa(pid), "status"))
 	if err != nil {
 		return false, err
@@ -57,7 +57,7 @@ func processOf(pid, uid int) (bool, error) {
 			continue
 		}
 		for _, f := range strings.Fields(rest)[:min(3, len(strings.Fields(rest)))] {
-			if f == strconv.Itoa(uid) {
+			if id, err := strconv.Atoi(f); err == nil && owns(id) {
 				return true, nil
 			}
 		}
@@ -69,19 +69,19 @@ func processOf(pid, uid int) (bool, error) {
 // killTimeout bounds how long killUser keeps at it.
 const killTimeout = 15 * time.Second
 
-// killUser ends every process of uid, whatever it did to leave its process group or session
-// (setsid, double forks, a changed RUNNER_TRACKING_ID): each round stops every process found
-// (SIGSTOP, so that none can fork while the round goes on), then kills them all, and rounds go on
-// until one finds none. It fails if processes remain after killTimeout.
-func killUser(ctx context.Context, uid int) error {
-	if uid == 0 {
+// killUser ends every process of a uid for which owns holds, whatever it did to leave its
+// process group or session (setsid, double forks, a changed RUNNER_TRACKING_ID): each round stops
+// every process found (SIGSTOP, so that none can fork while the round goes on), then kills them
+// all, and rounds go on until one finds none. It fails if processes remain after killTimeout.
+func killUser(ctx context.Context, owns func(uid int) bool) error {
+	if owns(0) {
 		return errors.New("refusing to kill every process of root")
 	}
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
 	delay := 10 * time.Millisecond
 	for {
-		pids, err := userProcesses(uid)
+		pids, err := userProcesses(owns)
 		if err != nil {
 			return err
 		}
@@ -95,8 +95,8 @@ func killUser(ctx context.Context, uid int) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if err := wait.Sleep(ctx, delay); err != nil {
-			left, _ := userProcesses(uid)
-			return fmt.Errorf("processes of uid %d still alive after %s: %v", uid, killTimeout, left)
+			left, _ := userProcesses(owns)
+			return fmt.Errorf("processes of the runner user still alive after %s: %v", killTimeout, left)
 		}
 		delay = min(delay*2, 200*time.Millisecond)
 	}

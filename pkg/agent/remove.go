@@ -28,11 +28,11 @@ func removeTree(dir string) error {
 	return nil
 }
 
-// removeOwned removes, below dir, every entry that uid owns (a whole tree when it is a
+// removeOwned removes, below dir, every entry owned by a uid for which owns holds (a whole tree when it is a
 // directory), without following symlinks. It descends only into directories others may write
-// to (world-writable, like /tmp's own subdirectories), since only there can uid have created
+// to (world-writable, like /tmp's own subdirectories), since only there can those uids have created
 // anything; entries that vanish meanwhile are fine.
-func removeOwned(dir string, uid int) error {
+func removeOwned(dir string, owns func(uid int) bool) error {
 	root, err := os.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -60,7 +60,7 @@ func removeOwned(dir string, uid int) error {
 		if !ok {
 			return nil // gone meanwhile
 		}
-		if owner == uid {
+		if owns(owner) {
 			if err := root.RemoveAll(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", filepath.Join(dir, p), err))
 			}

@@ -17,24 +17,33 @@ import (
 const configureTimeout = 2 * time.Minute
 
 // scriptRunner drives one run's copy of the GitHub runner through its own scripts, as the
-// unprivileged runner user.
+// unprivileged runner user, every process of it in the run's cgroup.
 type scriptRunner struct {
-	dir, work   string
-	cred        *syscall.Credential
-	env         []string
-	stopTimeout time.Duration
+	dir, work      string
+	self           string // the agent's binary, which starts each script (RunAsCommand)
+	user           *runnerUser
+	userNamespaces bool
+	cgroup         *runCgroup
+	env            []string
+	stopTimeout    time.Duration
 }
 
-// newScriptRunner runs the runner in dirs as u.
-func newScriptRunner(dirs runDirs, u *runnerUser, stopTimeout time.Duration) *scriptRunner {
-	return &scriptRunner{dir: dirs.runner, work: dirs.work, stopTimeout: stopTimeout, cred: u.credential(), env: u.env()}
+// newScriptRunner runs the runner in dirs as u, in the run's cgroup cg; user namespaces are
+// refused to it unless userNamespaces.
+func newScriptRunner(dirs runDirs, u *runnerUser, self string, userNamespaces bool, cg *runCgroup, stopTimeout time.Duration) *scriptRunner {
+	return &scriptRunner{dir: dirs.runner, work: dirs.work, self: self, user: u, userNamespaces: userNamespaces, cgroup: cg,
+		stopTimeout: stopTimeout, env: u.env()}
 }
 
+// command starts script through the agent's own binary (RunAsCommand), as root directly inside
+// the run's cgroup (CLONE_INTO_CGROUP: the process is never anywhere else); that binary refuses
+// user namespaces, becomes the runner user and executes the script in its place.
 func (r *scriptRunner) command(ctx context.Context, script string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(r.dir, script), args...)
+	argv := runAsArgs(r.user, r.userNamespaces, append([]string{filepath.Join(r.dir, script)}, args...)...)
+	cmd := exec.CommandContext(ctx, r.self, argv...)
 	cmd.Dir = r.dir
 	cmd.Env = r.env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.cred}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: r.cgroup.fd()}
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
@@ -60,21 +69,7 @@ func (r *scriptRunner) configure(ctx context.Context, url, token, name, group st
 	return redact(out.String(), token), nil
 }
 
-// remove deregisters the runner from GitHub with a remove token.
-func (r *scriptRunner) remove(ctx context.Context, token string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, configureTimeout)
-	defer cancel()
-	out := newTail(state.MaxLogTail)
-	cmd := r.command(ctx, "config.sh", "remove", "--unattended")
-	cmd.Env = withToken(cmd.Env, token)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Run(); err != nil {
-		return redact(out.String(), token), fmt.Errorf("config.sh remove: %w", err)
-	}
-	return redact(out.String(), token), nil
-}
-
-// withToken passes a registration or remove token the way the runner reads inputs from its
+// withToken passes a registration token the way the runner reads inputs from its
 // environment (ACTIONS_RUNNER_INPUT_<NAME>), not on the command line, where any local user could
 // read it from the process list.
 func withToken(env []string, token string) []string {

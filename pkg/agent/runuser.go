@@ -16,6 +16,23 @@ type runnerUser struct {
 	uid, gid int
 	groups   []uint32
 	home     string // "" when the user has no home of its own
+	// subUIDs are the user's subordinate uids (/etc/subuid): only when the pool allows user
+	// namespaces, else the agent refuses to serve.
+	subUIDs []idRange
+}
+
+// owns reports whether a process or file of uid is the runner user's: its own uid or one of its
+// subordinate uids.
+func (u *runnerUser) owns(uid int) bool {
+	if uid == u.uid {
+		return true
+	}
+	for _, r := range u.subUIDs {
+		if r.contains(uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // lookupRunnerUser resolves the runner user. The agent runs as root (it kills the user's

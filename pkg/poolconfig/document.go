@@ -114,6 +114,12 @@ type Runner struct {
 	// instance role's credentials. Off by default: the agent blocks it with a firewall rule.
 	// Turning it on weakens isolation (docs/security.md); only for pools whose jobs need the role.
 	MetadataAccess bool `json:"metadataAccess,omitempty"`
+	// UserNamespaces lets the runner's processes make user namespaces (rootless containers,
+	// some sandboxes), and the runner user have subordinate ids (/etc/subuid, /etc/subgid). Off
+	// by default: the agent refuses user namespaces to the runner, and refuses to serve when the
+	// user has subordinate ids. Turning it on exposes the kernel's namespaced interfaces to jobs
+	// (docs/security.md).
+	UserNamespaces bool `json:"userNamespaces,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("10m", "6h").

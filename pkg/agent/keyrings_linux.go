@@ -1,0 +1,33 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// clearOwnKeyrings clears the calling user's user, user-session and persistent keyrings. A kernel
+// without persistent keyrings has none to clear.
+func clearOwnKeyrings() error {
+	for _, ring := range []struct {
+		name string
+		id   int
+	}{{"user", unix.KEY_SPEC_USER_KEYRING}, {"user-session", unix.KEY_SPEC_USER_SESSION_KEYRING}} {
+		if _, err := unix.KeyctlInt(unix.KEYCTL_CLEAR, ring.id, 0, 0, 0); err != nil {
+			return fmt.Errorf("clear the %s keyring: %w", ring.name, err)
+		}
+	}
+	id, err := unix.KeyctlInt(unix.KEYCTL_GET_PERSISTENT, os.Getuid(), unix.KEY_SPEC_PROCESS_KEYRING, 0, 0)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find the persistent keyring: %w", err)
+	}
+	if _, err := unix.KeyctlInt(unix.KEYCTL_CLEAR, id, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear the persistent keyring: %w", err)
+	}
+	return nil
+}
