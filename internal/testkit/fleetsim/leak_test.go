@@ -76,8 +76,10 @@ func TestRunThenCancelLeavesNoProcess(t *testing.T) {
 	stop := runSim(t, sim)
 	requireTree(t, sim, dir, testInstance)
 	require.Equal(t, []string{testInstance}, sim.Running())
+	require.DirExists(t, filepath.Join(sim.cgroupBase, testInstance), "the instance's cgroup root")
 
 	stop()
+	require.NoDirExists(t, sim.cgroupBase, "Run returned with the simulator's cgroups left")
 
 	require.Empty(t, procsUnder(dir), "Run returned with processes left")
 }
@@ -110,10 +112,38 @@ func TestStoppedInstanceTakesItsWholeTreeAlongAndRestartsClean(t *testing.T) {
 	require.Equal(t, 1, countUnder(dir, "imds.json"))
 	require.Contains(t, strings.Join(procsUnder(dir), "\n"), "--mock-trigger-time 20", "restarted with a notice time")
 
+	// A process in the instance's cgroups that is none of the shim's descendants (a run's daemon
+	// that a user namespace hid from everything else) ends with the instance, and so do its cgroups.
+	cg := filepath.Join(sim.cgroupBase, testInstance)
+	hidden := startInCgroup(t, filepath.Join(cg, "jobs", "run-1"))
+
 	// A termination: a power cut.
 	ec2.set(testInstance, ec2types.InstanceStateNameTerminated)
 	waitGone(t, dir, "after a termination")
 	require.Empty(t, sim.Running())
+	select {
+	case <-hidden:
+	case <-time.After(time.Minute):
+		t.Fatal("the process in the instance's cgroup outlived the instance")
+	}
+	require.NoDirExists(t, cg, "the instance's cgroups outlived it")
+}
+
+// startInCgroup starts a sleep directly in the cgroup dir (made here) and returns a channel
+// closed once it has exited.
+func startInCgroup(t *testing.T, dir string) <-chan struct{} {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd := exec.Command("sleep", "600")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	return done
 }
 
 func TestFailedAgentStartStopsTheMetadataMock(t *testing.T) {

@@ -2,7 +2,10 @@
 
 package fleetsim
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // procAttr: outside Linux there is no parent-death signal; children outlive a simulator that
 // dies without stopping them.
@@ -18,3 +21,10 @@ func childrenOf(int) []int { return nil }
 
 // ProcessesUnder: outside Linux there is no /proc to look in; it reports nothing.
 func ProcessesUnder(string) []string { return nil }
+
+// newCgroupBase: outside Linux there are no cgroups v2; agents cannot contain their runs.
+func newCgroupBase() (mount, base string, err error) {
+	return "", "", errors.New("fleetsim: cgroups v2 are Linux's: the agents contain their runs in them")
+}
+
+func removeCgroupTree(string, string) error { return nil }

@@ -69,6 +69,7 @@ type instance struct {
 	agentPID      int
 	prepared      bool
 	user          *runnerUser // lent for the instance's life (stop and start keep it)
+	cgroup        string      // the agent's --cgroup-root, for the instance's life; "" until first started
 }
 
 // Simulator runs agents for simulated instances. Create with New, then Run.
@@ -80,6 +81,9 @@ type Simulator struct {
 	insts map[string]*instance
 	ready chan struct{} // closed after the first reconcile
 	once  sync.Once
+	// cgroupMount is the cgroup2 mount; cgroupBase this simulator's directory below it, holding
+	// one cgroup root per instance (see cgroup_linux.go).
+	cgroupMount, cgroupBase string
 }
 
 // New returns a simulator.
@@ -110,14 +114,24 @@ func New(cfg Config, client EC2) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: find this program, to run agents under it: %w", err)
 	}
-	return &Simulator{cfg: cfg, ec2: client, self: self, insts: map[string]*instance{}, ready: make(chan struct{})}, nil
+	mount, base, err := newCgroupBase()
+	if err != nil {
+		return nil, fmt.Errorf("fleetsim: %w", err)
+	}
+	return &Simulator{cfg: cfg, ec2: client, self: self, insts: map[string]*instance{}, ready: make(chan struct{}),
+		cgroupMount: mount, cgroupBase: base}, nil
 }
 
 // Run simulates until ctx ends, then stops every agent and mock and returns once every process
 // it started has exited. Should the simulator's process die first, its agents and mocks die with
 // it (a parent-death signal), the agents' runners and scripts too (see shimEnv).
 func (s *Simulator) Run(ctx context.Context) error {
-	defer s.stopAll()
+	defer func() {
+		s.stopAll()
+		if err := removeCgroupTree(s.cgroupMount, s.cgroupBase); err != nil {
+			s.cfg.Log.Warn("fleetsim: remove the simulator's cgroups", "error", err)
+		}
+	}()
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -209,6 +223,7 @@ func (s *Simulator) apply(ctx context.Context, in ec2types.Instance, owner strin
 		graceful := in.State != nil && (in.State.Name == ec2types.InstanceStateNameStopping || in.State.Name == ec2types.InstanceStateNameStopped)
 		s.stop(inst, graceful)
 		if !graceful {
+			s.endCgroup(inst)
 			inst.user.release() // terminated: the user may serve another instance
 			inst.user = nil
 		}
@@ -257,7 +272,14 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 			return err
 		}
 	}
-	args := append([]string{"--stack", s.cfg.Stack, "--pool", inst.pool, "--runner-dir", runnerDir,
+	if inst.cgroup == "" {
+		cg := filepath.Join(s.cgroupBase, inst.id)
+		if err := os.Mkdir(cg, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("make the instance's cgroup: %w", err)
+		}
+		inst.cgroup = cg
+	}
+	args := append([]string{"--stack", s.cfg.Stack, "--pool", inst.pool, "--runner-dir", runnerDir, "--cgroup-root", inst.cgroup,
 		"--state-dir", filepath.Join(inst.dir, "state"), "--runs-dir", filepath.Join(inst.dir, "runs"),
 		"--run-as", inst.user.name, "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
@@ -367,7 +389,20 @@ func (s *Simulator) stopAll() {
 			inst.proxy.Close()
 			inst.proxy = nil
 		}
+		s.endCgroup(inst)
 		inst.user.release()
 		inst.user = nil
 	}
+}
+
+// endCgroup kills whatever is left in the instance's cgroups and removes them (the instance
+// ended: a machine's cgroups end with it).
+func (s *Simulator) endCgroup(inst *instance) {
+	if inst.cgroup == "" {
+		return
+	}
+	if err := removeCgroupTree(s.cgroupMount, inst.cgroup); err != nil {
+		s.cfg.Log.Warn("fleetsim: remove the instance's cgroups", "instance", inst.id, "error", err)
+	}
+	inst.cgroup = ""
 }

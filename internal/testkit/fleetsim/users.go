@@ -81,6 +81,11 @@ func (u *runnerUser) release() {
 
 // clearFirewall deletes the OUTPUT rules the agent added for this user, by their exact spec.
 func (u *runnerUser) clearFirewall() {
+	clearFirewallMatching("--uid-owner " + strconv.Itoa(u.uid) + " ")
+}
+
+// clearFirewallMatching deletes the OUTPUT rules whose spec holds match, by their exact spec.
+func clearFirewallMatching(match string) {
 	out, err := exec.Command("iptables", "-w", "-S", "OUTPUT").Output()
 	if err != nil {
 		return // no iptables: no rules either
@@ -88,7 +93,7 @@ func (u *runnerUser) clearFirewall() {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "-A OUTPUT ") || !strings.Contains(line, "--uid-owner "+strconv.Itoa(u.uid)+" ") {
+		if !strings.HasPrefix(line, "-A OUTPUT ") || !strings.Contains(line+" ", match) {
 			continue
 		}
 		spec, err := splitRule(strings.TrimPrefix(line, "-A "))
