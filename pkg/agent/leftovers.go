@@ -36,12 +36,7 @@ func removeLeftovers(ctx context.Context, u *runnerUser) error {
 	if err := os.Remove(filepath.Join(lingerDir, u.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("turn off lingering for %s: %w", u.name, err))
 	}
-	if path, found := lookPath("crontab"); found {
-		out, err := exec.CommandContext(ctx, path, "-r", "-u", u.name).CombinedOutput()
-		if err != nil && !strings.Contains(strings.ToLower(string(out)), "no crontab") {
-			errs = append(errs, fmt.Errorf("remove the crontab of %s: %w: %s", u.name, err, strings.TrimSpace(string(out))))
-		}
-	}
+	errs = append(errs, removeCrontab(u.name))
 	return errors.Join(errs...)
 }
 

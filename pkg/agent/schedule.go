@@ -128,22 +128,43 @@ func removeAtJobs(ctx context.Context, name string) error {
 	return nil
 }
 
-// hasCrontab reports whether the user has a crontab (false when cron is not installed).
-func hasCrontab(ctx context.Context, name string) (bool, error) {
-	path, found := lookPath("crontab")
-	if !found {
-		return false, nil
+// cronSpools are where cron keeps users' crontabs, one file per user: Debian's and Ubuntu's,
+// then Amazon Linux's (a variable for tests). The files are used directly: the crontab command
+// refuses to work on the crontab of a user cron is denied to, even for root.
+var cronSpools = []string{"/var/spool/cron/crontabs", "/var/spool/cron"}
+
+// crontabs lists the user's crontab files.
+func crontabs(name string) ([]string, error) {
+	var out []string
+	for _, d := range cronSpools {
+		p := filepath.Join(d, name)
+		st, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look for the crontab of %s: %w", name, err)
+		}
+		if !st.IsDir() {
+			out = append(out, p)
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, scheduleTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "-l", "-u", name).CombinedOutput()
-	if err == nil {
-		return true, nil
+	return out, nil
+}
+
+// removeCrontab removes the user's crontab.
+func removeCrontab(name string) error {
+	files, err := crontabs(name)
+	if err != nil {
+		return err
 	}
-	if strings.Contains(strings.ToLower(string(out)), "no crontab") {
-		return false, nil
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove the crontab of %s: %w", name, err))
+		}
 	}
-	return false, fmt.Errorf("crontab -l -u %s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	return errors.Join(errs...)
 }
 
 // ClearKeyringsCommand is the agent's hidden subcommand that clears the calling user's kernel
@@ -200,10 +221,10 @@ func (a *Agent) checkNothingLeft(ctx context.Context) error {
 	if len(ids) > 0 {
 		left = append(left, "at jobs "+strings.Join(ids, " "))
 	}
-	if has, err := hasCrontab(ctx, a.user.name); err != nil {
+	if files, err := crontabs(a.user.name); err != nil {
 		return err
-	} else if has {
-		left = append(left, "a crontab")
+	} else if len(files) > 0 {
+		left = append(left, "a crontab ("+strings.Join(files, ", ")+")")
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("the run left %s", strings.Join(left, "; "))
