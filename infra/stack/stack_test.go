@@ -137,7 +137,8 @@ func TestLaunchTemplate(t *testing.T) {
 	require.Equal(t, "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>", image["Type"])
 	require.Equal(t, "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64", image["Default"])
 	ud := js(data["UserData"])
-	for _, want := range []string{"sha256sum --check", "Restart=always", "useradd", "--stack hangar --pool linux-x64", "aws s3 cp"} {
+	for _, want := range []string{"sha256sum --check", "Restart=always", "useradd", "--stack hangar --pool linux-x64", "aws s3 cp",
+		"-K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0", "Delegate=yes"} {
 		require.Contains(t, ud, want)
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/hangar-ci/hangar/infra/config"
 )
 
-// userData installs the agent: the runner user (unprivileged, no groups), the agent binary from
+// userData installs the agent: the runner user (unprivileged, no groups, no subordinate ids: with
+// them a job could hide under other uids, and the agent refuses to serve), the agent binary from
 // the stack's S3 asset checked against the SHA-256 computed at synth, and a systemd unit that
-// restarts it. Nothing comes from the internet: S3 is reachable through a gateway endpoint.
+// restarts it and delegates its cgroup to it (each run gets a cgroup of its own below it). Nothing comes from the internet: S3 is reachable through a gateway endpoint.
 func userData(h *hangar, p *config.Pool, ag agent) *string {
 	user := p.Runner.User
 	if user == "" {
@@ -20,7 +21,7 @@ func userData(h *hangar, p *config.Pool, ag agent) *string {
 	}
 	head := fmt.Sprintf(`#!/bin/bash
 set -euo pipefail
-id -u %[1]s >/dev/null 2>&1 || useradd --create-home --shell /bin/bash %[1]s
+id -u %[1]s >/dev/null 2>&1 || useradd --create-home --shell /bin/bash -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0 %[1]s
 install -d -m 0755 /usr/local/bin
 aws s3 cp --only-show-errors --region `, user)
 	mid := ` "s3://`
@@ -38,6 +39,7 @@ Wants=network-online.target
 ExecStart=/usr/local/bin/hangar-agent --stack %[2]s --pool %[3]s
 Restart=always
 RestartSec=2
+Delegate=yes
 
 [Install]
 WantedBy=multi-user.target
