@@ -1,0 +1,227 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseSubIDs(t *testing.T) {
+	t.Parallel()
+	const file = `# ranges
+runner:100000:65536
+other:165536:65536
+
+1001:231072:65536
+runner:300000:0
+`
+	for _, tc := range []struct {
+		name, user string
+		id         int
+		want       []idRange
+		err        string
+	}{
+		{name: "by name", user: "runner", id: 999, want: []idRange{{100000, 65536}}},
+		{name: "by id", user: "someone", id: 1001, want: []idRange{{231072, 65536}}},
+		{name: "by name and id", user: "runner", id: 1001, want: []idRange{{100000, 65536}, {231072, 65536}}},
+		{name: "none", user: "nobody-here", id: 4242},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSubIDs(strings.NewReader(file), tc.user, tc.id)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := parseSubIDs(strings.NewReader("runner:abc:10\n"), "runner", 1)
+	require.ErrorContains(t, err, `line 1 "runner:abc:10"`)
+	_, err = parseSubIDs(strings.NewReader("other:abc\n"), "runner", 1)
+	require.NoError(t, err, "a malformed line of another user is not ours to judge")
+	require.True(t, idRange{100000, 65536}.contains(165535))
+	require.False(t, idRange{100000, 65536}.contains(165536))
+}
+
+func TestCheckSubordinateIDs(t *testing.T) {
+	dir := t.TempDir()
+	oldUID, oldGID := subuidFile, subgidFile
+	t.Cleanup(func() { subuidFile, subgidFile = oldUID, oldGID })
+	subuidFile, subgidFile = filepath.Join(dir, "subuid"), filepath.Join(dir, "subgid")
+	u := &runnerUser{name: "runner", uid: 999, gid: 998}
+
+	got, err := checkSubordinateIDs(u, false)
+	require.NoError(t, err, "no files: no ranges")
+	require.Empty(t, got)
+
+	require.NoError(t, os.WriteFile(subgidFile, []byte("998:500000:10\n"), 0o644))
+	_, err = checkSubordinateIDs(u, false)
+	require.ErrorContains(t, err, subgidFile+" (500000-500009)")
+
+	require.NoError(t, os.WriteFile(subuidFile, []byte("runner:100000:65536\n"), 0o644))
+	_, err = checkSubordinateIDs(u, false)
+	require.ErrorContains(t, err, subuidFile+" (100000-165535)")
+	require.ErrorContains(t, err, "runner.userNamespaces")
+
+	got, err = checkSubordinateIDs(u, true)
+	require.NoError(t, err, "the pool allows user namespaces")
+	require.Equal(t, []idRange{{100000, 65536}}, got)
+	u.subUIDs = got
+	require.True(t, u.owns(999))
+	require.True(t, u.owns(100000))
+	require.False(t, u.owns(0))
+}
+
+func TestOwnCgroup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, in, want, err string }{
+		{"v2 only", "0::/system.slice/hangar-agent.service\n", "/system.slice/hangar-agent.service", ""},
+		{"hybrid", "9:name=systemd:/\n4:memory:/x\n0::/\n", "/", ""},
+		{"v1 only", "4:memory:/x\n1:cpu:/\n", "", "no 0:: line"},
+		{"relative", "0::x\n", "", "want an absolute path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ownCgroup(strings.NewReader(tc.in))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestCgroupMount(t *testing.T) {
+	t.Parallel()
+	const hybrid = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	const unified = `25 20 0:22 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate
+`
+	const spaced = `25 20 0:22 / /mnt/my\040cgroups rw shared:9 - cgroup2 none rw
+`
+	for _, tc := range []struct{ name, in, want, err string }{
+		{"hybrid", hybrid, "/sys/fs/cgroup/unified", ""},
+		{"unified, optional fields", unified, "/sys/fs/cgroup", ""},
+		{"escaped", spaced, "/mnt/my cgroups", ""},
+		{"v1 only", "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "", "no cgroup2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cgroupMount(strings.NewReader(tc.in))
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// runBPF interprets the few classic BPF instructions the filter uses over a seccomp_data.
+func runBPF(t *testing.T, prog []unix.SockFilter, nr, arch, arg0 uint32) uint32 {
+	t.Helper()
+	var a uint32
+	for pc := 0; pc < len(prog); pc++ {
+		in := prog[pc]
+		switch in.Code {
+		case unix.BPF_LD | unix.BPF_W | unix.BPF_ABS:
+			switch in.K {
+			case seccompNr:
+				a = nr
+			case seccompArchOff:
+				a = arch
+			case seccompArg0:
+				a = arg0
+			default:
+				t.Fatalf("load of offset %d", in.K)
+			}
+		case unix.BPF_ALU | unix.BPF_AND | unix.BPF_K:
+			a &= in.K
+		case unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K:
+			if a == in.K {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K:
+			if a&in.K != 0 {
+				pc += int(in.Jt)
+			} else {
+				pc += int(in.Jf)
+			}
+		case unix.BPF_RET | unix.BPF_K:
+			return in.K
+		default:
+			t.Fatalf("instruction %#x", in.Code)
+		}
+	}
+	t.Fatal("ran off the end of the filter")
+	return 0
+}
+
+func TestUserNamespaceFilter(t *testing.T) {
+	t.Parallel()
+	eperm := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	enosys := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	allow := uint32(unix.SECCOMP_RET_ALLOW)
+	for _, goarch := range []string{"amd64", "arm64"} {
+		arches, err := seccompArches(goarch)
+		require.NoError(t, err)
+		prog := userNamespaceFilter(arches)
+		for _, a := range arches {
+			cases := []struct {
+				name          string
+				nr, arg0, ret uint32
+			}{
+				{"unshare(CLONE_NEWUSER)", a.unshare, unix.CLONE_NEWUSER, eperm},
+				{"unshare(CLONE_NEWUSER|CLONE_NEWNS)", a.unshare, unix.CLONE_NEWUSER | unix.CLONE_NEWNS, eperm},
+				{"unshare(CLONE_NEWNS)", a.unshare, unix.CLONE_NEWNS, allow},
+				{"clone(CLONE_NEWUSER)", a.clone, unix.CLONE_NEWUSER | 17, eperm},
+				{"clone(a thread)", a.clone, unix.CLONE_VM | unix.CLONE_THREAD, allow},
+				{"clone3", a.clone3, 0, enosys},
+				{"another call", 1, unix.CLONE_NEWUSER, allow},
+			}
+			if a.audit == unix.AUDIT_ARCH_X86_64 {
+				cases = append(cases, struct {
+					name          string
+					nr, arg0, ret uint32
+				}{"x32 unshare(CLONE_NEWUSER)", a.unshare | 0x40000000, unix.CLONE_NEWUSER, eperm})
+			}
+			for _, tc := range cases {
+				require.Equal(t, tc.ret, runBPF(t, prog, tc.nr, a.audit, tc.arg0), "%s %#x: %s", goarch, a.audit, tc.name)
+			}
+		}
+		require.Equal(t, uint32(unix.SECCOMP_RET_KILL_PROCESS), runBPF(t, prog, 1, 0x1234, 0), "%s: an unknown ABI", goarch)
+	}
+	_, err := seccompArches("riscv64")
+	require.ErrorContains(t, err, "riscv64")
+}
+
+func TestDenyScheduling(t *testing.T) {
+	dir := t.TempDir()
+	old := etcDir
+	t.Cleanup(func() { etcDir = old })
+	etcDir = dir
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "at.deny"), []byte("alias\nbackup\n"), 0o640))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "cron.allow"), []byte("admin\nrunner\nops\n"), 0o600))
+
+	for range 2 { // idempotent
+		require.NoError(t, denyScheduling("runner"))
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	require.Equal(t, "alias\nbackup\nrunner\n", read("at.deny"))
+	require.Equal(t, "runner\n", read("cron.deny"), "made when missing")
+	require.Equal(t, "admin\nops\n", read("cron.allow"), "taken out of an allow list")
+	require.NoFileExists(t, filepath.Join(dir, "at.allow"), "no allow list is made")
+	st, err := os.Stat(filepath.Join(dir, "at.deny"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o640), st.Mode().Perm(), "the mode is kept")
+}
