@@ -165,8 +165,8 @@ func runBPF(t *testing.T, prog []unix.SockFilter, nr, arch, arg0 uint32) uint32 
 
 func TestUserNamespaceFilter(t *testing.T) {
 	t.Parallel()
-	eperm := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	enosys := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	eperm := unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	enosys := unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	allow := uint32(unix.SECCOMP_RET_ALLOW)
 	for _, goarch := range []string{"amd64", "arm64"} {
 		arches, err := seccompArches(goarch)

@@ -71,8 +71,8 @@ func userNamespaceFilter(arches []seccompArch) []unix.SockFilter {
 		ret   = unix.BPF_RET | unix.BPF_K
 		allow = unix.SECCOMP_RET_ALLOW
 	)
-	eperm := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	enosys := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	eperm := unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+	enosys := unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 	// Each architecture's block: load the number, then
 	//   clone3 -> ENOSYS; unshare or clone -> check the flags; anything else -> allow.
 	block := func(a seccompArch) []unix.SockFilter {
