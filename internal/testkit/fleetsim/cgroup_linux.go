@@ -97,7 +97,7 @@ func removeCgroupTree(mount, dir string) error {
 		time.Sleep(delay) // a bounded wait on a kernel condition, no context to honour here
 	}
 	if rel, err := filepath.Rel(mount, dir); err == nil {
-		clearFirewallMatching("--path /" + rel + "/")
+		clearFirewallMatching("/" + rel + "/") // iptables -S quotes the path
 	}
 	return removeCgroupsDeepestFirst(dir)
 }
