@@ -614,19 +614,11 @@ func (e *Env) Seal(ctx context.Context, id, token string) (string, error) {
 // RunnerNames returns the names of the stack's runners.
 func (e *Env) RunnerNames() state.RunnerNames { return state.RunnerNamesOf(e.Stack) }
 
-// Release gives the instance back with a remove token, and rings it, as release does.
+// Release gives the instance back and rings it, as release does: the item carries no token, the
+// agent stops its runner and forgets the registration, and the runner stays registered on GitHub
+// until release deletes it through the API (see DeleteRunners).
 func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance, error) {
-	owner, name, _ := strings.Cut(Repo, "/")
-	tok, _, err := e.GitHub.Actions.CreateRemoveToken(ctx, owner, name)
-	if err != nil {
-		return nil, err
-	}
-	sealed, err := e.Seal(ctx, in.ID, tok.GetToken())
-	if err != nil {
-		return nil, err
-	}
-	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID,
-		RemoveToken: sealed})
+	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID})
 }
 
 // InstanceState returns an instance's state in EC2.
