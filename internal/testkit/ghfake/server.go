@@ -249,6 +249,15 @@ func (s *Server) AddRunner(scope Scope, name string, labels ...string) int64 {
 	return x.ID
 }
 
+// SetBusy marks runner id busy (or not), as a runner running a job is.
+func (s *Server) SetBusy(id int64, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.runners[id]; ok {
+		x.Busy = busy
+	}
+}
+
 func randomToken(prefix string) string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
