@@ -114,8 +114,8 @@ func (s *Server) CertFile(path string) error {
 }
 
 // Hold makes requests whose path ends with suffix wait until the returned function is called
-// (or the client gives up): a test holds a step at a chosen point, for instance the release
-// step at its remove token while it plays GitHub running the workflow's other jobs.
+// (or the client gives up): a test holds a step at a chosen point, for instance the steps at their
+// runner listings while it plays GitHub running the workflow's other jobs.
 func (s *Server) Hold(suffix string) (release func()) {
 	ch := make(chan struct{})
 	s.mu.Lock()
