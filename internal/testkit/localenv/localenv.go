@@ -614,11 +614,26 @@ func (e *Env) Seal(ctx context.Context, id, token string) (string, error) {
 // RunnerNames returns the names of the stack's runners.
 func (e *Env) RunnerNames() state.RunnerNames { return state.RunnerNamesOf(e.Stack) }
 
-// Release gives the instance back and rings it, as release does: the item carries no token, the
-// agent stops its runner and forgets the registration, and the runner stays registered on GitHub
-// until release deletes it through the API (see DeleteRunners).
+// Release gives the instance back, rings it, and deletes the run's runner through the API, as
+// release does (instances get no remove token).
 func (e *Env) Release(ctx context.Context, in *state.Instance) (*state.Instance, error) {
-	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID})
+	out, err := e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Idle, Version: in.Version, RunID: in.RunID})
+	if err != nil {
+		return nil, err
+	}
+	owner, name, _ := strings.Cut(Repo, "/")
+	runners, _, err := e.GitHub.Actions.ListRunners(ctx, owner, name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list the repository's runners: %w", err)
+	}
+	for _, r := range runners.Runners {
+		if r.GetName() == e.RunnerNames().Name(in.ID, in.RunID) {
+			if _, err := e.GitHub.Actions.RemoveRunner(ctx, owner, name, r.GetID()); err != nil {
+				return nil, fmt.Errorf("delete the run's runner %s: %w", r.GetName(), err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // InstanceState returns an instance's state in EC2.
