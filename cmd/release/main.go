@@ -88,15 +88,20 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 		gha.Warningf("%s", w)
 	}
 	if len(res.Instances) == 0 {
-		step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\nNo instance held run %s: nothing to give back (provision gave back what it took, or never ran). %d leftover runners deleted · took %s\n",
-			o.run, o.run, res.RunnersDeleted, res.Took.Round(10e6)))
+		step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\nNo instance held run %s: nothing to give back (provision gave back what it took, or never ran). %s · took %s\n",
+			o.run, o.run, runnersDeleted(res), res.Took.Round(10e6)))
 		return nil
 	}
 	rows := make([][]string, len(res.Instances))
 	for i, x := range res.Instances {
 		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds)}
 	}
-	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%d leftover runners deleted · took %s\n", o.run,
-		step.Table([]string{"instance", "type", "AZ", "market", "result", "why", "after (s)"}, rows), res.RunnersDeleted, res.Took.Round(10e6)))
+	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%s · took %s\n", o.run,
+		step.Table([]string{"instance", "type", "AZ", "market", "result", "why", "after (s)"}, rows), runnersDeleted(res), res.Took.Round(10e6)))
 	return nil
+}
+
+// runnersDeleted says which runners release deleted from GitHub.
+func runnersDeleted(res *release.Result) string {
+	return fmt.Sprintf("%d runners of the run deleted, %d left behind by other runs deleted", res.RunnersDeleted, res.LeftoversDeleted)
 }

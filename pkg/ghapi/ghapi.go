@@ -1,5 +1,6 @@
-// Package ghapi is the part of the GitHub REST API Hangar uses: runner registration and remove
-// tokens, listing and deleting self-hosted runners, for a repository or an organisation. It wraps
+// Package ghapi is the part of the GitHub REST API Hangar uses: runner registration tokens,
+// listing and deleting self-hosted runners, for a repository or an organisation. It mints no
+// remove token: runners leave GitHub by DeleteRunner, with the workflow's credential. It wraps
 // go-github behind a narrow interface so that provision and release depend on what they call,
 // not on the whole client.
 package ghapi
@@ -17,7 +18,7 @@ import (
 	"github.com/google/go-github/v66/github"
 )
 
-// Token is a runner registration or remove token.
+// Token is a runner registration token.
 type Token struct {
 	Value     string
 	ExpiresAt time.Time
@@ -129,12 +130,7 @@ func (c *Client) RegistrationToken(ctx context.Context) (Token, error) {
 	return mint(ctx, c, "registration", c.gh.Actions.CreateRegistrationToken, c.gh.Actions.CreateOrganizationRegistrationToken)
 }
 
-// RemoveToken mints a runner remove token (valid one hour).
-func (c *Client) RemoveToken(ctx context.Context) (Token, error) {
-	return mint(ctx, c, "remove", c.gh.Actions.CreateRemoveToken, c.gh.Actions.CreateOrganizationRemoveToken)
-}
-
-// apiToken is what go-github's registration and remove tokens have in common.
+// apiToken is what go-github's runner tokens have in common.
 type apiToken interface {
 	GetToken() string
 	GetExpiresAt() github.Timestamp

@@ -36,7 +36,8 @@ func (s *tokenSpy) Transition(ctx context.Context, c state.Change) (*state.Insta
 
 // TestTokensSealedAndRemoved: the registration token on an item is ciphertext only its own
 // instance can open (another instance's context is refused by KMS); no item holds a registration
-// token once running, nor a remove token once its agent has deregistered.
+// token once running. Release hands out no remove token: it mints none and deletes the runners
+// itself, through the API.
 func TestTokensSealedAndRemoved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, localenv.Options{})
@@ -83,13 +84,13 @@ func TestTokensSealedAndRemoved(t *testing.T) {
 	}
 
 	rel := e.release("7932")
-	require.Zero(t, rel.RunnersDeleted, "each agent removed its runner itself, with the remove token it opened")
+	require.Equal(t, 2, rel.RunnersDeleted, "release deleted both runners through the API")
 	require.Empty(t, e.GH.Runners(""))
+	require.Zero(t, e.GH.Minted("remove"), "no remove token was ever minted")
 	offered := e.offered()
 	for id, it := range e.items(ids(res)) {
 		require.Equal(t, state.Idle, it.State, id)
 		require.Equal(t, state.SignalDeregistered, it.Signal)
-		require.Empty(t, it.RemoveToken, "no remove token once DEREGISTERED")
 		require.Equal(t, 1, offered[id], "and offered")
 	}
 }

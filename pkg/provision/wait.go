@@ -37,7 +37,10 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		ids[i] = m.inst.ID
 		open[m.inst.ID] = m
 	}
-	var failed atomic.Int64
+	var (
+		failed atomic.Int64
+		taken  error
+	)
 	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
 		var wg sync.WaitGroup
 		for id, m := range open {
@@ -45,13 +48,20 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			if !ok {
 				continue // not readable this time; the item exists (provision wrote it)
 			}
+			if err := p.takenBack(it); err != nil {
+				taken = err
+				continue
+			}
 			if p.settle(ctx, &wg, m, it, &failed) {
 				delete(open, id)
 			}
 		}
 		wg.Wait()
-		return len(open) == 0
+		return len(open) == 0 || taken != nil
 	})
+	if taken != nil {
+		return int(failed.Load()), taken
+	}
 	if errors.Is(err, context.Canceled) {
 		return int(failed.Load()), fmt.Errorf("cancelled while %d of %d runners were still registering: %w", len(open), p.cfg.Count, err)
 	}
@@ -60,6 +70,22 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			len(open), p.cfg.Count, p.cfg.RegistrationTimeout, err)
 	}
 	return int(failed.Load()), nil
+}
+
+// takenBack returns an error saying why when an instance this provision holds is no longer
+// held for its run, though not terminated (a failure, replaced): a release of the run gave it
+// back, and the run's runners are no longer wanted. Provision stops at once rather than wait out
+// its registration timeout for runners that will never register.
+func (p *provisioning) takenBack(it *state.Instance) error {
+	if it.State == state.Terminated || it.RunID == p.cfg.RunID {
+		return nil
+	}
+	holder := "no run"
+	if it.RunID != "" {
+		holder = "run " + it.RunID
+	}
+	return fmt.Errorf("%s is no longer held for run %s (it is %s, holding %s: %s): a release of the run took it back, so no runner is wanted any more",
+		it.ID, p.cfg.RunID, it.State, holder, it.StateReason)
 }
 
 // settle acts on one pending instance's item: registered instances move to running, failed ones

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // releasing is one instance on its way back.
@@ -19,7 +18,8 @@ type releasing struct {
 	done    bool
 }
 
-func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
+// giveBackAll sorts the run's instances by where they stand and gives each back its way.
+func (g *giving) giveBackAll(ctx context.Context, insts []state.Instance) {
 	var back, unacked, booting []state.Instance
 	for _, in := range insts {
 		switch {
@@ -40,13 +40,12 @@ func (g *giving) giveBack(ctx context.Context, insts []state.Instance) {
 	if len(back) == 0 {
 		return
 	}
-	removeToken := g.removeToken(ctx)
 	waiting := make([]*releasing, 0, len(back))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, in := range back {
 		wg.Go(func() {
-			if v, ok := g.toIdle(ctx, in, removeToken); ok {
+			if v, ok := g.toIdle(ctx, in); ok {
 				mu.Lock()
 				waiting = append(waiting, &releasing{inst: in, version: v})
 				mu.Unlock()
@@ -113,39 +112,18 @@ func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (w
 	return nil, nil
 }
 
-// removeToken mints the token agents deregister with ("" when GitHub refuses one: agents then
-// forget their registration and cleanGitHub deletes the runners by API).
-func (g *giving) removeToken(ctx context.Context) string {
-	tok, err := g.d.GitHub.RemoveToken(ctx)
-	if err != nil {
-		g.warn("no remove token (%v): agents forget their registration and release deletes the runners by API", err)
-		return ""
-	}
-	if g.d.Mask != nil {
-		g.d.Mask(tok.Value)
-	}
-	return tok.Value
-}
-
 // toIdle moves one instance to idle, following it through a concurrent claimed → running.
-func (g *giving) toIdle(ctx context.Context, in state.Instance, removeToken string) (int64, bool) {
+// The item carries no token for the agent: the agent stops its runner and forgets the
+// registration, and release deletes the runner through the API (cleanGitHub).
+func (g *giving) toIdle(ctx context.Context, in state.Instance) (int64, bool) {
 	doc, err := g.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
 		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
 		return 0, false
 	}
-	if removeToken != "" {
-		// Sealed for this instance alone; without it the agent forgets its registration and
-		// cleanGitHub deletes the runner by API.
-		sealed, err := tokens.Sealer{KMS: g.d.KMS, Key: doc.TokenKey}.Seal(ctx, doc.StateAccount().ARN(in.ID), removeToken)
-		if err != nil {
-			g.warn("release %s without a remove token: %v", in.ID, err)
-		}
-		removeToken = sealed
-	}
 	for range 3 {
 		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
-			Version: in.Version, RunID: g.run, RemoveToken: removeToken, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
+			Version: in.Version, RunID: g.run, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
 			Reason: "released by run " + g.run})
 		if err == nil {
 			if err := g.d.Bells.Ring(ctx, out.Bell); err != nil {
@@ -214,18 +192,10 @@ func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, r
 	case it == nil || it.State == state.Terminated:
 		w.done = true
 		g.outcome(w.inst, Terminated, "terminated meanwhile")
-	case it.SignalFor(state.SignalDeregistered, g.run, w.version) && it.State == state.Idle:
+	case it.SignalFor(state.SignalDeregistered, g.run, w.version) && it.State == state.Idle && it.Version == w.version:
+		// The agent has stopped its runner and forgotten the registration; cleanGitHub deletes
+		// the runner from GitHub.
 		w.done = true
-		// The agent has used the remove token: it leaves the item before the offer does.
-		if err := g.d.Store.DropRemoveToken(ctx, it.ID, it.Version); err != nil {
-			if errors.Is(err, state.ErrConflict) {
-				g.outcome(*it, Already, "") // moved on meanwhile: not ours to offer
-			} else {
-				g.terminate(ctx, fmt.Sprintf("its remove token could not be removed (%v)", err), *it)
-			}
-			break
-		}
-		it.RemoveToken = ""
 		ready = append(ready, it)
 	case it.Version != w.version:
 		w.done = true // someone else moved it on (refresh): not ours to offer

@@ -17,7 +17,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Store is the part of the state store release uses.
@@ -26,12 +25,12 @@ type Store interface {
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
 	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) bool) error
-	DropRemoveToken(ctx context.Context, id string, version int64) error
+	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
 }
 
-// GitHub is the part of the GitHub API release uses.
+// GitHub is the part of the GitHub API release uses: it lists the scope's runners and deletes
+// the stack's runners of the run, and leftovers (Leftovers). It mints no token.
 type GitHub interface {
-	RemoveToken(ctx context.Context) (ghapi.Token, error)
 	Runners(ctx context.Context) ([]ghapi.Runner, error)
 	DeleteRunner(ctx context.Context, id int64) error
 }
@@ -53,15 +52,11 @@ type Deps struct {
 	GitHub GitHub
 	EC2    EC2
 	Pools  Pools
-	// Runners names the stack's runners: release deletes leftover runners only by these names.
+	// Runners names the stack's runners: release deletes runners only by these names.
 	Runners state.RunnerNames
-	// KMS seals each instance's remove token for that instance alone.
-	KMS tokens.Encrypter
 	// Bells rings the instances release gives back (nil: none; their agents poll their items).
 	Bells *doorbell.Bells
 	Log   *slog.Logger
-	// Mask is called with every secret before it could reach a log (the action masks it).
-	Mask func(secret string)
 }
 
 // Releaser gives runs' instances back. It is safe for concurrent use.
@@ -75,9 +70,6 @@ type Releaser struct {
 func New(cfg Config, d Deps) (*Releaser, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if d.KMS == nil {
-		return nil, errors.New("release: Deps.KMS not set: remove tokens are sealed per instance")
 	}
 	if d.Runners.Prefix() == "" {
 		return nil, errors.New("release: Deps.Runners not set: want state.RunnerNamesOf(stack)")
@@ -100,10 +92,13 @@ type Outcome struct {
 
 // Result is a release's report.
 type Result struct {
-	Instances      []Outcome
+	Instances []Outcome
+	// RunnersDeleted counts the run's runners release deleted from GitHub.
 	RunnersDeleted int
-	Warnings       []string
-	Took           time.Duration
+	// LeftoversDeleted counts the runners of other runs the stack had left behind (Leftovers).
+	LeftoversDeleted int
+	Warnings         []string
+	Took             time.Duration
 }
 
 // Outcomes.
@@ -126,9 +121,12 @@ func (r *Releaser) Release(ctx context.Context, run string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the instances of run %s: %w", run, err)
 	}
-	// Every runner this stack registered for the run goes, whether or not its instance is
-	// still in the table.
-	return r.giveBack(ctx, run, insts, func(string) bool { return true }), nil
+	// First the stack's runners other runs left behind in the scope (a provision killed
+	// mid-way, a release that never finished); then, at the end, every runner this stack
+	// registered for the run, whether or not its instance is still in the table.
+	g := r.start(run)
+	g.removeLeftovers(ctx)
+	return g.giveBack(ctx, insts, func(string) bool { return true }), nil
 }
 
 // GiveBack releases the given instances of run (their items as last read): those serving the
@@ -140,12 +138,16 @@ func (r *Releaser) GiveBack(ctx context.Context, run string, insts []state.Insta
 	for _, in := range insts {
 		mine[in.ID] = true
 	}
-	return r.giveBack(ctx, run, insts, func(id string) bool { return mine[id] })
+	return r.start(run).giveBack(ctx, insts, func(id string) bool { return mine[id] })
 }
 
-func (r *Releaser) giveBack(ctx context.Context, run string, insts []state.Instance, ours func(instanceID string) bool) *Result {
-	g := &giving{Releaser: r, run: run, start: time.Now(), res: &Result{}}
-	g.giveBack(ctx, insts)
+func (r *Releaser) start(run string) *giving {
+	return &giving{Releaser: r, run: run, start: time.Now(), res: &Result{}}
+}
+
+// giveBack gives insts back, then deletes the runners of the run on the instances ours accepts.
+func (g *giving) giveBack(ctx context.Context, insts []state.Instance, ours func(instanceID string) bool) *Result {
+	g.giveBackAll(ctx, insts)
 	g.cleanGitHub(ctx, ours)
 	slices.SortFunc(g.res.Instances, func(a, b Outcome) int { return strings.Compare(a.ID, b.ID) })
 	g.res.Took = time.Since(g.start)

@@ -11,7 +11,12 @@ import (
 // secretAttrs are the attributes the control plane writes but never needs to read back: the
 // sealed runner tokens. Control-plane reads leave them out (readProjection); only the agent
 // reads them, from its own item.
-var secretAttrs = []string{"regToken", "removeToken"}
+var secretAttrs = []string{"regToken", legacyRemoveToken}
+
+// legacyRemoveToken is the attribute earlier versions put a sealed runner remove token in, when a
+// run let the instance go. Nothing writes it now: every transition that clears the assignment, or
+// terminates the instance, removes it from items written before.
+const legacyRemoveToken = "removeToken"
 
 // readProjection is every attribute of an item but the secrets, for control-plane reads.
 var readProjection = projection(reflect.TypeFor[Instance](), secretAttrs)

@@ -154,7 +154,6 @@ func TestInputValidation(t *testing.T) {
 		{"claim for empty run", func(c *state.Change) { c.Assign = assign("") }, "run id is empty"},
 		{"release with bad run", func(c *state.Change) { c.From, c.To, c.Assign, c.RunID = state.Running, state.Idle, nil, "0" }, `run id "0" is malformed`},
 		{"assignment outside a claim", func(c *state.Change) { c.From, c.To = state.Idle, state.Stopped }, "only given with a claim"},
-		{"remove token outside a release", func(c *state.Change) { c.RemoveToken = "x" }, "remove token"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,8 +38,6 @@ type Change struct {
 	Reuse Reuse
 	// Threshold is the deadline of the new state; required unless To is terminated.
 	Threshold time.Time
-	// RemoveToken is handed to the agent with running → idle, to remove the runner from GitHub.
-	RemoveToken string
 	// Reason is recorded as stateReason.
 	Reason string
 	// RegisterFailed counts a failed runner registration (claimed → idle): registerFailures goes
@@ -127,11 +125,8 @@ func (c Change) Validate() error {
 	if c.RegisterFailed && (c.From != Claimed || c.To != Idle) {
 		return fmt.Errorf("%s → %s of %s: a failed registration is only counted when a claim is given back (claimed → idle)", c.From, c.To, c.InstanceID)
 	}
-	if c.Unacknowledged && (c.From != Claimed || c.To != Idle || c.RemoveToken != "") {
-		return fmt.Errorf("%s → %s of %s: only a claim its agent has not acknowledged is given back unacknowledged (claimed → idle, no remove token)", c.From, c.To, c.InstanceID)
-	}
-	if c.RemoveToken != "" && r.before != runRelease {
-		return fmt.Errorf("%s → %s of %s: a remove token is only given when a run lets the instance go", c.From, c.To, c.InstanceID)
+	if c.Unacknowledged && (c.From != Claimed || c.To != Idle) {
+		return fmt.Errorf("%s → %s of %s: only a claim its agent has not acknowledged is given back unacknowledged (claimed → idle)", c.From, c.To, c.InstanceID)
 	}
 	return nil
 }
@@ -175,7 +170,7 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 	u.setOrRemove("stateReason", c.Reason != "", c.Reason)
 	if c.To == Terminated {
 		// Leave both indexes, drop tokens, keep the run for audit; TTL removes the item later.
-		u.remove(AttrThreshold, AttrPoolStateShard, "removeToken")
+		u.remove(AttrThreshold, AttrPoolStateShard, legacyRemoveToken)
 		u.remove(assignmentAttrs...)
 		u.set(AttrTTL, now.Add(TerminatedRetention).Unix())
 		if c.RunID != "" {
@@ -189,7 +184,7 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 	case runSet:
 		a := c.Assign
 		u.set(AttrRunID, a.RunID)
-		u.remove("removeToken")
+		u.remove(legacyRemoveToken)
 		u.setOrRemove("runAttempt", a.RunAttempt != 0, a.RunAttempt)
 		u.setOrRemove("repo", a.Repo != "", a.Repo)
 		u.setOrRemove("runnerUrl", a.RunnerURL != "", a.RunnerURL)
@@ -206,7 +201,7 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 			u.set("lastRunId", c.RunID)
 		}
 		u.remove(assignmentAttrs...)
-		u.setOrRemove("removeToken", c.RemoveToken != "", c.RemoveToken)
+		u.remove(legacyRemoveToken)
 		if c.RegisterFailed {
 			u.b = u.b.Add(expression.Name("registerFailures"), expression.Value(1))
 		}
@@ -263,35 +258,4 @@ func (u *update) setOrRemove(name string, set bool, v any) {
 	} else {
 		u.remove(name)
 	}
-}
-
-// DropRemoveToken removes the remove token from an idle item once its agent has used it
-// (DEREGISTERED seen), if the item is still idle at version. The version is not changed: the
-// offer about to be published for it stays valid. A lost condition returns a *ConflictError.
-func (s *Store) DropRemoveToken(ctx context.Context, id string, version int64) error {
-	if err := ValidateInstanceID(id); err != nil {
-		return err
-	}
-	cond := expression.Name("state").Equal(expression.Value(Idle)).And(expression.Name("version").Equal(expression.Value(version)))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(expression.Remove(expression.Name("removeToken"))).Build()
-	if err != nil {
-		return fmt.Errorf("drop the remove token of %s: build expression: %w", id, err)
-	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: s.key(id),
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return nil
-	}
-	if awserr.IsConditionFailed(err) {
-		conflict := &ConflictError{InstanceID: id, From: Idle, To: Idle, Version: version}
-		if old := conditionItem(err); len(old) > 0 {
-			conflict.Current, _ = unmarshalItem(old)
-		}
-		return conflict
-	}
-	return fmt.Errorf("drop the remove token of %s: %w", id, err)
 }

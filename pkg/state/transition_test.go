@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -17,7 +20,7 @@ import (
 // checks what each writes.
 func TestLegalTransitions(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s, db := newStore(t)
 	const run = "4242"
 	tests := []struct {
 		from, to state.State
@@ -59,9 +62,9 @@ func TestLegalTransitions(t *testing.T) {
 			case tc.fromRun:
 				c.RunID = run
 			}
-			if tc.from == state.Running && tc.to == state.Idle {
-				c.RemoveToken = "AREMOVETOKEN"
-			}
+			// Every transition starts from an item carrying a remove token, as earlier versions
+			// left one: a claim, a release and a termination remove it.
+			plantRemoveToken(t, db, s, in.ARN)
 			got, err := s.Transition(testbed.Context(t, 30*time.Second), c)
 			require.NoError(t, err)
 			require.Equal(t, tc.to, got.State)
@@ -86,8 +89,8 @@ func TestLegalTransitions(t *testing.T) {
 				require.Empty(t, got.RegToken, "a run's token leaves with the run")
 				require.Empty(t, got.Labels)
 			}
-			if tc.from == state.Running && tc.to == state.Idle {
-				require.Equal(t, "AREMOVETOKEN", got.RemoveToken)
+			if tc.to == state.Terminated || tc.to == state.Claimed || (tc.fromRun && tc.to == state.Idle) {
+				require.False(t, hasRemoveToken(t, db, s, in.ARN), "no remove token is left on the item")
 			}
 			// What the store returned is what is stored (a control-plane read leaves the sealed
 			// tokens out).
@@ -214,6 +217,26 @@ func TestOneClaimWins(t *testing.T) {
 		require.Equal(t, winner, got.RunID)
 		require.Equal(t, in.Version+1, got.Version)
 	}
+}
+
+// plantRemoveToken writes a sealed remove token on the item, as earlier versions of release did.
+func plantRemoveToken(t *testing.T, db *countingDB, s *state.Store, arn string) {
+	t.Helper()
+	_, err := db.UpdateItem(testbed.Context(t, 10*time.Second), &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()),
+		Key:                       map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}},
+		UpdateExpression:          aws.String("SET removeToken = :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "AREMOVETOKEN"}}})
+	require.NoError(t, err)
+}
+
+// hasRemoveToken reads the item as stored and reports whether it carries a remove token.
+func hasRemoveToken(t *testing.T, db *countingDB, s *state.Store, arn string) bool {
+	t.Helper()
+	out, err := db.GetItem(testbed.Context(t, 10*time.Second), &dynamodb.GetItemInput{TableName: aws.String(s.Table()),
+		Key: map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}}, ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	_, ok := out.Item["removeToken"]
+	return ok
 }
 
 // withoutTokens is in as a control-plane read returns it.

@@ -132,15 +132,15 @@ func (w *world) assign(t *testing.T, run string, change func(*world, map[string]
 	w.ring(t)
 	t.Cleanup(func() { // a case that failed half-way leaves the instance idle for the next
 		if it := w.rawItem(t, id); it["runId"] != nil && it["runId"].(*ddbtypes.AttributeValueMemberS).Value == run {
-			w.unassign(t, "")
+			w.unassign(t)
 		}
 	})
 	return v
 }
 
-// unassign gives the agent instance back (idle, no run), with a remove token when one is given,
-// as release does; it returns the version written.
-func (w *world) unassign(t *testing.T, removeToken string) int64 {
+// unassign gives the agent instance back (idle, no run), as release does (no token of any kind);
+// it returns the version written.
+func (w *world) unassign(t *testing.T) int64 {
 	t.Helper()
 	id := w.agent.id
 	it := w.rawItem(t, id)
@@ -150,9 +150,6 @@ func (w *world) unassign(t *testing.T, removeToken string) int64 {
 	}
 	it["state"], it["version"], it["poolStateShard"] = s(string(state.Idle)), n(v), s(state.PoolStateShard(w.Pool, state.Idle, id))
 	it["threshold"] = n(time.Now().Add(10 * time.Minute).UnixMilli())
-	if removeToken != "" {
-		it["removeToken"] = s(removeToken)
-	}
 	w.putItem(t, it)
 	w.ring(t)
 	return v
@@ -183,19 +180,22 @@ func (w *world) agentRun(c agentCase) func(t *testing.T) {
 		})
 		require.NoError(t, err)
 		if in.Signal == state.SignalRegistered {
-			// The agent served the spoiled assignment: give the instance back, with a remove
-			// token, and see what it registered.
+			// The agent served the spoiled assignment: give the instance back, see what it
+			// registered, and delete that runner through the API once the agent has stopped it,
+			// as release does.
 			labels := runnerLabels(w, c.run)
-			tok, _, err := w.GitHub.Actions.CreateRemoveToken(w.ctx, "octo", "app")
-			require.NoError(t, err)
-			sealed, err := w.Seal(w.ctx, w.agent.id, tok.GetToken())
-			require.NoError(t, err)
-			back := w.unassign(t, sealed)
+			back := w.unassign(t)
 			_, err = w.WaitItem(w.ctx, w.agent.id, 2*time.Minute, "DEREGISTERED for run "+c.run, func(in *state.Instance) bool {
 				return in.SignalFor(state.SignalDeregistered, c.run, back)
 			})
 			require.NoError(t, err)
-			require.Len(t, w.GH.Runners(""), before, "the agent deregistered what it registered")
+			for _, r := range w.GH.Runners("") {
+				if strings.HasSuffix(r.Name, "-"+c.run) {
+					_, err := w.GitHub.Actions.RemoveRunner(w.ctx, "octo", "app", r.ID)
+					require.NoError(t, err)
+				}
+			}
+			require.Len(t, w.GH.Runners(""), before, "nothing of the spoiled assignment is left registered")
 			gapCheck(t, c.gap, false, fmt.Sprintf("the agent registered a runner for the spoiled assignment, with labels %v", labels))
 			return
 		}
@@ -204,7 +204,7 @@ func (w *world) agentRun(c agentCase) func(t *testing.T) {
 			require.Contains(t, in.SignalLog, x)
 		}
 		require.Len(t, w.GH.Runners(""), before, "nothing registered with GitHub")
-		w.unassign(t, "")
+		w.unassign(t)
 		gapCheck(t, c.gap, true, "")
 	}
 }
@@ -244,7 +244,7 @@ func (w *world) traversalRun(t *testing.T, c agentCase) {
 		return in.Version >= v && strings.Contains(logged, rel) && strings.Contains(logged, "refusing a malformed assignment"), nil
 	})
 	require.NoError(t, err)
-	w.unassign(t, "")
+	w.unassign(t)
 	if !gone {
 		for _, x := range c.want {
 			require.Contains(t, w.Sim.AgentLog(w.agent.id)[logBefore:], x)

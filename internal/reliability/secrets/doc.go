@@ -3,8 +3,9 @@
 // run's runners through the GitHub stand-in, a release, a warm provision, jobs, a release and the
 // refresh step. Then it scans everything the cycle left where someone other than the token's
 // holder could read it, for the tokens it used: the admin token the steps were given
-// (localenv.AdminToken) and every registration and remove token the GitHub stand-in issued,
-// recorded on their way to the steps through a proxy in front of the stand-in's API.
+// (localenv.AdminToken) and every registration token the GitHub stand-in issued (and any remove
+// token, though release mints none and no item may carry one), recorded on their way to the
+// steps through a proxy in front of the stand-in's API.
 //
 // The places scanned: the step binaries' combined output (the ::add-mask:: commands that mask
 // the tokens aside), their step summaries and outputs, every agent's log and DynamoDB requests

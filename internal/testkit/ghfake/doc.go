@@ -1,8 +1,8 @@
 // Package ghfake is a stateful stand-in for the parts of GitHub Hangar talks to, for tests and the
 // local demo; it is never shipped. It serves:
 //
-//   - the REST endpoints provision and release use (runner registration and remove tokens,
-//     list, get and delete runners, runner labels), for repositories and organisations, with
+//   - the REST endpoints provision and release use (runner registration tokens, list, get and
+//     delete runners, runner labels; remove tokens too, which Hangar no longer mints), for repositories and organisations, with
 //     admin-token auth and token expiry, in the shapes go-github expects;
 //   - a small runner-side protocol under /_fake/ that the stand-in runner (config.sh, run.sh and
 //     config.sh remove, see package fakerunner) uses to register, go online and offline, take

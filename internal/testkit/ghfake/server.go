@@ -75,7 +75,8 @@ type Server struct {
 	jobs        map[int64]*Job
 	nextRunner  int64
 	jobSeq      int64
-	registered  int // registrations ever made
+	registered  int            // registrations ever made
+	minted      map[string]int // tokens ever issued, by kind
 	refuseReg   bool
 	refuseNames []string
 	jobWaiters  chan struct{}
@@ -113,8 +114,8 @@ func (s *Server) CertFile(path string) error {
 }
 
 // Hold makes requests whose path ends with suffix wait until the returned function is called
-// (or the client gives up): a test holds a step at a chosen point, for instance the release
-// step at its remove token while it plays GitHub running the workflow's other jobs.
+// (or the client gives up): a test holds a step at a chosen point, for instance the steps at their
+// runner listings while it plays GitHub running the workflow's other jobs.
 func (s *Server) Hold(suffix string) (release func()) {
 	ch := make(chan struct{})
 	s.mu.Lock()
@@ -155,6 +156,7 @@ func newServer(adminTokens []string) *Server {
 	s := &Server{
 		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{}, groups: map[string][]string{},
 		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30, holds: map[string]chan struct{}{},
+		minted: map[string]int{},
 	}
 	for _, t := range adminTokens {
 		s.admin[t] = true
@@ -228,6 +230,34 @@ func (s *Server) Registrations() int {
 	return s.registered
 }
 
+// Minted returns how many tokens of kind (registration or remove) were ever issued.
+func (s *Server) Minted(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.minted[kind]
+}
+
+// AddRunner registers an offline, idle runner named name in scope directly, as a registration
+// whose runner never came online (or went away) leaves it; it returns the runner's id.
+func (s *Server) AddRunner(scope Scope, name string, labels ...string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextRunner++
+	x := &Runner{ID: s.nextRunner, Name: name, Scope: scope, Labels: slices.Clone(labels), Status: "offline", credential: randomToken("CRED")}
+	s.runners[x.ID] = x
+	s.registered++
+	return x.ID
+}
+
+// SetBusy marks runner id busy (or not), as a runner running a job is.
+func (s *Server) SetBusy(id int64, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if x, ok := s.runners[id]; ok {
+		x.Busy = busy
+	}
+}
+
 func randomToken(prefix string) string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
@@ -243,6 +273,7 @@ func (s *Server) issue(scope Scope, kind string) (string, time.Time) {
 	t := randomToken(prefix)
 	exp := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
 	s.tokens[t] = token{scope: scope, kind: kind, expires: exp}
+	s.minted[kind]++
 	return t, exp
 }
 

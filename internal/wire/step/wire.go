@@ -7,7 +7,6 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/provision"
@@ -21,10 +20,9 @@ type EC2 interface {
 	provision.EC2
 }
 
-// GitHub is every GitHub call the steps make.
+// GitHub is every GitHub call the steps make (release's are a part of provision's).
 type GitHub interface {
 	provision.GitHub
-	RemoveToken(ctx context.Context) (ghapi.Token, error)
 }
 
 // Wiring assembles the use cases' dependencies from the clients, reading the stack's pool
@@ -57,7 +55,7 @@ func (w *Wiring) init() {
 
 func (w *Wiring) releaser(cfg release.Config, store *state.Store, bells *doorbell.Bells) (*release.Releaser, error) {
 	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir,
-		Runners: state.RunnerNamesOf(w.Stack), KMS: w.Clients.KMS, Bells: bells, Log: w.Log, Mask: w.Mask})
+		Runners: state.RunnerNamesOf(w.Stack), Bells: bells, Log: w.Log})
 }
 
 // bells returns the stack's doorbells, which live beside its pool queues.
