@@ -126,14 +126,10 @@ type Instance struct {
 	Threshold      time.Time `dynamodbav:"threshold,omitempty"`
 	PoolStateShard string    `dynamodbav:"poolStateShard,omitempty"`
 	LastRunID      string    `dynamodbav:"lastRunId,omitempty"`
-	// RemoveToken is never written any more (release deletes the run's runners through the
-	// API); items written by earlier versions may still carry one until their next transition,
-	// which removes it (legacyRemoveToken).
-	RemoveToken string    `dynamodbav:"removeToken,omitempty"`
-	LaunchedAt  time.Time `dynamodbav:"launchedAt,omitempty"`
-	UpdatedAt   time.Time `dynamodbav:"updatedAt,omitempty"`
-	StateReason string    `dynamodbav:"stateReason,omitempty"`
-	ExpiresAt   int64     `dynamodbav:"expiresAt,omitempty"` // TTL, Unix seconds
+	LaunchedAt     time.Time `dynamodbav:"launchedAt,omitempty"`
+	UpdatedAt      time.Time `dynamodbav:"updatedAt,omitempty"`
+	StateReason    string    `dynamodbav:"stateReason,omitempty"`
+	ExpiresAt      int64     `dynamodbav:"expiresAt,omitempty"` // TTL, Unix seconds
 	// Bell is the instance's doorbell queue URL (package doorbell), fixed at creation; empty for
 	// an instance without one, whose agent polls its item instead.
 	Bell string `dynamodbav:"bell,omitempty"`
