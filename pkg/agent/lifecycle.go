@@ -127,8 +127,9 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 }
 
-// checkAssignment refuses an assignment whose run id, attempt or labels are not what provision
-// writes: the run id names a directory the agent removes as root, and the labels go to config.sh.
+// checkAssignment refuses an assignment whose run id, attempt, labels or repository are not what
+// provision writes: the run id names a directory the agent removes as root, the labels go to
+// config.sh, and the run id and repository into the job-started hook.
 func checkAssignment(it *state.Instance) error {
 	if err := state.ValidateRunID(it.RunID); err != nil {
 		return err
@@ -145,6 +146,9 @@ func checkAssignment(it *state.Instance) error {
 		if err := poolconfig.ValidateRunnerGroup(it.RunnerGroup); err != nil || strings.HasPrefix(it.RunnerGroup, "-") {
 			return fmt.Errorf("runner group %q: want an organisation runner group's name, not starting with '-'", it.RunnerGroup)
 		}
+	}
+	if err := (jobGuard{Run: it.RunID, Repo: it.Repo}).check(); err != nil {
+		return err
 	}
 	return checkRunnerURL(it.RunnerURL, it.Repo)
 }
@@ -225,6 +229,13 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	} else {
 		log.Info("runner already registered; resuming it", "name", name)
 	}
+	// Every start of run.sh (restarts too) runs jobs through the run's guard: a job of another
+	// run or repository that names the run's label fails before its first step.
+	hook, err := jobGuard{Run: run, Repo: item.Repo}.write(dirs.base)
+	if err != nil {
+		return a.registerFailed(ctx, item, dirs, "", err)
+	}
+	runner.env = withJobStartedHook(runner.env, hook)
 	proc, err := runner.start()
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", err)
