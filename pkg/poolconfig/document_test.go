@@ -120,7 +120,9 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"writable dir relative", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"cache"} }, `runner.writableDirs: "cache": want a clean absolute path other than /`},
 		{"writable dir root", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"/"} }, `runner.writableDirs: "/": want a clean absolute path`},
 		{"writable dir unclean", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"/srv/../etc"} }, `runner.writableDirs: "/srv/../etc"`},
-		{"writable dir system", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"/srv/cache", "/usr/local"} }, `runner.writableDirs: "/usr/local": a directory under /usr`},
+		{"writable dir system", func(m map[string]any) {
+			m["runner"].(map[string]any)["writableDirs"] = []string{"/srv/cache", "/usr/local"}
+		}, `runner.writableDirs: "/usr/local": a directory under /usr`},
 		{"writable dirs too many", func(m map[string]any) {
 			dirs := make([]string, 33)
 			for i := range dirs {
