@@ -23,7 +23,8 @@ import (
 //     lingering;
 //  5. Docker's containers, volumes, networks and images are removed, when Docker is here;
 //  6. the run's directories, the user's home (made anew from the skeleton) and the user's files
-//     in the shared temporary directories are removed, never following a symlink.
+//     in the shared temporary directories and the other directories it may write to (see
+//     findSweepDirs) are removed, never following a symlink.
 //
 // Any failure is returned: the caller must not offer the instance again.
 func (a *Agent) endRun(ctx context.Context, dirs runDirs, removeToken string, log *slog.Logger) error {
@@ -63,6 +64,7 @@ func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) er
 	for _, d := range a.cfg.TmpDirs {
 		errs = append(errs, removeOwned(d, u.uid))
 	}
+	errs = append(errs, a.sweepWritable())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove the run's files: %w", err)
 	}

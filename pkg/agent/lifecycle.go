@@ -20,7 +20,8 @@ import (
 
 // init readies the instance: the runner user must exist and be unprivileged; the firewall rule
 // keeping it off the metadata endpoint is installed and proved (on every start: rules do not
-// survive a reboot); then, once per spec (a root-owned marker), the pre-runner script and the
+// survive a reboot); the directories outside its home it may write to are found (see
+// findSweepDirs); then, once per spec (a root-owned marker), the pre-runner script and the
 // runner install. READY follows; a failure is signalled as FAILED with the log tail.
 func (a *Agent) init(ctx context.Context) error {
 	p := a.cfg.Pool
@@ -37,6 +38,9 @@ func (a *Agent) init(ctx context.Context) error {
 		if err := blockMetadataIPv6(ctx, a.cfg.Iptables, a.cfg.MetadataEndpoint, a.user); err != nil {
 			a.log.Warn("could not close the IPv6 metadata endpoint to the runner user (keep it off in the launch template)", "error", err)
 		}
+	}
+	if err := a.findSweepDirs("/"); err != nil {
+		return a.failInit(ctx, fmt.Errorf("find the directories the runner user may write to: %w", err), "")
 	}
 	if err := a.scrubAtStart(ctx); err != nil {
 		return a.failInit(ctx, fmt.Errorf("clean up after an earlier agent: %w", err), "")
