@@ -84,6 +84,9 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	if err != nil {
 		return err
 	}
+	// The pool decides whether the agents' log tails (a pre-runner script's output among them) may
+	// reach this repository's step summary.
+	showLogs := deps.Pool.Runner.ShowsLogTo(step.RepositoryVisibility(gha))
 	res, err := provision.Run(ctx, cfg, deps)
 	if err != nil {
 		var failed *provision.Error
@@ -92,7 +95,7 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 				gha.Warningf("%s", w)
 			}
 			step.Summary(gha, fmt.Sprintf("### Hangar: provision for run %s failed\n\n%s\n\nWhat it took was given back to the pool or terminated.\n\n%s",
-				cfg.RunID, err, failures(failed.Failures)))
+				cfg.RunID, err, failures(failed.Failures, showLogs)))
 		}
 		return err
 	}
@@ -119,22 +122,33 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 		len(res.Instances), res.RunnerLabel, res.RunnerLabel,
 		step.Table([]string{"instance", "type", "AZ", "market", "source", "ready after (s)"}, rows),
 		round(t.Claim), round(t.Create), round(t.Wait), round(t.Total), res.Reused, res.Created, res.Replaced,
-		failures(res.Failures)))
+		failures(res.Failures, showLogs)))
 	return nil
 }
 
-// failures renders the instances given up on, each agent's log tail in a collapsed block.
-func failures(fs []provision.Failure) string {
+// failures renders the instances given up on, with each agent's log tail in a collapsed block
+// when showLogs (the pool's runner.logInSummary for this repository), else a line saying where
+// the logs are.
+func failures(fs []provision.Failure, showLogs bool) string {
 	if len(fs) == 0 {
 		return ""
 	}
 	rows := make([][]string, len(fs))
 	var logs strings.Builder
+	withheld := false
 	for i, f := range fs {
 		rows[i] = []string{f.ID, f.Reason}
-		if f.Log != "" {
+		switch {
+		case f.Log == "":
+		case showLogs:
 			logs.WriteString(step.Details(f.ID+": the agent's log tail", f.Log))
+		default:
+			withheld = true
 		}
+	}
+	if withheld {
+		logs.WriteString("The agents' log tails are not shown: the pool's `runner.logInSummary` keeps them out of the summaries of public repositories. " +
+			"They are in each instance's item (`sigLog`) and the agent's log on the instance.\n\n")
 	}
 	return "#### Instances given up on\n\n" + step.Table([]string{"instance", "why"}, rows) + "\n" + logs.String()
 }

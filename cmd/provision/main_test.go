@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -209,4 +212,51 @@ func TestCancelledMidway(t *testing.T) {
 		}
 	}
 	require.Empty(t, e.GH.Runners(""))
+}
+
+// TestPreRunnerLogInSummary: a pre-runner script's output (in the failed agent's log tail) reaches
+// the step summary only when the pool's runner.logInSummary lets it for the repository's
+// visibility, read from the workflow's event payload: by default (auto) private repositories see
+// it and public ones, or ones whose payload says nothing, do not; never and always say so.
+func TestPreRunnerLogInSummary(t *testing.T) {
+	t.Parallel()
+	testbed.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "prelog"), Baked: true, AgentArgs: []string{"--poll-interval", "250ms"},
+		PreRunner: "echo PRE-RUNNER-SECRET-OUTPUT; exit 3"})
+	require.NoError(t, err)
+	defer e.Close()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+
+	for i, tc := range []struct {
+		name, setting, payload string
+		shown                  bool
+	}{
+		{"auto, public", "", `{"repository":{"full_name":"octo/app","private":false,"visibility":"public"}}`, false},
+		{"auto, private", "auto", `{"repository":{"full_name":"octo/app","private":true,"visibility":"private"}}`, true},
+		{"auto, no payload", "", "", false},
+		{"never, private", "never", `{"repository":{"private":true}}`, false},
+		{"always, public", "always", `{"repository":{"private":false}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, e.UpdatePool(ctx, func(d *poolconfig.Document) { d.Runner.LogInSummary = tc.setting }))
+			dir := t.TempDir()
+			env := append(e.StepEnv(strconv.Itoa(9100+i), 1, dir), "HANGAR_REGISTRATION_TIMEOUT=20s")
+			if tc.payload != "" {
+				event := filepath.Join(dir, "event.json")
+				require.NoError(t, os.WriteFile(event, []byte(tc.payload), 0o600))
+				env = append(env, "GITHUB_EVENT_PATH="+event)
+			}
+			res, err := localenv.RunStep(ctx, bin, env, dir)
+			require.Error(t, err, "every instance fails its pre-runner script")
+			require.Contains(t, res.Summary, "Instances given up on", res.Summary)
+			if tc.shown {
+				require.Contains(t, res.Summary, "PRE-RUNNER-SECRET-OUTPUT", "the pool shows the log tail here")
+			} else {
+				require.NotContains(t, res.Summary, "PRE-RUNNER-SECRET-OUTPUT", "the pool keeps the log tail out of this summary")
+				require.Contains(t, res.Summary, "runner.logInSummary")
+			}
+		})
+	}
 }

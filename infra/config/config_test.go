@@ -85,6 +85,10 @@ func TestConfigErrors(t *testing.T) {
 			pool0(m)["reuse"] = "any"
 			pool0(m)["runner"].(map[string]any)["sudo"] = true
 		}, `reuse: "any" with runner.sudo`},
+		{"pool document: writable dirs", func(m map[string]any) {
+			pool0(m)["runner"].(map[string]any)["writableDirs"] = []any{"/srv/cache", "/etc/app"}
+		}, `runner.writableDirs: "/etc/app": a directory under /etc`},
+		{"pool document: log in summary", func(m map[string]any) { pool0(m)["runner"].(map[string]any)["logInSummary"] = "yes" }, `runner.logInSummary: "yes": want auto, always or never`},
 		{"types and requirements", func(m map[string]any) {
 			pool0(m)["instanceRequirements"] = map[string]any{"vcpu": map[string]any{"min": 2}}
 		},

@@ -55,6 +55,9 @@ type Agent struct {
 	http    *http.Client
 	user    *runnerUser // set by init
 	cgroups *cgroups    // set by init
+	// sweepDirs are the directories outside the temporary ones swept after every run (set by
+	// init; see findSweepDirs).
+	sweepDirs []string
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time

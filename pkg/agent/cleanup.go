@@ -22,7 +22,8 @@ import (
 //     crontab, systemd lingering and kernel keyrings; Docker's containers, volumes, networks and
 //     images, when Docker is here; the run's directories (registration files included), the
 //     user's home (made anew from the skeleton) and the user's files in the shared temporary
-//     directories, never following a symlink;
+//     directories and the other directories it may write to (see findSweepDirs), never
+//     following a symlink;
 //  3. check: no process in the jobs cgroup or of the user, no at job, no crontab.
 //
 // The runner is not removed from GitHub here: release deletes the run's runners through the API.
@@ -59,6 +60,7 @@ func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) er
 	for _, d := range a.cfg.TmpDirs {
 		errs = append(errs, removeOwned(d, u.owns))
 	}
+	errs = append(errs, a.sweepWritable())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove the run's files: %w", err)
 	}

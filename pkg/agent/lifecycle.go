@@ -22,7 +22,8 @@ import (
 // subordinate ids (unless the pool allows user namespaces); the jobs cgroup that contains every
 // run is made; the firewall rules keeping the jobs cgroup and the runner user off the metadata
 // endpoint are installed and proved (on every start: rules do not survive a reboot); at and cron
-// are denied to the runner user; then, once per spec (a root-owned marker), the pre-runner script
+// are denied to the runner user; the directories outside its home it may write to are found
+// (see findSweepDirs); then, once per spec (a root-owned marker), the pre-runner script
 // and the runner install. READY follows; a failure is signalled as FAILED with the log tail.
 func (a *Agent) init(ctx context.Context) error {
 	p := a.cfg.Pool
@@ -59,6 +60,9 @@ func (a *Agent) init(ctx context.Context) error {
 	}
 	if err := denyScheduling(a.user.name); err != nil {
 		return a.failInit(ctx, err, "")
+	}
+	if err := a.findSweepDirs("/"); err != nil {
+		return a.failInit(ctx, fmt.Errorf("find the directories the runner user may write to: %w", err), "")
 	}
 	if err := a.scrubAtStart(ctx); err != nil {
 		return a.failInit(ctx, fmt.Errorf("clean up after an earlier agent: %w", err), "")
@@ -149,8 +153,9 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 }
 
-// checkAssignment refuses an assignment whose run id, attempt or labels are not what provision
-// writes: the run id names a directory the agent removes as root, and the labels go to config.sh.
+// checkAssignment refuses an assignment whose run id, attempt, labels or repository are not what
+// provision writes: the run id names a directory the agent removes as root, the labels go to
+// config.sh, and the run id and repository into the job-started hook.
 func checkAssignment(it *state.Instance) error {
 	if err := state.ValidateRunID(it.RunID); err != nil {
 		return err
@@ -167,6 +172,9 @@ func checkAssignment(it *state.Instance) error {
 		if err := poolconfig.ValidateRunnerGroup(it.RunnerGroup); err != nil || strings.HasPrefix(it.RunnerGroup, "-") {
 			return fmt.Errorf("runner group %q: want an organisation runner group's name, not starting with '-'", it.RunnerGroup)
 		}
+	}
+	if err := (jobGuard{Run: it.RunID, Repo: it.Repo}).check(); err != nil {
+		return err
 	}
 	return checkRunnerURL(it.RunnerURL, it.Repo)
 }
@@ -252,6 +260,13 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	} else {
 		log.Info("runner already registered; resuming it", "name", name)
 	}
+	// Every start of run.sh (restarts too) runs jobs through the run's guard: a job of another
+	// run or repository that names the run's label fails before its first step.
+	hook, err := jobGuard{Run: run, Repo: item.Repo}.write(dirs.base)
+	if err != nil {
+		return a.registerFailed(ctx, item, dirs, "", err)
+	}
+	runner.env = withJobStartedHook(runner.env, hook)
 	proc, err := runner.start()
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", err)

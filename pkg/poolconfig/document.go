@@ -120,6 +120,42 @@ type Runner struct {
 	// user has subordinate ids. Turning it on exposes the kernel's namespaced interfaces to jobs
 	// (docs/security.md).
 	UserNamespaces bool `json:"userNamespaces,omitempty"`
+	// WritableDirs are directories outside the runner user's home and the shared temporary
+	// directories that jobs may write to (absolute paths, not /). The agent removes the runner
+	// user's entries in them after every run, as it does in /tmp; anything in them the user owns
+	// is the run's, the image's content included.
+	WritableDirs []string `json:"writableDirs,omitempty"`
+	// LogInSummary says whether an instance's log tail (its pre-runner script's output, the
+	// runner's registration output) may reach the workflow's step summary when an instance fails:
+	// auto (the default, also when empty) shows it only to private and internal repositories,
+	// always and never say so. A repository whose visibility is unknown counts as public.
+	LogInSummary string `json:"logInSummary,omitempty"`
+}
+
+// Values of Runner.LogInSummary.
+const (
+	LogInSummaryAuto   = "auto"
+	LogInSummaryAlways = "always"
+	LogInSummaryNever  = "never"
+)
+
+// Repository visibilities, as the workflow's event payload names them.
+const (
+	VisibilityPublic   = "public"
+	VisibilityPrivate  = "private"
+	VisibilityInternal = "internal"
+)
+
+// ShowsLogTo reports whether the pool lets instances' log tails reach the step summary of a
+// repository of the given visibility (public, private, internal; anything else counts as public).
+func (r Runner) ShowsLogTo(visibility string) bool {
+	switch r.LogInSummary {
+	case LogInSummaryAlways:
+		return true
+	case LogInSummaryNever:
+		return false
+	}
+	return visibility == VisibilityPrivate || visibility == VisibilityInternal
 }
 
 // Duration is a time.Duration written as a Go duration string ("10m", "6h").

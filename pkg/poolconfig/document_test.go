@@ -116,6 +116,20 @@ func TestParseRefusesBadFields(t *testing.T) {
 			m["runner"].(map[string]any)["sudo"] = true
 		}, `reuse: "any" with runner.sudo`},
 		{"runner root", func(m map[string]any) { m["runner"].(map[string]any)["user"] = "root" }, `runner.user: "root"`},
+		{"log in summary", func(m map[string]any) { m["runner"].(map[string]any)["logInSummary"] = "public" }, `runner.logInSummary: "public": want auto, always or never`},
+		{"writable dir relative", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"cache"} }, `runner.writableDirs: "cache": want a clean absolute path other than /`},
+		{"writable dir root", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"/"} }, `runner.writableDirs: "/": want a clean absolute path`},
+		{"writable dir unclean", func(m map[string]any) { m["runner"].(map[string]any)["writableDirs"] = []string{"/srv/../etc"} }, `runner.writableDirs: "/srv/../etc"`},
+		{"writable dir system", func(m map[string]any) {
+			m["runner"].(map[string]any)["writableDirs"] = []string{"/srv/cache", "/usr/local"}
+		}, `runner.writableDirs: "/usr/local": a directory under /usr`},
+		{"writable dirs too many", func(m map[string]any) {
+			dirs := make([]string, 33)
+			for i := range dirs {
+				dirs[i] = "/srv/d" + strings.Repeat("x", i)
+			}
+			m["runner"].(map[string]any)["writableDirs"] = dirs
+		}, "runner.writableDirs: 33 directories: want at most 32"},
 		{"half runner", func(m map[string]any) { m["runner"] = map[string]any{"baseUrl": "https://x"} }, "runner.version: empty, but baseUrl or sha256 set"},
 	}
 	for _, tc := range tests {
@@ -223,4 +237,21 @@ func TestWarmTargetAt(t *testing.T) {
 	// The same instant, read in UTC, still uses Paris time.
 	require.Equal(t, Target{"nights", 0, 2}, d.Warm.TargetAt(at("2026-11-23 22:30 Mon").UTC()))
 	require.Equal(t, Target{}, Warm{}.TargetAt(time.Now()), "no schedule: no warm instances")
+}
+
+// TestShowsLogTo: the pool decides whether instances' log tails reach step summaries; by default
+// only private and internal repositories see them, and an unknown visibility counts as public.
+func TestShowsLogTo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		setting, visibility string
+		want                bool
+	}{
+		{"", "public", false}, {"", "private", true}, {"", "internal", true}, {"", "", false}, {"", "secret", false},
+		{"auto", "public", false}, {"auto", "private", true},
+		{"always", "public", true}, {"always", "", true},
+		{"never", "private", false}, {"never", "internal", false},
+	} {
+		require.Equal(t, tc.want, Runner{LogInSummary: tc.setting}.ShowsLogTo(tc.visibility), "%q for a %q repository", tc.setting, tc.visibility)
+	}
 }

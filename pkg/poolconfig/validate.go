@@ -142,6 +142,19 @@ func (r Runner) validate(pool string) []error {
 	if !userRe.MatchString(r.User) || r.User == "root" {
 		bad("user", "%q: want an unprivileged user name", r.User)
 	}
+	switch r.LogInSummary {
+	case "", LogInSummaryAuto, LogInSummaryAlways, LogInSummaryNever:
+	default:
+		bad("logInSummary", "%q: want auto, always or never", r.LogInSummary)
+	}
+	if len(r.WritableDirs) > maxWritableDirs {
+		bad("writableDirs", "%d directories: want at most %d", len(r.WritableDirs), maxWritableDirs)
+	}
+	for _, d := range r.WritableDirs {
+		if err := checkWritableDir(d); err != nil {
+			bad("writableDirs", "%v", err)
+		}
+	}
 	if r.Version == "" {
 		if r.BaseURL != "" || len(r.SHA256) > 0 {
 			bad("version", "empty, but baseUrl or sha256 set: set the version to download, or none of them for a runner baked into the AMI")
@@ -172,6 +185,23 @@ func (r Runner) validate(pool string) []error {
 		}
 	}
 	return errs
+}
+
+// maxWritableDirs bounds runner.writableDirs.
+const maxWritableDirs = 32
+
+// checkWritableDir refuses a writable directory the agent must not sweep as root: a relative or
+// unclean path, /, or one in the kernel's and the system's own trees.
+func checkWritableDir(d string) error {
+	if !path.IsAbs(d) || path.Clean(d) != d || d == "/" {
+		return fmt.Errorf("%q: want a clean absolute path other than /", d)
+	}
+	for _, sys := range []string{"/proc", "/sys", "/dev", "/run", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/root"} {
+		if d == sys || strings.HasPrefix(d, sys+"/") {
+			return fmt.Errorf("%q: a directory under %s is not one jobs may write to", d, sys)
+		}
+	}
+	return nil
 }
 
 func isLoopback(host string) bool {

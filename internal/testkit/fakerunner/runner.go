@@ -189,28 +189,60 @@ func run(ctx context.Context, root string, out io.Writer) error {
 	return nil
 }
 
-// runJob runs the job's command in <work>/<repo>/<repo>, as the real runner lays out checkouts.
+// runJob runs the job's command in <work>/<repo>/<repo>, as the real runner lays out checkouts,
+// after the job-started hook (see runHook): a failing hook fails the job and its command never
+// runs.
 func runJob(ctx context.Context, st settings, job ghfake.JobAssignment) ghfake.JobResult {
 	name := job.Repo[strings.LastIndex(job.Repo, "/")+1:]
 	dir := filepath.Join(st.Work, name, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return ghfake.JobResult{Conclusion: "failure", Output: err.Error()}
 	}
-	cmd := exec.CommandContext(ctx, "sh", "-c", job.Command)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GITHUB_REPOSITORY="+job.Repo, "RUNNER_NAME="+st.Name, "GITHUB_WORKSPACE="+dir)
+	env := append(os.Environ(), "GITHUB_REPOSITORY="+job.Repo, "GITHUB_RUN_ID="+job.RunID, "GITHUB_ACTIONS=true",
+		"RUNNER_NAME="+st.Name, "GITHUB_WORKSPACE="+dir)
 	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
 	conclusion := "success"
-	if err := cmd.Run(); err != nil {
+	if err := runHook(ctx, dir, env, &buf); err != nil {
 		conclusion = "failure"
 		fmt.Fprintf(&buf, "\n%v", err)
+	} else {
+		cmd := exec.CommandContext(ctx, "sh", "-c", job.Command)
+		cmd.Dir = dir
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Run(); err != nil {
+			conclusion = "failure"
+			fmt.Fprintf(&buf, "\n%v", err)
+		}
 	}
 	outText := buf.String()
 	if len(outText) > 64<<10 {
 		outText = outText[len(outText)-64<<10:]
 	}
 	return ghfake.JobResult{Conclusion: conclusion, Output: outText}
+}
+
+// hookVar is the real runner's setting, read from its own environment, naming the script it runs
+// before every job (in its "Set up runner" step, with the job's environment; .sh scripts with
+// bash; the output goes to the job's log; a failure fails the job before its first step).
+const hookVar = "ACTIONS_RUNNER_HOOK_JOB_STARTED"
+
+// runHook runs the job-started hook, when the runner's environment names one, as the real runner
+// does.
+func runHook(ctx context.Context, dir string, env []string, out io.Writer) error {
+	script := os.Getenv(hookVar)
+	if script == "" {
+		return nil
+	}
+	fmt.Fprintf(out, "A job started hook has been configured by the self-hosted runner administrator\nRun '%s'\n", script)
+	cmd := exec.CommandContext(ctx, "bash", "-e", script)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the job started hook %s failed: %w", script, err)
+	}
+	return nil
 }
 
 // post sends body as JSON to the stand-in server that runnerURL lives on, and decodes the reply

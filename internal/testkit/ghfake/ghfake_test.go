@@ -184,3 +184,51 @@ func labelNames(r *github.Runner) []string {
 	}
 	return out
 }
+
+// TestJobStartedHook: the stand-in runner runs the script its environment names in
+// ACTIONS_RUNNER_HOOK_JOB_STARTED before each job, with bash and the job's GITHUB_RUN_ID,
+// GITHUB_REPOSITORY and GITHUB_WORKSPACE, its output in the job's log, as the real runner does; a
+// failing hook fails the job and its command never runs. Jobs queued by label alone belong to
+// the run their first label names.
+func TestJobStartedHook(t *testing.T) {
+	t.Parallel()
+	s := ghfake.New("admin-token")
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gh := client(t, s, "admin-token")
+	reg, _, err := gh.Actions.CreateRegistrationToken(ctx, "octo", "app")
+	require.NoError(t, err)
+	dir := runnerDir(t)
+	out, err := sh(t, dir, "config.sh", "--unattended", "--url", s.URL()+"/octo/app", "--token", reg.GetToken(),
+		"--name", "hangar-i-1", "--labels", "4242", "--no-default-labels")
+	require.NoError(t, err, out)
+	hook := filepath.Join(t.TempDir(), "hook.sh")
+	require.NoError(t, os.WriteFile(hook, []byte(`[[ -n $BASH_VERSION ]] && echo "hook: run=$GITHUB_RUN_ID repo=$GITHUB_REPOSITORY ws=$GITHUB_WORKSPACE"
+[ "$GITHUB_RUN_ID" = 4242 ] || { echo "hook: refused"; exit 1; }
+`), 0o644))
+	run := exec.Command(filepath.Join(dir, "run.sh"))
+	run.Env = append(os.Environ(), "ACTIONS_RUNNER_HOOK_JOB_STARTED="+hook)
+	require.NoError(t, run.Start())
+	defer func() { _ = run.Process.Signal(os.Interrupt); _ = run.Wait() }()
+
+	foreign := s.QueueRunJob("octo/app", "777", []string{"4242"}, "echo COMMAND-RAN")
+	j, err := s.WaitJob(ctx, foreign)
+	require.NoError(t, err)
+	require.Equal(t, "failure", j.Conclusion, j.Output)
+	require.Contains(t, j.Output, "hook: run=777 repo=octo/app ws="+filepath.Join(dir, "_work", "app", "app"))
+	require.Contains(t, j.Output, "hook: refused")
+	require.NotContains(t, j.Output, "COMMAND-RAN")
+
+	for labels, run := range map[string]string{"4242": "4242", "4242-linux": "4242", "linux": "linux"} {
+		j, ok := s.Job(s.QueueJob("octo/none", strings.Split(labels, ","), "true"))
+		require.True(t, ok)
+		require.Equal(t, run, j.RunID, "the run of a job labelled %s", labels)
+	}
+	mine := s.QueueJob("octo/app", []string{"4242"}, "echo COMMAND-RAN")
+	j, err = s.WaitJob(ctx, mine)
+	require.NoError(t, err)
+	require.Equal(t, "success", j.Conclusion, j.Output)
+	require.Contains(t, j.Output, "hook: run=4242")
+	require.Contains(t, j.Output, "COMMAND-RAN")
+}

@@ -6,15 +6,30 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // QueueJob queues a job of repository repo for a runner carrying every label in labels; the
-// runner that takes it runs command with sh -c. It returns the job id.
+// runner that takes it runs command with sh -c. The job belongs to the run its first label
+// names, as a job saying `runs-on: [${{ github.run_id }}]` (or `${{ github.run_id }}-<label>`)
+// does: the first label up to its first '-' (see QueueRunJob for any other). It returns the job
+// id.
 func (s *Server) QueueJob(repo string, labels []string, command string) int64 {
+	run := ""
+	if len(labels) > 0 {
+		run, _, _ = strings.Cut(labels[0], "-")
+	}
+	return s.QueueRunJob(repo, run, labels, command)
+}
+
+// QueueRunJob queues a job of run run of repository repo for a runner carrying every label in
+// labels (a job of one run may name another run's label: run ids are public). It returns the job
+// id.
+func (s *Server) QueueRunJob(repo, run string, labels []string, command string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.jobSeq++
-	j := &Job{ID: s.jobSeq, Repo: Scope(repo), Labels: slices.Clone(labels), Command: command, Status: "queued", done: make(chan struct{})}
+	j := &Job{ID: s.jobSeq, Repo: Scope(repo), RunID: run, Labels: slices.Clone(labels), Command: command, Status: "queued", done: make(chan struct{})}
 	s.jobs[j.ID] = j
 	close(s.jobWaiters) // wake runners waiting for work
 	s.jobWaiters = make(chan struct{})
@@ -57,14 +72,21 @@ func (s *Server) jobControl(mux *http.ServeMux) {
 	mux.HandleFunc("POST /_fake/jobs", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Repo    string   `json:"repo"`
+			RunID   string   `json:"runId"`
 			Labels  []string `json:"labels"`
 			Command string   `json:"command"`
 		}
 		if err := decode(r, &body); err != nil || body.Repo == "" || len(body.Labels) == 0 {
-			writeError(w, http.StatusBadRequest, "want {repo, labels, command}")
+			writeError(w, http.StatusBadRequest, "want {repo, labels, command} and optionally runId")
 			return
 		}
-		writeJSON(w, http.StatusCreated, map[string]int64{"id": s.QueueJob(body.Repo, body.Labels, body.Command)})
+		var id int64
+		if body.RunID != "" {
+			id = s.QueueRunJob(body.Repo, body.RunID, body.Labels, body.Command)
+		} else {
+			id = s.QueueJob(body.Repo, body.Labels, body.Command)
+		}
+		writeJSON(w, http.StatusCreated, map[string]int64{"id": id})
 	})
 	mux.HandleFunc("GET /_fake/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
@@ -73,7 +95,7 @@ func (s *Server) jobControl(mux *http.ServeMux) {
 			writeError(w, http.StatusNotFound, "no such job")
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": j.ID, "repo": j.Repo, "labels": j.Labels, "status": j.Status,
+		writeJSON(w, http.StatusOK, map[string]any{"id": j.ID, "repo": j.Repo, "runId": j.RunID, "labels": j.Labels, "status": j.Status,
 			"conclusion": j.Conclusion, "runner": j.RunnerName, "output": j.Output})
 	})
 	mux.HandleFunc("GET /_fake/runners", func(w http.ResponseWriter, _ *http.Request) {

@@ -40,6 +40,7 @@ type RemoveRequest struct {
 type JobAssignment struct {
 	ID      int64  `json:"id"`
 	Repo    string `json:"repo"`
+	RunID   string `json:"runId"`
 	Command string `json:"command"`
 }
 
@@ -231,7 +232,7 @@ func (s *Server) nextJob(w http.ResponseWriter, r *http.Request) {
 			pick.Status, pick.RunnerName = "in_progress", x.Name
 			x.Busy = true
 			s.mu.Unlock()
-			writeJSON(w, http.StatusOK, JobAssignment{ID: pick.ID, Repo: string(pick.Repo), Command: pick.Command})
+			writeJSON(w, http.StatusOK, JobAssignment{ID: pick.ID, Repo: string(pick.Repo), RunID: pick.RunID, Command: pick.Command})
 			return
 		}
 		wake := s.jobWaiters

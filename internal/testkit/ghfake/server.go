@@ -49,6 +49,7 @@ type Runner struct {
 type Job struct {
 	ID         int64
 	Repo       Scope
+	RunID      string // the workflow run the job belongs to (GITHUB_RUN_ID)
 	Labels     []string
 	Command    string
 	Status     string // queued, in_progress, completed
