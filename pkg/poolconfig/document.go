@@ -40,7 +40,7 @@ type Document struct {
 	// GitHubURL is the GitHub server the pool serves (default https://github.com; an enterprise
 	// server's https://<host>): provision refuses a workflow of another server and writes runner
 	// URLs on this one, and the agent sends a registration token to no other server. Workflows
-	// cannot change it (docs/security.md, "Trust between repositories").
+	// cannot change it (docs/security.md, "The control plane").
 	GitHubURL          string         `json:"githubUrl,omitempty"`
 	DeadLetterQueueURL string         `json:"deadLetterQueueUrl,omitempty"`
 	LaunchTemplate     LaunchTemplate `json:"launchTemplate"`
