@@ -18,6 +18,11 @@ TOOLS_BIN := .cache/tools/bin
 GOLANGCI  := $(TOOLS_BIN)/golangci-lint
 ACT       := $(TOOLS_BIN)/act
 
+# The local world's build tag: tests, the demo and the benchmarks talk to a plain-http GitHub
+# stand-in on a loopback address, which only binaries built with it accept (docs/security.md).
+# build, dist and infra-assets never carry it.
+LOCALWORLD := -tags localworld
+
 # Run a command with the emulators' endpoints in the environment.
 WITH_TESTBED = set -a && . $(ENDPOINTS) && set +a &&
 
@@ -56,10 +61,10 @@ dist: ## the action's release assets in dist/: hangar-{provision,release,refresh
 	@echo "dist/: $$(ls dist | wc -l) files; upload them all to the release (docs/operations.md, Releasing)"
 
 test: testbed-up test-infra validate-template $(ACT) ## start the local emulators if needed, then run every test with -race (the CDK app's too, and the example workflows under act)
-	$(WITH_TESTBED) HANGAR_ACT=$(CURDIR)/$(ACT) $(GO) test -race -count=1 -timeout 30m ./...
+	$(WITH_TESTBED) HANGAR_ACT=$(CURDIR)/$(ACT) $(GO) test $(LOCALWORLD) -race -count=1 -timeout 30m ./...
 
 test-infra: testbed-up ## the CDK app's tests: config validation, assertions on the synthesized template, and its deployment into the emulators (needs node)
-	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test -count=1 ./...
+	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test $(LOCALWORLD) -count=1 ./...
 
 infra-assets: ## build what the stack ships into infra/build: the agent (linux amd64, arm64) and the refresh bootstrap (arm64)
 	@mkdir -p infra/build/refresh
@@ -78,10 +83,10 @@ synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hang
 	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .
 
 demo: testbed-up infra-assets ## the whole lifecycle locally: the stack deployed into the emulators, provision (cold) → jobs → release → reuse → expiry → warm pool
-	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run ./internal/tools/demo
+	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run $(LOCALWORLD) ./internal/tools/demo
 
 test-short: ## unit tests only, no emulators
-	$(GO) test -race -short ./...
+	$(GO) test $(LOCALWORLD) -race -short ./...
 
 testbed-up: ## install (cached under .cache/) and start moto, DynamoDB Local and the metadata mock
 	@$(TESTBED) up
@@ -109,10 +114,10 @@ $(GOLANGCI): tools/go.mod tools/go.sum
 	cd tools && CGO_ENABLED=0 $(GO) build -o ../$(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 bench: testbed-up ## the scoreboard: measure every target on the emulators with real agents; prints a markdown table and writes bench.json (docs/benchmarks.md)
-	$(WITH_TESTBED) $(GO) run ./internal/tools/bench
+	$(WITH_TESTBED) $(GO) run $(LOCALWORLD) ./internal/tools/bench
 
 test-reliability: testbed-up ## the reliability suite in full (races, crashes, faults, partitions, bad input, secrets, soak); make test runs its short form
-	$(WITH_TESTBED) HANGAR_RELIABILITY=full $(GO) test -race -count=1 -timeout 60m ./internal/reliability/...
+	$(WITH_TESTBED) HANGAR_RELIABILITY=full $(GO) test $(LOCALWORLD) -race -count=1 -timeout 60m ./internal/reliability/...
 
 tidy: ## go mod tidy
 	$(GO) mod tidy

@@ -49,7 +49,6 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
 		Scope: in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
 		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
-		AllowLoopbackGitHub: ctx.AllowLoopbackGitHub,
 	}
 	cfg.ApplyDefaults()
 	errs := in.Err()

@@ -84,7 +84,7 @@ func TestBadInputs(t *testing.T) {
 			env := baseEnv()
 			env[tc.key] = tc.value
 			env["AWS_ENDPOINT_URL"], env["AWS_ENDPOINT_URL_DYNAMODB"], env["GITHUB_API_URL"] = trap.URL, trap.URL, trap.URL
-			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
+			cmd := exec.Command(bin) // a local world build: the trap, a plain-http loopback server, is acceptable
 			cmd.Env = testbed.WithEnv(cleanEnviron(), env)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
@@ -98,12 +98,12 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
-// TestLoopbackGitHubOnlyByFlag: a plain-http GitHub on a loopback address (the local stand-in)
-// is refused unless the command line says --allow-loopback-github; no input or variable a job
-// could set turns that on.
-func TestLoopbackGitHubOnlyByFlag(t *testing.T) {
+// TestLoopbackGitHubOnlyInLocalWorldBuilds: a release build (no localworld tag) refuses a
+// plain-http GitHub on a loopback address (the local stand-in); no flag, input or variable turns
+// that on, and the flag that once did is gone.
+func TestLoopbackGitHubOnlyInLocalWorldBuilds(t *testing.T) {
 	t.Parallel()
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision")
+	bin := testbuild.ProductionBinary(t, "github.com/hangar-ci/hangar/cmd/provision")
 	trap := testbed.NewTrap(t)
 	for _, extra := range [][]string{nil, {"HANGAR_ALLOW_LOOPBACK_GITHUB=true", "INPUT_ALLOW-LOOPBACK-GITHUB=true"}} {
 		env := baseEnv()
@@ -118,6 +118,9 @@ func TestLoopbackGitHubOnlyByFlag(t *testing.T) {
 		require.Contains(t, string(out), `GITHUB_SERVER_URL: "`+trap.URL+`": want an https URL`)
 		require.Contains(t, string(out), `GITHUB_API_URL: "`+trap.URL+`": want an https URL`)
 	}
+	out, err := exec.Command(bin, "--allow-loopback-github").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(out), "flag provided but not defined: -allow-loopback-github")
 }
 
 // TestIdentityOnlyFromTheWorkflow: inside a workflow run (GITHUB_ACTIONS=true) the run id,
@@ -168,7 +171,7 @@ func TestCancelledMidway(t *testing.T) {
 	env["HANGAR_STACK"], env["HANGAR_POOL"], env["HANGAR_INSTANCE_COUNT"] = e.Stack, e.Pool, "3"
 	env["GITHUB_SERVER_URL"], env["GITHUB_API_URL"], env["HANGAR_GITHUB_TOKEN"] = e.GH.URL(), e.GH.URL(), localenv.AdminToken
 	env["GITHUB_RUN_ID"] = "8801"
-	cmd := exec.Command(bin, "--allow-loopback-github")
+	cmd := exec.Command(bin)
 	cmd.Env = testbed.WithEnv(os.Environ(), env)
 	var out testbed.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -37,7 +37,7 @@ func TestBadInputs(t *testing.T) {
 			env := map[string]string{"GITHUB_ACTIONS": "true", "HANGAR_GITHUB_TOKEN": "ghs_x", "GITHUB_RUN_ID": "77", "GITHUB_REPOSITORY": "octo/app",
 				"AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": trap.URL, "AWS_ENDPOINT_URL_DYNAMODB": trap.URL, "GITHUB_API_URL": trap.URL}
 			env[tc.key] = tc.value
-			cmd := exec.Command(bin, "--allow-loopback-github") // the trap is a plain-http loopback server
+			cmd := exec.Command(bin) // a local world build: the trap, a plain-http loopback server, is acceptable
 			cmd.Env = testbed.WithEnv(testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_"), env)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError

@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -35,6 +36,10 @@ type GitHub struct {
 	// OIDCProviderARN imports the account's existing GitHub OIDC provider (an account has at most
 	// one per URL); empty creates it.
 	OIDCProviderARN string `json:"oidcProviderArn,omitempty"`
+	// ServerURL is the GitHub server the stack serves: https://github.com (the default) or an
+	// enterprise server's https://<host>. Every pool document pins it (githubUrl): provision
+	// refuses workflows of another server, and agents send registration tokens nowhere else.
+	ServerURL string `json:"serverUrl,omitempty"`
 }
 
 // Refresh is the refresh function's schedule.
@@ -143,6 +148,9 @@ func (c *Config) applyDefaults() {
 	if c.Refresh.Schedule == "" {
 		c.Refresh.Schedule = DefaultSchedule
 	}
+	if c.GitHub.ServerURL == "" {
+		c.GitHub.ServerURL = poolconfig.DefaultGitHubURL
+	}
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		if p.Disk.SizeGiB == 0 {
@@ -193,6 +201,9 @@ func (c *Config) Validate() error {
 	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {
 		bad("github.oidcProviderArn", "%q: want the ARN of the token.actions.githubusercontent.com OIDC provider, or leave it out to create one", c.GitHub.OIDCProviderARN)
 	}
+	if err := ghapi.CheckServer(c.GitHub.ServerURL); err != nil {
+		bad("github.serverUrl", "%v (the GitHub server whose workflows use the stack)", err)
+	}
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {
 		bad("refresh.schedule", "%q: want an EventBridge rate(N minutes) or cron(...) expression", c.Refresh.Schedule)
 	}
@@ -207,12 +218,12 @@ func (c *Config) Validate() error {
 			bad(field("name"), "%q: two pools have this name", p.Name)
 		}
 		names = append(names, p.Name)
-		errs = append(errs, p.validate(field, c.GitHub.Repositories)...)
+		errs = append(errs, p.validate(field, c.GitHub)...)
 	}
 	return errors.Join(errs...)
 }
 
-func (p *Pool) validate(field func(string) string, allowed []string) []error {
+func (p *Pool) validate(field func(string) string, gh GitHub) []error {
 	var errs []error
 	bad := func(f, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field(f), fmt.Sprintf(format, a...)))
@@ -257,12 +268,14 @@ func (p *Pool) validate(field func(string) string, allowed []string) []error {
 		}
 	}
 	for _, r := range p.AllowedRepositories {
-		if !coveredBy(r, allowed) {
+		if !coveredBy(r, gh.Repositories) {
 			bad("allowedRepositories", "%q is not among github.repositories, so its workflows could not use the pool", r)
 		}
 	}
 	// Everything the pool document says is checked by the code that reads it.
-	if _, err := p.Document(Placeholders).Parsed(); err != nil {
+	placeholders := Placeholders
+	placeholders.GitHubURL = gh.ServerURL
+	if _, err := p.Document(placeholders).Parsed(); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", field("*"), err))
 	}
 	return errs

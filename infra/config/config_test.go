@@ -34,6 +34,28 @@ func TestExampleParses(t *testing.T) {
 	}
 }
 
+// TestServerPinned: every pool document pins the stack's GitHub server, github.com unless the
+// config names an enterprise server.
+func TestServerPinned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ server, want string }{{"", "https://github.com"}, {"https://ghe.example.com", "https://ghe.example.com"}} {
+		m := example(t)
+		if tc.server != "" {
+			m["github"].(map[string]any)["serverUrl"] = tc.server
+		}
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		cfg, err := Parse(b)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, cfg.GitHub.ServerURL)
+		d := Placeholders
+		d.GitHubURL = cfg.GitHub.ServerURL
+		doc, err := cfg.Pools[0].Document(d).Parsed()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, doc.GitHubURL)
+	}
+}
+
 // pool0 is the first pool of a config read as a map.
 func pool0(m map[string]any) map[string]any { return m["pools"].([]any)[0].(map[string]any) }
 
@@ -71,6 +93,10 @@ func TestConfigErrors(t *testing.T) {
 		{"oidc", func(m map[string]any) {
 			m["github"].(map[string]any)["oidcProviderArn"] = "arn:aws:iam::123456789012:oidc-provider/example.com"
 		}, "github.oidcProviderArn"},
+		{"server path", func(m map[string]any) { m["github"].(map[string]any)["serverUrl"] = "https://ghe.example.com/octo" },
+			`github.serverUrl: "https://ghe.example.com/octo": want the server alone`},
+		{"server plain http", func(m map[string]any) { m["github"].(map[string]any)["serverUrl"] = "http://ghe.example.com" },
+			`github.serverUrl: "http://ghe.example.com": want an https URL`},
 		{"schedule", func(m map[string]any) { m["refresh"] = map[string]any{"schedule": "every minute"} }, `refresh.schedule: "every minute"`},
 		{"no pools", func(m map[string]any) { m["pools"] = []any{} }, "pools: empty"},
 		{"unknown field", func(m map[string]any) { pool0(m)["instanceType"] = "c7i.large" }, `unknown field "instanceType"`},

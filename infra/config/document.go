@@ -8,9 +8,11 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
-// Deployed is what only the deployment knows about a pool: where its resources are. The stack
-// fills it with CloudFormation references.
+// Deployed is what the stack settles for a pool: where its resources are (CloudFormation
+// references), and the GitHub server it serves (the config's github.serverUrl).
 type Deployed struct {
+	// GitHubURL is the GitHub server the document pins (empty: https://github.com).
+	GitHubURL                  string
 	Partition, Region, Account string
 	Table                      string
 	QueueURL, DeadLetterURL    string
@@ -54,7 +56,7 @@ func (p *Pool) Document(d Deployed) Doc {
 	return Doc{
 		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
-		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey,
+		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey, GitHubURL: d.GitHubURL,
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-ci/hangar/infra/config"
 	"github.com/hangar-ci/hangar/infra/stack"
 	"github.com/hangar-ci/hangar/internal/testkit/emustack"
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
@@ -29,13 +30,15 @@ import (
 )
 
 // emulatorConfig is the example config made to fit the emulator: a stack name of its own, the
-// emulator's default subnets, the local world's repository allowed, and a warm target of three
-// hot instances for refresh to meet.
-func emulatorConfig(ctx context.Context, t *testing.T, ec2c *ec2.Client) *config.Config {
+// GitHub stand-in at server as the GitHub server (a local world build accepts its plain http),
+// the emulator's default subnets, the local world's repository allowed, and a warm target of
+// three hot instances for refresh to meet.
+func emulatorConfig(ctx context.Context, t *testing.T, ec2c *ec2.Client, server string) *config.Config {
 	t.Helper()
 	c, err := config.Load("../hangar.example.yaml")
 	require.NoError(t, err)
 	c.Stack = testbed.Name(t, "hangar-deploy")
+	c.GitHub.ServerURL = server
 	c.GitHub.Repositories = append(c.GitHub.Repositories, localenv.Repo)
 	p := &c.Pools[0]
 	p.Subnets, err = localenv.DefaultSubnets(ctx, ec2c)
@@ -54,7 +57,9 @@ func TestDeployIntoEmulators(t *testing.T) {
 	ctx := testbed.Context(t, 10*time.Minute)
 	cfg := testbed.AWSConfig(t)
 	ec2c := ec2.NewFromConfig(cfg)
-	c := emulatorConfig(ctx, t, ec2c)
+	gh := ghfake.New(localenv.AdminToken) // up before the stack: its pool documents pin its URL
+	t.Cleanup(gh.Close)
+	c := emulatorConfig(ctx, t, ec2c, gh.URL())
 
 	out := t.TempDir()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
@@ -86,7 +91,7 @@ func TestDeployIntoEmulators(t *testing.T) {
 	require.NotEmpty(t, function, "the refresh function is among the stack's resources")
 
 	// The world around the stack (GitHub stand-in, fleet simulator), attached to it by name.
-	e, err := localenv.Start(ctx, localenv.Options{Stack: c.Stack, Pool: c.Pools[0].Name, Deployed: true, Baked: true})
+	e, err := localenv.Start(ctx, localenv.Options{Stack: c.Stack, Pool: c.Pools[0].Name, Deployed: true, Baked: true, GitHub: gh})
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
 	require.Equal(t, d.Outputs["TableName"], e.Table, "the pool document names the stack's table")

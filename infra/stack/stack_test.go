@@ -147,7 +147,8 @@ func TestPoolDocument(t *testing.T) {
 	p := only(t, "AWS::SSM::Parameter")
 	require.Equal(t, poolconfig.ParameterName("hangar", "linux-x64"), p["Name"])
 	doc := js(p["Value"])
-	for _, want := range []string{`\"tokenKey\"`, `\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`} {
+	for _, want := range []string{`\"tokenKey\"`, `\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`,
+		`\"githubUrl\":\"https://github.com\"`} {
 		require.Contains(t, doc, want)
 	}
 }

@@ -138,7 +138,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.log.Info("agent stopping", "reason", err)
 			return err
 		}
-		if err := checkAssignment(item); err != nil {
+		if err := checkAssignment(item, a.cfg.Pool.GitHubURL); err != nil {
 			// Never from provision, which validates all of it: someone wrote the item by hand or
 			// worse. Nothing of it reaches a path, a command line or a label.
 			a.refuseAssignment(ctx, item, err)
@@ -153,10 +153,12 @@ func (a *Agent) loop(ctx context.Context) error {
 	}
 }
 
-// checkAssignment refuses an assignment whose run id, attempt, labels or repository are not what
-// provision writes: the run id names a directory the agent removes as root, the labels go to
-// config.sh, and the run id and repository into the job-started hook.
-func checkAssignment(it *state.Instance) error {
+// checkAssignment refuses an assignment whose run id, attempt, labels, repository or runner URL
+// are not what provision writes: the run id names a directory the agent removes as root, the
+// labels go to config.sh, the run id and repository into the job-started hook, and the
+// registration token goes to the runner URL, which must be on server (the pool document's GitHub
+// server).
+func checkAssignment(it *state.Instance, server string) error {
 	if err := state.ValidateRunID(it.RunID); err != nil {
 		return err
 	}
@@ -176,18 +178,22 @@ func checkAssignment(it *state.Instance) error {
 	if err := (jobGuard{Run: it.RunID, Repo: it.Repo}).check(); err != nil {
 		return err
 	}
-	return checkRunnerURL(it.RunnerURL, it.Repo)
+	return checkRunnerURL(it.RunnerURL, it.Repo, server)
 }
 
-// checkRunnerURL refuses a runner URL other than the one provision writes for repo: the
-// repository's or its owner's page on a GitHub server, https (plain http only to a loopback
-// stand-in), nothing else in it. The registration token goes to that server.
-func checkRunnerURL(raw, repo string) error {
+// checkRunnerURL refuses a runner URL other than one provision writes for repo: the repository's
+// or its owner's page on server, the GitHub server the pool document pins (which workflows, who
+// may write the item, cannot change), nothing else in it. The registration token goes there, so
+// the check comes before anything is sent. Plain http passes only in the local world's builds
+// (ghapi.CheckURL).
+func checkRunnerURL(raw, repo, server string) error {
 	u, err := url.Parse(raw)
-	bad := err != nil || repo == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Host == "" ||
-		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghapi.CheckURL(raw, true) != nil
-	if bad {
-		return fmt.Errorf("runner URL %q: want https://<github server>/%s or /%s", raw, repo, state.Owner(repo))
+	if err != nil || repo == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Host == "" ||
+		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghapi.CheckURL(raw) != nil {
+		return fmt.Errorf("runner URL %q: want %s/%s or %s/%s", raw, server, repo, server, state.Owner(repo))
+	}
+	if !ghapi.SameServer(raw, server) {
+		return fmt.Errorf("runner URL %q: not on the pool's GitHub server %s; the registration token goes to no other server", raw, server)
 	}
 	return nil
 }

@@ -35,35 +35,6 @@ func TestParseScope(t *testing.T) {
 	require.ErrorIs(t, err, ghapi.ErrScopeKind)
 }
 
-func TestCheckURL(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		url           string
-		allowLoopback bool
-		ok            bool
-	}{
-		{"https://github.com", false, true},
-		{"https://ghe.example.com/api/v3", false, true},
-		{"http://127.0.0.1:8080", false, false},
-		{"http://127.0.0.1:8080", true, true},
-		{"http://localhost:9", true, true},
-		{"http://[::1]:9", true, true},
-		{"http://github.com", true, false},
-		{"http://127.0.0.1.example.com", true, false},
-		{"ftp://github.com", true, false},
-		{"github.com", false, false},
-		{"", false, false},
-	}
-	for _, tc := range tests {
-		err := ghapi.CheckURL(tc.url, tc.allowLoopback)
-		if tc.ok {
-			require.NoError(t, err, tc.url)
-		} else {
-			require.ErrorContains(t, err, "want an https URL", tc.url)
-		}
-	}
-}
-
 // TestClient: tokens, listing every page, deleting, for a repository and an organisation, and a
 // bad credential's error naming the scope.
 func TestClient(t *testing.T) {

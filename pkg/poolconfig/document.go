@@ -36,7 +36,12 @@ type Document struct {
 	Table         string `json:"table"`
 	QueueURL      string `json:"queueUrl"`
 	// TokenKey is the KMS key runner tokens are sealed with for each instance (pkg/tokens).
-	TokenKey           string         `json:"tokenKey"`
+	TokenKey string `json:"tokenKey"`
+	// GitHubURL is the GitHub server the pool serves (default https://github.com; an enterprise
+	// server's https://<host>): provision refuses a workflow of another server and writes runner
+	// URLs on this one, and the agent sends a registration token to no other server. Workflows
+	// cannot change it (docs/security.md, "The control plane").
+	GitHubURL          string         `json:"githubUrl,omitempty"`
 	DeadLetterQueueURL string         `json:"deadLetterQueueUrl,omitempty"`
 	LaunchTemplate     LaunchTemplate `json:"launchTemplate"`
 	SpecHash           string         `json:"specHash"`
@@ -89,6 +94,9 @@ var DefaultTimeouts = Timeouts{
 	Idle:    Duration(30 * time.Minute),
 	Stopped: Duration(72 * time.Hour),
 }
+
+// DefaultGitHubURL is the GitHub server a pool serves unless its document names another.
+const DefaultGitHubURL = "https://github.com"
 
 // maxTimeout bounds every timeout.
 const maxTimeout = 35 * 24 * time.Hour
@@ -230,6 +238,10 @@ func (d *Document) applyDefaults() {
 	if d.Partition == "" {
 		d.Partition = "aws"
 	}
+	if d.GitHubURL == "" {
+		d.GitHubURL = DefaultGitHubURL
+	}
+	d.GitHubURL = strings.TrimRight(d.GitHubURL, "/")
 	if d.AllocationStrategy == "" {
 		d.AllocationStrategy = AllocationCost
 	}

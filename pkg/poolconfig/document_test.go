@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -27,6 +28,7 @@ func TestParseSample(t *testing.T) {
 	require.Equal(t, "aws", d.Partition, "default partition")
 	require.Equal(t, AllocationCost, d.AllocationStrategy, "default allocation")
 	require.Equal(t, "runner", d.Runner.User, "default runner user")
+	require.Equal(t, "https://github.com", d.GitHubURL, "default GitHub server")
 	require.Equal(t, 20*time.Minute, d.Timeout(state.Idle), "given timeout kept")
 	require.Equal(t, 10*time.Minute, d.Timeout(state.Created), "default timeout")
 	require.Equal(t, 6*time.Hour, d.Timeout(state.Running))
@@ -58,6 +60,10 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"region", func(m map[string]any) { m["region"] = "mars" }, `region "mars" is malformed`},
 		{"table", func(m map[string]any) { m["table"] = "" }, "table: empty"},
 		{"queue", func(m map[string]any) { m["queueUrl"] = "hangar-q" }, `queueUrl: "hangar-q"`},
+		{"github path", func(m map[string]any) { m["githubUrl"] = "https://ghe.example.com/octo" }, `githubUrl: "https://ghe.example.com/octo": want the server alone`},
+		{"github userinfo", func(m map[string]any) { m["githubUrl"] = "https://x:y@ghe.example.com" }, `githubUrl: "https://x:y@ghe.example.com": want the server alone`},
+		{"github plain http", func(m map[string]any) { m["githubUrl"] = "http://ghe.example.com" }, `githubUrl: "http://ghe.example.com": want an https URL`},
+		{"github no scheme", func(m map[string]any) { m["githubUrl"] = "ghe.example.com" }, `githubUrl: "ghe.example.com": want an https URL`},
 		{"template", func(m map[string]any) { m["launchTemplate"] = map[string]any{"id": "template-1", "version": "1"} }, `launchTemplate.id: "template-1"`},
 		{"template version", func(m map[string]any) {
 			m["launchTemplate"] = map[string]any{"id": "lt-0123456789abcdef0", "version": "latest"}
@@ -253,5 +259,44 @@ func TestShowsLogTo(t *testing.T) {
 		{"never", "private", false}, {"never", "internal", false},
 	} {
 		require.Equal(t, tc.want, Runner{LogInSummary: tc.setting}.ShowsLogTo(tc.visibility), "%q for a %q repository", tc.setting, tc.visibility)
+	}
+}
+
+// TestParseGitHubURL: the pinned server is kept without a trailing slash; the local world's
+// plain-http stand-in (and its runner download) is accepted only by a build with the localworld
+// tag, and a release build refuses such a document when it loads it.
+func TestParseGitHubURL(t *testing.T) {
+	t.Parallel()
+	parse := func(server string) (*Document, error) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sample(t), &m))
+		m["githubUrl"] = server
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return Parse(b)
+	}
+	d, err := parse("https://ghe.example.com/")
+	require.NoError(t, err)
+	require.Equal(t, "https://ghe.example.com", d.GitHubURL)
+
+	d, err = parse("http://127.0.0.1:8080")
+	if ghapi.LocalWorld {
+		require.NoError(t, err)
+		require.Equal(t, "http://127.0.0.1:8080", d.GitHubURL)
+	} else {
+		require.ErrorContains(t, err, `githubUrl: "http://127.0.0.1:8080": want an https URL`)
+	}
+
+	// The same for a runner download from a loopback mirror.
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(sample(t), &m))
+	m["runner"].(map[string]any)["baseUrl"] = "http://127.0.0.1:8081/r"
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	_, err = Parse(b)
+	if ghapi.LocalWorld {
+		require.NoError(t, err)
+	} else {
+		require.ErrorContains(t, err, `runner.baseUrl: "http://127.0.0.1:8081/r": plain http only in the local world's builds`)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/tokens"
 )
@@ -54,6 +55,9 @@ func (d *Document) Validate() error {
 	}
 	if err := tokens.ValidateKey(d.TokenKey); err != nil {
 		bad("tokenKey", "%v (the KMS key runner tokens are sealed with)", err)
+	}
+	if err := ghapi.CheckServer(d.GitHubURL); err != nil {
+		bad("githubUrl", "%v (the GitHub server the pool's runners register with)", err)
 	}
 	if !templateRe.MatchString(d.LaunchTemplate.ID) {
 		bad("launchTemplate.id", "%q: want lt- and hex digits", d.LaunchTemplate.ID)
@@ -170,6 +174,8 @@ func (r Runner) validate(pool string) []error {
 		bad("baseUrl", "%q: want an https URL", r.BaseURL)
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
 		bad("baseUrl", "%q: plain http only for a loopback host; want https", r.BaseURL)
+	case u.Scheme == "http" && !ghapi.LocalWorld:
+		bad("baseUrl", "%q: plain http only in the local world's builds (-tags localworld); want https", r.BaseURL)
 	case u.Scheme != "https" && u.Scheme != "http":
 		bad("baseUrl", "%q: want an https URL", r.BaseURL)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -16,6 +17,10 @@ func (p *provisioning) check(ctx context.Context) error {
 	doc := p.d.Pool
 	if doc == nil || doc.Name != p.cfg.Pool {
 		return fmt.Errorf("pool: %q: no such pool document", p.cfg.Pool)
+	}
+	if !ghapi.SameServer(p.cfg.ServerURL, doc.GitHubURL) {
+		return fmt.Errorf("GITHUB_SERVER_URL: %q: pool %s serves the GitHub server %s only (its githubUrl); run the workflow there, or deploy a stack for this server",
+			p.cfg.ServerURL, doc.Name, doc.GitHubURL)
 	}
 	if !doc.RepoAllowed(p.cfg.Repository) {
 		return fmt.Errorf("GITHUB_REPOSITORY: %s may not use pool %s (allowed: %s)", p.cfg.Repository, doc.Name, strings.Join(doc.AllowedRepositories, ", "))

@@ -35,12 +35,11 @@ type Config struct {
 	RunID      string // GITHUB_RUN_ID
 	RunAttempt int    // GITHUB_RUN_ATTEMPT
 	Repository string // GITHUB_REPOSITORY
-	ServerURL  string // GITHUB_SERVER_URL
+	// ServerURL must be the GitHub server the pool document pins (githubUrl): runners register
+	// there, and the pool refuses a workflow of another server.
+	ServerURL string // GITHUB_SERVER_URL
 	// PollInterval caps the wait between reads while waiting (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
-	// AllowLoopbackGitHub accepts a plain-http GitHub server on a loopback address: for the
-	// local stand-in of tests and the demo only; the action never sets it.
-	AllowLoopbackGitHub bool
 
 	scope ghapi.Scope // Scope and Repository, parsed by Validate
 }
@@ -143,7 +142,7 @@ func (c *Config) Validate() error {
 			bad("GITHUB_REPOSITORY", "%v", err)
 		}
 	}
-	if err := ghapi.CheckURL(c.ServerURL, c.AllowLoopbackGitHub); err != nil {
+	if err := ghapi.CheckURL(c.ServerURL); err != nil {
 		bad("GITHUB_SERVER_URL", "%v", err)
 	}
 	if c.PollInterval < 10*time.Millisecond {

@@ -174,7 +174,7 @@ func newEnv(t *testing.T, o localenv.Options) *env {
 // config is a provision request for run.
 func (e *env) config(run string, n int) provision.Config {
 	return provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1, Repository: localenv.Repo,
-		ServerURL: e.GH.URL(), AllowLoopbackGitHub: true, RegistrationTimeout: time.Minute}
+		ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}
 }
 
 func (e *env) provision(cfg provision.Config) (*provision.Result, error) {

@@ -224,7 +224,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	}
 	// The assignment carries no token: each instance gets its own, sealed for it (p.token).
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
-		RunnerURL: cfg.RunnerScope().RunnerURL(cfg.ServerURL), RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
+		RunnerURL: cfg.RunnerScope().RunnerURL(d.Pool.GitHubURL), RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
 		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
 
 	if err := p.provision(ctx); err != nil {

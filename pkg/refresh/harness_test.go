@@ -91,7 +91,7 @@ func (e *env) provision(run string, n int) *provision.Result {
 	deps, err := w.Provision(e.ctx, e.Pool)
 	require.NoError(e.t, err)
 	res, err := provision.Run(e.ctx, provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1,
-		Repository: localenv.Repo, ServerURL: e.GH.URL(), AllowLoopbackGitHub: true, RegistrationTimeout: time.Minute}, deps)
+		Repository: localenv.Repo, ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}, deps)
 	require.NoError(e.t, err)
 	return res
 }

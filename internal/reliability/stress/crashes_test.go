@@ -189,7 +189,7 @@ func (tr *crashTrial) killProvision(idle int) (string, time.Time) {
 		n = idle + 1 + tr.rng.IntN(2) // more than the pool holds: it must launch
 	}
 	env, _ := w.stepEnv(tr.run, n, "HANGAR_REGISTRATION_TIMEOUT=2m")
-	p := w.start(tr.t, w.provisionBin, env, "--allow-loopback-github")
+	p := w.start(tr.t, w.provisionBin, env)
 	what := fmt.Sprintf("provision of %d", n)
 	if mode == 1 {
 		return tr.kill(p, true, what, "its first claim was written", func(ctx context.Context) (bool, error) {
@@ -207,7 +207,7 @@ func (tr *crashTrial) killProvision(idle int) (string, time.Time) {
 func (tr *crashTrial) killRelease(ids []string) (string, time.Time) {
 	w := tr.w
 	env, _ := w.stepEnv(tr.run, 1)
-	p := w.start(tr.t, w.releaseBin, env, "--allow-loopback-github")
+	p := w.start(tr.t, w.releaseBin, env)
 	return tr.kill(p, tr.rng.IntN(2) == 0, fmt.Sprintf("release of %d", len(ids)), "its first instance went idle", func(ctx context.Context) (bool, error) {
 		its, err := w.items(ctx, ids)
 		if err != nil {

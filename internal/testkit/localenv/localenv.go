@@ -74,6 +74,11 @@ type Options struct {
 	// Environ trusts (SSL_CERT_FILE): for steps run inside a workflow, which accept no plain-http
 	// GitHub.
 	TLS bool
+	// GitHub is a GitHub stand-in already serving (ghfake.New or NewTLS), used instead of one of
+	// the world's own and closed with it: a Deployed stack's pool documents pin the GitHub server,
+	// so the stand-in must be up, and its URL given as the stack's github.serverUrl, before the
+	// stack is deployed.
+	GitHub *ghfake.Server
 	// Deployed attaches the world to the stack named Stack as deployed into the emulators (see
 	// internal/testkit/emustack): its table (in moto's DynamoDB), queues, launch templates, key
 	// and pool documents, found from the stack's name alone as the steps find them; nothing of
@@ -124,6 +129,9 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if imdsBin == "" || ddbURL == "" {
 		return nil, errors.New("the emulators' endpoints are not in the environment (HANGAR_TESTBED_IMDS_BIN, AWS_ENDPOINT_URL_DYNAMODB): run make testbed-up and load .cache/testbed/endpoints.env")
 	}
+	if !ghapi.LocalWorld && !o.TLS && (o.GitHub == nil || !strings.HasPrefix(o.GitHub.URL(), "https:")) {
+		return nil, errors.New("the local world's GitHub stand-in serves plain http on a loopback address, which only a local world build accepts: build with -tags localworld (go test -tags localworld; the Makefile's test targets do)")
+	}
 	if o.Deployed && o.Stack == "" {
 		return nil, errors.New("a world on a deployed stack needs the stack's name")
 	}
@@ -169,13 +177,23 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("open state store: %w", err)
 	}
 
-	if o.TLS {
-		if e.certFile, err = e.serveGitHubTLS(); err != nil {
+	switch {
+	case o.GitHub != nil:
+		e.GH = o.GitHub
+	case o.TLS:
+		e.GH = ghfake.NewTLS(AdminToken)
+	default:
+		e.GH = ghfake.New(AdminToken)
+	}
+	e.closers = append(e.closers, e.GH.Close)
+	if strings.HasPrefix(e.GH.URL(), "https:") {
+		if e.certFile, err = e.trustGitHub(); err != nil {
 			return nil, err
 		}
-	} else {
-		e.GH = ghfake.New(AdminToken)
-		e.closers = append(e.closers, e.GH.Close)
+	}
+	if e.Doc != nil && !ghapi.SameServer(e.GH.URL(), e.Doc.GitHubURL) {
+		return nil, fmt.Errorf("the deployed stack's pool %s pins the GitHub server %s, not the stand-in at %s: deploy it with github.serverUrl set to the stand-in's URL and pass the stand-in as Options.GitHub",
+			e.Pool, e.Doc.GitHubURL, e.GH.URL())
 	}
 	if e.GitHub, err = github.NewClient(e.GH.HTTPClient()).WithAuthToken(AdminToken).WithEnterpriseURLs(e.GH.URL()+"/", e.GH.URL()+"/"); err != nil {
 		return nil, fmt.Errorf("GitHub client for the stand-in: %w", err)
@@ -285,11 +303,9 @@ func (e *Env) Environ() []string {
 	return env
 }
 
-// serveGitHubTLS starts the GitHub stand-in on https and writes its certificate to a file,
-// whose path it returns.
-func (e *Env) serveGitHubTLS() (string, error) {
-	e.GH = ghfake.NewTLS(AdminToken)
-	e.closers = append(e.closers, e.GH.Close)
+// trustGitHub writes the certificate of the GitHub stand-in, which serves https, to a file, whose
+// path it returns.
+func (e *Env) trustGitHub() (string, error) {
 	dir, err := os.MkdirTemp("", "hangar-github-")
 	if err != nil {
 		return "", err
@@ -340,7 +356,7 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 		return fmt.Errorf("create the token key: %w", err)
 	}
 	e.Doc, err = e.putDocument(ctx, poolconfig.Document{
-		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table,
+		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table, GitHubURL: e.GH.URL(),
 		QueueURL: queueURL, DeadLetterQueueURL: dlqURL, TokenKey: aws.ToString(key.KeyMetadata.Arn),
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: template, Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, InstanceRequirements: o.Requirements, Subnets: subnets, Market: market, Labels: []string{"linux"},

@@ -29,9 +29,9 @@ type StepResult struct {
 }
 
 // RunStep runs a step binary with env (see StepEnv) in dir and reads what it wrote there. The
-// binary is told that the GitHub stand-in, on plain http at a loopback address, is acceptable.
+// binary must be a local world build (testbuild's) to accept the plain-http GitHub stand-in.
 func RunStep(ctx context.Context, bin string, env []string, dir string) (StepResult, error) {
-	return runStep(ctx, env, dir, bin, "--allow-loopback-github")
+	return runStep(ctx, env, dir, bin)
 }
 
 // RunRefreshStep runs the refresh binary as the action's refresh mode does (refresh invoke), with

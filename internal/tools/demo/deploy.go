@@ -17,6 +17,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/emustack"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
@@ -39,11 +40,13 @@ type deployment struct {
 	app     string // the CDK app, built once
 	infra   string // the CDK app's directory (its assets are under build/)
 	stack   string
+	server  string // the GitHub server the stack serves: the stand-in's URL
 	subnets []poolconfig.Subnet
 }
 
-// newDeployment builds the CDK app. Run from the repository's root (make demo is).
-func newDeployment(ctx context.Context, stack, dir string) (*deployment, error) {
+// newDeployment builds the CDK app, as a local world build (testbuild.Tags) so that the stack
+// may pin the plain-http GitHub stand-in at server. Run from the repository's root (make demo is).
+func newDeployment(ctx context.Context, stack, dir, server string) (*deployment, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS config: %w", err)
@@ -56,8 +59,8 @@ func newDeployment(ctx context.Context, stack, dir string) (*deployment, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, subnets: subnets}
-	build := exec.CommandContext(ctx, "go", "build", "-o", d.app, ".")
+	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, server: server, subnets: subnets}
+	build := exec.CommandContext(ctx, "go", "build", "-tags", testbuild.Tags, "-o", d.app, ".")
 	build.Dir = infra
 	if out, err := build.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build the CDK app: %w\n%s", err, out)
@@ -68,7 +71,7 @@ func newDeployment(ctx context.Context, stack, dir string) (*deployment, error) 
 // deploy writes the config for s, synthesizes it and deploys it (creating or updating the stack).
 func (d *deployment) deploy(ctx context.Context, s settings) (*emustack.Deployed, error) {
 	var b bytes.Buffer
-	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Subnets": d.subnets,
+	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Server": d.server, "Subnets": d.subnets,
 		"AMI": localenv.AMI, "Idle": s.Idle.String(), "Hot": s.Hot}); err != nil {
 		return nil, fmt.Errorf("write the config: %w", err)
 	}

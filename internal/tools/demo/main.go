@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
@@ -70,7 +71,11 @@ func run(ctx context.Context) error {
 	defer os.RemoveAll(dir)
 	tl := &timeline{start: time.Now()}
 	stack := fmt.Sprintf("hangar-demo-%d", time.Now().Unix()%1e6)
-	d, err := newDeployment(ctx, stack, dir)
+	// The GitHub stand-in is up before the stack: its pool documents pin the GitHub server, here
+	// the stand-in's loopback URL, which only the local world's builds (make demo's) accept.
+	gh := ghfake.New(localenv.AdminToken)
+	defer gh.Close()
+	d, err := newDeployment(ctx, stack, dir, gh.URL())
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func run(ctx context.Context) error {
 	}
 
 	say("starting the world around it (GitHub stand-in, fleet simulator running a real agent per instance), attached by the stack's name")
-	e, err := localenv.Start(ctx, localenv.Options{Stack: stack, Deployed: true, Baked: true})
+	e, err := localenv.Start(ctx, localenv.Options{Stack: stack, Deployed: true, Baked: true, GitHub: gh})
 	if err != nil {
 		return err
 	}

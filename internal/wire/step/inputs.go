@@ -25,8 +25,6 @@ type Inputs struct {
 	defs map[string]string
 	set  map[string]bool
 	errs []error
-	// loopbackGitHub is a flag only (never INPUT_* or HANGAR_*): see DeclareContext.
-	loopbackGitHub *bool
 }
 
 // NewInputs returns an input reader for command name.
@@ -124,10 +122,6 @@ type Context struct {
 	Repository string
 	ServerURL  string
 	APIURL     string
-	// AllowLoopbackGitHub accepts plain-http server and API URLs on a loopback address: set only
-	// by the command-line flag --allow-loopback-github, which the local stand-in's tests and the
-	// demo pass; an action input or environment variable cannot set it.
-	AllowLoopbackGitHub bool
 }
 
 // DeclareContext registers the context's flags.
@@ -137,8 +131,6 @@ func (in *Inputs) DeclareContext() {
 	in.declare("repository", os.Getenv("GITHUB_REPOSITORY"), "owner/name (GITHUB_REPOSITORY)")
 	in.declare("server-url", envOr("GITHUB_SERVER_URL", "https://github.com"), "the GitHub server (GITHUB_SERVER_URL)")
 	in.declare("api-url", envOr("GITHUB_API_URL", "https://api.github.com"), "the GitHub API (GITHUB_API_URL)")
-	in.loopbackGitHub = in.fs.Bool("allow-loopback-github", false,
-		"accept a plain-http GitHub on a loopback address (for a local stand-in; only as a flag, never from INPUT_* or HANGAR_*)")
 }
 
 // workflowContext names each context input's workflow variable.
@@ -177,9 +169,9 @@ func (in *Inputs) Context() Context {
 	c := Context{
 		RunID: in.contextValue("run-id"), RunAttempt: attempt, Repository: in.contextValue("repository"),
 		ServerURL: in.contextValue("server-url"), APIURL: in.contextValue("api-url"),
-		AllowLoopbackGitHub: *in.loopbackGitHub,
 	}
-	if err := ghapi.CheckURL(c.APIURL, c.AllowLoopbackGitHub); err != nil {
+	// https only; the local world's builds (-tags localworld) also take their plain-http stand-in.
+	if err := ghapi.CheckURL(c.APIURL); err != nil {
 		in.errs = append(in.errs, fmt.Errorf("GITHUB_API_URL: %w", err))
 	}
 	return c
