@@ -110,6 +110,13 @@ func TestConfigErrors(t *testing.T) {
 			delete(pool0(m), "subnets")
 			pool0(m)["vpc"] = map[string]any{"default": true, "subnetType": "dmz"}
 		}, `pools[0].vpc.subnetType: "dmz": want private, isolated or public`},
+		{"subnets without their vpc", func(m map[string]any) { delete(pool0(m), "vpcId") },
+			"pools[0].vpcId: empty: the pool lists subnets and no securityGroups, so the stack makes it a security group with no ingress"},
+		{"vpc id malformed", func(m map[string]any) { pool0(m)["vpcId"] = "default" }, `pools[0].vpcId: "default": want vpc- and hex digits`},
+		{"vpc id with a lookup", func(m map[string]any) {
+			delete(pool0(m), "subnets")
+			pool0(m)["vpc"] = map[string]any{"default": true}
+		}, `pools[0].vpcId: "vpc-0123456789abcdef0" with vpc: the lookup finds the VPC`},
 		{"duplicate pool", func(m map[string]any) { m["pools"] = append(m["pools"].([]any), m["pools"].([]any)[0]) }, "pools[1].name"},
 	}
 	for _, tc := range tests {

@@ -40,6 +40,7 @@ type deployment struct {
 	infra   string // the CDK app's directory (its assets are under build/)
 	stack   string
 	subnets []poolconfig.Subnet
+	vpc     string // the subnets' VPC
 }
 
 // newDeployment builds the CDK app. Run from the repository's root (make demo is).
@@ -52,11 +53,15 @@ func newDeployment(ctx context.Context, stack, dir string) (*deployment, error) 
 	if err != nil {
 		return nil, err
 	}
+	vpc, err := localenv.DefaultVPC(ctx, ec2.NewFromConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
 	infra, err := filepath.Abs("infra")
 	if err != nil {
 		return nil, err
 	}
-	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, subnets: subnets}
+	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, subnets: subnets, vpc: vpc}
 	build := exec.CommandContext(ctx, "go", "build", "-o", d.app, ".")
 	build.Dir = infra
 	if out, err := build.CombinedOutput(); err != nil {
@@ -68,7 +73,7 @@ func newDeployment(ctx context.Context, stack, dir string) (*deployment, error) 
 // deploy writes the config for s, synthesizes it and deploys it (creating or updating the stack).
 func (d *deployment) deploy(ctx context.Context, s settings) (*emustack.Deployed, error) {
 	var b bytes.Buffer
-	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Subnets": d.subnets,
+	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Subnets": d.subnets, "VPC": d.vpc,
 		"AMI": localenv.AMI, "Idle": s.Idle.String(), "Hot": s.Hot}); err != nil {
 		return nil, fmt.Errorf("write the config: %w", err)
 	}
