@@ -183,7 +183,9 @@ func TestRefreshFunction(t *testing.T) {
 func TestEC2EventsOnlyFromEventBridge(t *testing.T) {
 	manualID, manual := function(t, poolconfig.RefreshFunction("hangar"))
 	eventsID, events := function(t, poolconfig.RefreshEventsFunction("hangar"))
-	vars := func(fn map[string]any) map[string]any { return fn["Environment"].(map[string]any)["Variables"].(map[string]any) }
+	vars := func(fn map[string]any) map[string]any {
+		return fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
 	require.Equal(t, poolconfig.RefreshSourceEventBridge, vars(events)[poolconfig.RefreshSourceEnv])
 	require.NotContains(t, vars(manual), poolconfig.RefreshSourceEnv, "the workflows' function takes no event")
 
