@@ -132,7 +132,7 @@ func (r *roles) grant(h *hangar) {
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
 		}),
 		statement([]string{"sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
-		// Launches below (launches).
+		// Launches: see launches.
 		statement([]string{"ec2:CreateTags"}, []*string{h.arn("ec2", "instance/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "fleet/*")},
 			map[string]interface{}{"StringEquals": map[string]interface{}{"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}),
 		statement([]string{"ec2:DeleteTags"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
@@ -176,9 +176,9 @@ func (r *roles) grant(h *hangar) {
 //     overrides may name an image: no other is allowed); security groups only the pools'.
 //   - ec2:RunInstances: an instant fleet launches through RunInstances, authorized as the caller
 //     and made by EC2 Fleet on its behalf (CloudTrail shows it invoked by ec2fleet.amazonaws.com),
-//     so it carries aws:ViaAWSService. A RunInstances the workflows send themselves does not, and
-//     is refused: it could otherwise replace the template's user data (no condition key covers
-//     user data) or, before, its image and profile.
+//     so it carries aws:ViaAWSService. A RunInstances the role sends itself does not, and is
+//     refused: with a launch template it could replace the template's user data, for which IAM
+//     has no condition key.
 func launches(h *hangar, templates, images, groups []*string) []awsiam.PolicyStatement {
 	viaFleet := map[string]interface{}{"Bool": map[string]interface{}{"aws:ViaAWSService": "true"}}
 	both := func(resources []*string, cond map[string]interface{}) []awsiam.PolicyStatement {
