@@ -140,3 +140,17 @@ func TestConfigErrors(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "stack:") && strings.Contains(err.Error(), "refresh.schedule:"), err.Error())
 }
+
+// TestSecurityGroupsOrVPC: listed subnets need their VPC only for the pool's own security group;
+// a pool that names its groups needs no vpcId.
+func TestSecurityGroupsOrVPC(t *testing.T) {
+	t.Parallel()
+	m := example(t)
+	delete(pool0(m), "vpcId")
+	pool0(m)["securityGroups"] = []any{"sg-0123456789abcdef0"}
+	b, err := yaml.Marshal(m)
+	require.NoError(t, err)
+	cfg, err := Parse(b)
+	require.NoError(t, err)
+	require.Empty(t, cfg.Pools[0].VPCID)
+}
