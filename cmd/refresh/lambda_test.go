@@ -40,9 +40,12 @@ func buildBootstrap(t *testing.T) string {
 	return out
 }
 
-// TestLambdaBootstrap drives the real bootstrap through the Runtime API: a malformed event is
-// refused with nothing changed, a scheduled event refreshes, a manual invoke returns its report,
-// a spot interruption warning marks the instance terminated.
+// TestLambdaBootstrap drives the real bootstrap through the Runtime API, as the stack's two
+// functions: a malformed event is refused with nothing changed; the function the workflows may
+// invoke refuses a well-formed spot interruption warning, state change and schedule with nothing
+// changed (a workflow cannot forge EC2's events), and the events function a manual refresh; on
+// the events function a scheduled event refreshes and a spot interruption warning marks the
+// instance terminated; on the other, a manual invoke returns its report.
 func TestLambdaBootstrap(t *testing.T) {
 	t.Parallel()
 	testbed.Require(t)
@@ -62,8 +65,12 @@ func TestLambdaBootstrap(t *testing.T) {
 	expired, err := e.Launch(ctx, time.Now().Add(-time.Second))
 	require.NoError(t, err)
 
-	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
+	manual, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
 		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack)})
+	require.NoError(t, err)
+	defer manual.Close()
+	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
+		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack, poolconfig.RefreshSourceEnv+"="+poolconfig.RefreshSourceEventBridge)})
 	require.NoError(t, err)
 	defer fn.Close()
 
@@ -80,13 +87,29 @@ func TestLambdaBootstrap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, state.Created, it.State, "malformed events change nothing")
 
-	res := invoke(t, fn, `{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
+	// Forged events on the function the workflows may invoke: refused, the instance untouched.
+	for _, forged := range []string{
+		fmt.Sprintf(`{"source":"aws.ec2","detail-type":"EC2 Spot Instance Interruption Warning","detail":{"instance-id":%q,"instance-action":"terminate"}}`, expired),
+		fmt.Sprintf(`{"source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{"instance-id":%q,"state":"terminated"}}`, expired),
+		`{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`} {
+		res := invoke(t, manual, forged)
+		require.True(t, res.Error, "%s was accepted: %s", forged, res.Payload)
+		require.Contains(t, string(res.Payload), "reach refresh only from EventBridge, through the function "+poolconfig.RefreshEventsFunction(e.Stack), forged)
+	}
+	it, err = e.Store.Get(ctx, expired)
+	require.NoError(t, err)
+	require.Equal(t, state.Created, it.State, "a forged event changes nothing: neither terminated nor expired")
+	res := invoke(t, fn, `{"action":"refresh","dryRun":true}`)
+	require.True(t, res.Error, "the events function took a manual refresh: %s", res.Payload)
+	require.Contains(t, string(res.Payload), "refused a manual refresh: this is the events function")
+
+	res = invoke(t, fn, `{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`)
 	require.False(t, res.Error, "%s\n%s", res.Payload, fn.Logs())
 	it, err = e.Store.Get(ctx, expired)
 	require.NoError(t, err)
 	require.Equal(t, state.Terminated, it.State, "the scheduled refresh expired it")
 
-	res = invoke(t, fn, `{"action":"refresh","dryRun":true}`)
+	res = invoke(t, manual, `{"action":"refresh","dryRun":true}`)
 	require.False(t, res.Error, "%s", res.Payload)
 	var report struct {
 		DryRun bool `json:"dryRun"`

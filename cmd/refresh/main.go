@@ -1,7 +1,10 @@
-// Command refresh is Hangar's refresh (package refresh). As the Lambda's bootstrap
-// (provided.al2023) it handles EventBridge's schedule, EC2 spot interruption warnings and
-// state-change notifications, and manual invokes ({"action":"refresh","dryRun":true}), which get
-// the report back. From a shell it runs once:
+// Command refresh is Hangar's refresh (package refresh). As a Lambda's bootstrap
+// (provided.al2023) it serves one of the stack's two functions: the events function
+// (HANGAR_REFRESH_SOURCE=eventbridge), which EventBridge alone invokes, handles the schedule, EC2
+// spot interruption warnings and state-change notifications; the refresh function, which the
+// workflows may invoke, handles manual refreshes ({"action":"refresh","dryRun":true}), which get
+// the report back, and refuses every event, so that no workflow can forge one. From a shell it
+// runs once:
 //
 //	refresh --once [--dry-run] [--stack hangar]
 //
@@ -37,7 +40,7 @@ func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		// Wired once, before the first invoke; each invoke reads the stack's documents anew.
-		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), log, os.Stdout)
+		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), os.Getenv(poolconfig.RefreshSourceEnv), log, os.Stdout)
 		if err != nil {
 			log.Error("refresh: init", "error", err)
 			os.Exit(1)
@@ -62,21 +65,31 @@ func main() {
 // invoker handles invocations for one stack. It takes the raw payload (lambda.Handler), so that
 // even a payload that is not JSON gets refresh's own message.
 type invoker struct {
-	wire *refreshwire.Wiring
-	log  *slog.Logger
+	wire  *refreshwire.Wiring
+	log   *slog.Logger
+	stack string
+	// events: EventBridge invokes this function (the events function), with the schedule and
+	// EC2's events; otherwise the workflows may, with manual refreshes only.
+	events bool
 }
 
-// newInvoker checks the stack's name and builds the clients; it makes no request. Metrics go to
-// metrics (in Lambda, stdout, which Lambda sends to CloudWatch).
-func newInvoker(ctx context.Context, stack string, log *slog.Logger, metrics io.Writer) (*invoker, error) {
+// newInvoker checks the stack's name and who invokes the function (source: the value of
+// HANGAR_REFRESH_SOURCE) and builds the clients; it makes no request. Metrics go to metrics (in
+// Lambda, stdout, which Lambda sends to CloudWatch).
+func newInvoker(ctx context.Context, stack, source string, log *slog.Logger, metrics io.Writer) (*invoker, error) {
 	if stack == "" {
 		return nil, errors.New("HANGAR_STACK is not set: the environment names the stack to refresh")
+	}
+	if source != "" && source != poolconfig.RefreshSourceEventBridge {
+		return nil, fmt.Errorf("%s: %q: want %s (the events function) or nothing (the function the workflows invoke)",
+			poolconfig.RefreshSourceEnv, source, poolconfig.RefreshSourceEventBridge)
 	}
 	cfg, err := awscfg.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &invoker{wire: refreshwire.New(cfg, stack, refreshwire.Options{Log: log, Metrics: metrics}), log: log}, nil
+	return &invoker{wire: refreshwire.New(cfg, stack, refreshwire.Options{Log: log, Metrics: metrics}), log: log,
+		stack: stack, events: source == poolconfig.RefreshSourceEventBridge}, nil
 }
 
 // Invoke handles one invocation.
@@ -100,7 +113,7 @@ func cli(ctx context.Context, args []string, log *slog.Logger) error {
 	if !*once {
 		return errors.New("outside Lambda, run with --once")
 	}
-	h, err := newInvoker(ctx, *stack, log, os.Stderr)
+	h, err := newInvoker(ctx, *stack, "", log, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -163,6 +176,9 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		return nil, fmt.Errorf("unrecognised event (source %q, detail-type %q, action %q): want a scheduled event, an EC2 spot interruption warning or state-change notification, or {\"action\":\"refresh\"}",
 			ev.Source, ev.DetailType, ev.Action)
 	}
+	if err := h.accepts(kind); err != nil {
+		return nil, err
+	}
 
 	stack, deps, err := h.wire.Load(ctx)
 	if err != nil {
@@ -191,6 +207,30 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		rep.Errors = append([]string{stack.Problems.Error()}, rep.Errors...)
 	}
 	return rep, nil
+}
+
+// accepts refuses what this function's invokers may not ask: the schedule and EC2's events come
+// only from EventBridge, through the events function, which no workflow may invoke; a workflow
+// could otherwise mark any instance terminated with a forged event. The events function takes no
+// manual refresh: the workflows cannot reach it, and nothing else should.
+func (h *invoker) accepts(kind string) error {
+	switch {
+	case kind == "manual" && h.events:
+		return fmt.Errorf("refused a manual refresh: this is the events function, invoked by EventBridge alone; invoke %s instead",
+			poolconfig.RefreshFunction(h.stack))
+	case kind != "manual" && !h.events:
+		return fmt.Errorf("refused %s: the schedule and EC2's events reach refresh only from EventBridge, through the function %s; this function, which the workflows may invoke, takes only {\"action\":\"refresh\"}",
+			describe(kind), poolconfig.RefreshEventsFunction(h.stack))
+	}
+	return nil
+}
+
+// describe names an event kind in a sentence.
+func describe(kind string) string {
+	if kind == scheduled {
+		return "a scheduled event"
+	}
+	return "an " + kind
 }
 
 func poolNames(docs []*poolconfig.Document) string {

@@ -59,7 +59,11 @@ type Pool struct {
 	Subnets              []poolconfig.Subnet      `json:"subnets,omitempty"`
 	// VPC finds the subnets by a lookup instead (exactly one of subnets and vpc).
 	VPC *VPC `json:"vpc,omitempty"`
-	// SecurityGroups are the instances' security groups (sg-…); none: the VPC's default.
+	// VPCID is the VPC of the listed subnets (vpc-…), in which the stack makes the pool's own
+	// security group; needed with subnets and without securityGroups.
+	VPCID string `json:"vpcId,omitempty"`
+	// SecurityGroups are the instances' security groups (sg-…); none: a group of the pool's own,
+	// made by the stack, with no ingress.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
 	Image          Image    `json:"image"`
 	Disk           Disk     `json:"disk,omitempty"`
@@ -246,6 +250,14 @@ func (p *Pool) validate(field func(string) string, gh GitHub) []error {
 		bad("vpc", "want exactly one of id (vpc-…) or default: true")
 	case v != nil && v.ID != "" && !vpcRe.MatchString(v.ID):
 		bad("vpc.id", "%q: want vpc- and hex digits", v.ID)
+	}
+	switch {
+	case p.VPCID != "" && p.VPC != nil:
+		bad("vpcId", "%q with vpc: the lookup finds the VPC; leave vpcId out", p.VPCID)
+	case p.VPCID != "" && !vpcRe.MatchString(p.VPCID):
+		bad("vpcId", "%q: want vpc- and hex digits", p.VPCID)
+	case p.VPCID == "" && len(p.Subnets) > 0 && len(p.SecurityGroups) == 0:
+		bad("vpcId", "empty: the pool lists subnets and no securityGroups, so the stack makes it a security group with no ingress, in the subnets' VPC: name it (vpc-…), or name securityGroups")
 	}
 	if v := p.VPC; v != nil && !slices.Contains([]string{SubnetsPrivate, SubnetsIsolated, SubnetsPublic}, v.SubnetType) {
 		bad("vpc.subnetType", "%q: want private, isolated or public", v.SubnetType)

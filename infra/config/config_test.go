@@ -140,6 +140,13 @@ func TestConfigErrors(t *testing.T) {
 			delete(pool0(m), "subnets")
 			pool0(m)["vpc"] = map[string]any{"default": true, "subnetType": "dmz"}
 		}, `pools[0].vpc.subnetType: "dmz": want private, isolated or public`},
+		{"subnets without their vpc", func(m map[string]any) { delete(pool0(m), "vpcId") },
+			"pools[0].vpcId: empty: the pool lists subnets and no securityGroups, so the stack makes it a security group with no ingress"},
+		{"vpc id malformed", func(m map[string]any) { pool0(m)["vpcId"] = "default" }, `pools[0].vpcId: "default": want vpc- and hex digits`},
+		{"vpc id with a lookup", func(m map[string]any) {
+			delete(pool0(m), "subnets")
+			pool0(m)["vpc"] = map[string]any{"default": true}
+		}, `pools[0].vpcId: "vpc-0123456789abcdef0" with vpc: the lookup finds the VPC`},
 		{"duplicate pool", func(m map[string]any) { m["pools"] = append(m["pools"].([]any), m["pools"].([]any)[0]) }, "pools[1].name"},
 	}
 	for _, tc := range tests {
@@ -162,4 +169,18 @@ func TestConfigErrors(t *testing.T) {
 	_, err := Parse(b)
 	require.Error(t, err)
 	require.True(t, strings.Contains(err.Error(), "stack:") && strings.Contains(err.Error(), "refresh.schedule:"), err.Error())
+}
+
+// TestSecurityGroupsOrVPC: listed subnets need their VPC only for the pool's own security group;
+// a pool that names its groups needs no vpcId.
+func TestSecurityGroupsOrVPC(t *testing.T) {
+	t.Parallel()
+	m := example(t)
+	delete(pool0(m), "vpcId")
+	pool0(m)["securityGroups"] = []any{"sg-0123456789abcdef0"}
+	b, err := yaml.Marshal(m)
+	require.NoError(t, err)
+	cfg, err := Parse(b)
+	require.NoError(t, err)
+	require.Empty(t, cfg.Pools[0].VPCID)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +42,8 @@ func emulatorConfig(ctx context.Context, t *testing.T, ec2c *ec2.Client, server 
 	p := &c.Pools[0]
 	p.Subnets, err = localenv.DefaultSubnets(ctx, ec2c)
 	require.NoError(t, err)
+	p.VPCID, err = localenv.DefaultVPC(ctx, ec2c)
+	require.NoError(t, err)
 	p.AllowedRepositories = append(p.AllowedRepositories, localenv.Repo)
 	p.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "always", Hot: 3}}}
 	require.NoError(t, c.Validate())
@@ -77,18 +78,20 @@ func TestDeployIntoEmulators(t *testing.T) {
 	res, err := cloudformation.NewFromConfig(cfg).ListStackResources(ctx, &cloudformation.ListStackResourcesInput{StackName: aws.String(c.Stack)})
 	require.NoError(t, err)
 	var types []string
-	var function string // the refresh function's physical name
+	var functions []string // the refresh functions' physical names
 	for _, r := range res.StackResourceSummaries {
 		types = append(types, aws.ToString(r.ResourceType))
-		if aws.ToString(r.ResourceType) == "AWS::Lambda::Function" && strings.HasPrefix(aws.ToString(r.LogicalResourceId), "Refresh") {
-			function = aws.ToString(r.PhysicalResourceId)
+		if aws.ToString(r.ResourceType) == "AWS::Lambda::Function" {
+			functions = append(functions, aws.ToString(r.PhysicalResourceId))
 		}
 	}
 	for _, want := range []string{"AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::SQS::Queue", "AWS::EC2::LaunchTemplate", "AWS::SSM::Parameter",
-		"AWS::Lambda::Function", "AWS::Events::Rule", "AWS::IAM::Role", "AWS::IAM::InstanceProfile"} {
+		"AWS::Lambda::Function", "AWS::Events::Rule", "AWS::IAM::Role", "AWS::IAM::InstanceProfile", "AWS::EC2::SecurityGroup"} {
 		require.Contains(t, types, want, "created")
 	}
-	require.NotEmpty(t, function, "the refresh function is among the stack's resources")
+	function := poolconfig.RefreshFunction(c.Stack)
+	require.ElementsMatch(t, []string{function, poolconfig.RefreshEventsFunction(c.Stack)}, functions,
+		"the refresh function and the events function are among the stack's resources")
 
 	// The world around the stack (GitHub stand-in, fleet simulator), attached to it by name.
 	e, err := localenv.Start(ctx, localenv.Options{Stack: c.Stack, Pool: c.Pools[0].Name, Deployed: true, Baked: true, GitHub: gh})

@@ -3,7 +3,6 @@ package stack
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/pkg/refresh"
@@ -11,7 +10,7 @@ import (
 
 // newMonitoring adds the alarms (poison in a dead-letter queue, refresh failing, orphans found)
 // and a dashboard of the refresh metrics (pkg/refresh/metrics.go).
-func newMonitoring(h *hangar, fn awslambda.Function) {
+func newMonitoring(h *hangar, fns refreshFunctions) {
 	metric := func(name, pool, stat string) awscloudwatch.Metric {
 		dims := map[string]*string{"Stack": jsii.String(h.cfg.Stack), "Pool": jsii.String(pool)}
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(refresh.Namespace), MetricName: jsii.String(name),
@@ -25,7 +24,9 @@ func newMonitoring(h *hangar, fn awslambda.Function) {
 			AlarmDescription:   jsii.String(what),
 		})
 	}
-	alarm("RefreshErrors", fn.MetricErrors(nil), "the refresh function failed")
+	// The scheduled refresh is the one that must not fail; the manual function's errors are
+	// mostly refusals of bad requests, and show in the workflow that made them.
+	alarm("RefreshErrors", fns.events.MetricErrors(nil), "the scheduled refresh (the events function) failed")
 	dash := awscloudwatch.NewDashboard(h.stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{DashboardName: jsii.String(h.cfg.Stack)})
 	for _, p := range h.pools {
 		name := p.cfg.Name

@@ -20,6 +20,10 @@ type pool struct {
 	dlq      awssqs.Queue
 	template awsec2.CfnLaunchTemplate
 	doc      awsssm.StringParameter
+	// image is the AMI the template names (a token when an SSM parameter names it), and groups
+	// the template's security groups: the only ones launches may use (roles.go).
+	image  *string
+	groups []*string
 }
 
 func newPool(h *hangar, p *config.Pool) (*pool, error) {
@@ -54,9 +58,18 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		})
 		imageID = param.ValueAsString()
 	}
-	var sgs *[]*string
-	if len(p.SecurityGroups) > 0 {
-		sgs = jsii.Strings(p.SecurityGroups...)
+	out.image = imageID
+	var subnets []poolconfig.Subnet
+	vpcID := p.VPCID
+	if p.VPC != nil {
+		var err error
+		if subnets, vpcID, err = lookupSubnets(h, p); err != nil {
+			return nil, err
+		}
+	}
+	out.groups = *jsii.Strings(p.SecurityGroups...)
+	if len(p.SecurityGroups) == 0 {
+		out.groups = []*string{newSecurityGroup(h, p, vpcID).AttrGroupId()}
 	}
 	out.template = awsec2.NewCfnLaunchTemplate(h.stack, id("Template"), &awsec2.CfnLaunchTemplateProps{
 		LaunchTemplateName: jsii.String(h.cfg.Stack + "-" + p.Name),
@@ -64,7 +77,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 			ImageId:                           imageID,
 			IamInstanceProfile:                &awsec2.CfnLaunchTemplate_IamInstanceProfileProperty{Arn: h.roles.profile.AttrArn()},
 			InstanceInitiatedShutdownBehavior: jsii.String("terminate"),
-			SecurityGroupIds:                  sgs,
+			SecurityGroupIds:                  &out.groups,
 			MetadataOptions: &awsec2.CfnLaunchTemplate_MetadataOptionsProperty{
 				HttpEndpoint: jsii.String("enabled"), HttpTokens: jsii.String("required"),
 				HttpPutResponseHopLimit: jsii.Number(float64(p.MetadataHopLimit)),
@@ -80,13 +93,6 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 			UserData: awscdk.Fn_Base64(userData(h, p, ag)),
 		},
 	})
-	var subnets []poolconfig.Subnet
-	if p.VPC != nil {
-		var err error
-		if subnets, err = lookupSubnets(h, p); err != nil {
-			return nil, err
-		}
-	}
 	spec := p.SpecHash(ag.sha256)
 	body, err := p.Document(config.Deployed{
 		Partition: *h.stack.Partition(), Region: *h.stack.Region(), Account: *h.stack.Account(),
@@ -104,4 +110,18 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		Tier:          awsssm.ParameterTier_STANDARD,
 	})
 	return out, nil
+}
+
+// newSecurityGroup is the group of a pool that names none: no ingress at all, so that nothing
+// reaches a job's services, not even another instance of the stack (the VPC's default group
+// lets its members reach each other); every egress, for GitHub, AWS and what jobs download.
+func newSecurityGroup(h *hangar, p *config.Pool, vpcID string) awsec2.CfnSecurityGroup {
+	return awsec2.NewCfnSecurityGroup(h.stack, jsii.String("Pool-"+p.Name+"-SecurityGroup"), &awsec2.CfnSecurityGroupProps{
+		GroupDescription: jsii.String("Hangar " + h.cfg.Stack + " pool " + p.Name + ": no ingress"),
+		VpcId:            jsii.String(vpcID),
+		SecurityGroupEgress: &[]interface{}{
+			&awsec2.CfnSecurityGroup_EgressProperty{IpProtocol: jsii.String("-1"), CidrIp: jsii.String("0.0.0.0/0"), Description: jsii.String("every egress, IPv4")},
+			&awsec2.CfnSecurityGroup_EgressProperty{IpProtocol: jsii.String("-1"), CidrIpv6: jsii.String("::/0"), Description: jsii.String("every egress, IPv6")},
+		},
+	})
 }

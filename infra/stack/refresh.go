@@ -11,31 +11,28 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
-// newRefresh is the refresh function (cmd/refresh's bootstrap, arm64, provided.al2023), its
-// schedule, and the EC2 events it handles: spot interruption warnings and instances shutting
-// down or terminated.
-func newRefresh(h *hangar, dir string) awslambda.Function {
-	logs := awslogs.NewLogGroup(h.stack, jsii.String("RefreshLogs"), &awslogs.LogGroupProps{
-		LogGroupName:  jsii.String("/aws/lambda/" + h.cfg.Stack + "-refresh"),
-		Retention:     awslogs.RetentionDays_ONE_MONTH,
-		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
-	})
-	h.roles.refresh.AddToPolicy(statement([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []*string{logs.LogGroupArn()}, nil))
-	fn := awslambda.NewFunction(h.stack, jsii.String("Refresh"), &awslambda.FunctionProps{
-		FunctionName: jsii.String(poolconfig.RefreshFunction(h.cfg.Stack)),
-		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
-		Handler:      jsii.String("bootstrap"),
-		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
-		Role:         h.roles.refresh,
-		LogGroup:     logs,
-		MemorySize:   jsii.Number(256),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(55)),
-		// One refresh at a time is enough; two are safe (leases, conditional writes) but waste.
-		ReservedConcurrentExecutions: jsii.Number(2),
-		Environment:                  &map[string]*string{"HANGAR_STACK": jsii.String(h.cfg.Stack)},
-	})
-	target := awseventstargets.NewLambdaFunction(fn, &awseventstargets.LambdaFunctionProps{RetryAttempts: jsii.Number(0)})
+// refreshFunctions are the stack's two refresh functions: one code (cmd/refresh's bootstrap,
+// arm64, provided.al2023), two invokers.
+type refreshFunctions struct {
+	// manual is the function the workflows may invoke (the action's mode: refresh); it takes
+	// manual refreshes only.
+	manual awslambda.Function
+	// events is the function EventBridge invokes, and nothing else may: the schedule, spot
+	// interruption warnings and instances shutting down or terminated. Were EC2's events taken
+	// from the workflows, any allowed repository could mark another's instances terminated.
+	events awslambda.Function
+}
+
+// newRefresh makes both functions, the schedule and the EC2 events the events function handles.
+func newRefresh(h *hangar, dir string) refreshFunctions {
+	fns := refreshFunctions{
+		manual: refreshFunction(h, dir, "Refresh", poolconfig.RefreshFunction(h.cfg.Stack), nil),
+		events: refreshFunction(h, dir, "RefreshEvents", poolconfig.RefreshEventsFunction(h.cfg.Stack),
+			map[string]*string{poolconfig.RefreshSourceEnv: jsii.String(poolconfig.RefreshSourceEventBridge)}),
+	}
+	// The targets add each rule's permission to invoke the events function (its resource policy,
+	// for events.amazonaws.com from that rule); no identity of the stack is granted it.
+	target := awseventstargets.NewLambdaFunction(fns.events, &awseventstargets.LambdaFunctionProps{RetryAttempts: jsii.Number(0)})
 	awsevents.NewRule(h.stack, jsii.String("RefreshSchedule"), &awsevents.RuleProps{
 		Schedule: awsevents.Schedule_Expression(jsii.String(h.cfg.Refresh.Schedule)),
 		Targets:  &[]awsevents.IRuleTarget{target},
@@ -49,5 +46,33 @@ func newRefresh(h *hangar, dir string) awslambda.Function {
 			Detail: &map[string]interface{}{"state": []string{"shutting-down", "terminated"}}},
 		Targets: &[]awsevents.IRuleTarget{target},
 	})
-	return fn
+	return fns
+}
+
+// refreshFunction is one refresh function named name, with its log group and extra environment.
+func refreshFunction(h *hangar, dir, id, name string, env map[string]*string) awslambda.Function {
+	logs := awslogs.NewLogGroup(h.stack, jsii.String(id+"Logs"), &awslogs.LogGroupProps{
+		LogGroupName:  jsii.String("/aws/lambda/" + name),
+		Retention:     awslogs.RetentionDays_ONE_MONTH,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	h.roles.refresh.AddToPolicy(statement([]string{"logs:CreateLogStream", "logs:PutLogEvents"}, []*string{logs.LogGroupArn()}, nil))
+	vars := map[string]*string{"HANGAR_STACK": jsii.String(h.cfg.Stack)}
+	for k, v := range env {
+		vars[k] = v
+	}
+	return awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
+		FunctionName: jsii.String(name),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		Role:         h.roles.refresh,
+		LogGroup:     logs,
+		MemorySize:   jsii.Number(256),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(55)),
+		// One refresh at a time is enough; two are safe (leases, conditional writes) but waste.
+		ReservedConcurrentExecutions: jsii.Number(2),
+		Environment:                  &vars,
+	})
 }

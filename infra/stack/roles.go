@@ -78,10 +78,14 @@ func (r *roles) grant(h *hangar) {
 	indexes := h.arn("dynamodb", "table/"+h.cfg.Stack+"-instances/index/*")
 	poolDocs := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools/*")
 	poolPath := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools")
-	var queues, templates []*string
+	var queues, templates, images, groups []*string
 	for _, p := range h.pools {
 		queues = append(queues, p.queue.QueueArn(), p.dlq.QueueArn())
 		templates = append(templates, h.arn("ec2", "launch-template/"+*p.template.Ref()))
+		images = append(images, awsArn(h, "ec2", "", "image/"+*p.image))
+		for _, g := range p.groups {
+			groups = append(groups, h.arn("ec2", "security-group/"+*g))
+		}
 	}
 	stackTag := map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
 	// Each instance's doorbell (package doorbell): a queue named for the stack and the instance,
@@ -128,15 +132,7 @@ func (r *roles) grant(h *hangar) {
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
 		}),
 		statement([]string{"sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
-		// Launches: only from the stack's templates, only instances tagged as the stack's.
-		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, templates, nil),
-		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
-			"StringEquals": map[string]interface{}{"aws:RequestTag/" + fleet.TagStack: h.cfg.Stack},
-			"ArnLike":      map[string]interface{}{"ec2:LaunchTemplate": templates},
-		}),
-		statement([]string{"ec2:CreateFleet", "ec2:RunInstances"}, []*string{h.arn("ec2", "fleet/*"), h.arn("ec2", "volume/*"),
-			h.arn("ec2", "network-interface/*"), h.arn("ec2", "subnet/*"), h.arn("ec2", "security-group/*"),
-			awsArn(h, "ec2", "", "image/*"), h.arn("ec2", "spot-instances-request/*")}, nil),
+		// Launches: see launches.
 		statement([]string{"ec2:CreateTags"}, []*string{h.arn("ec2", "instance/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "fleet/*")},
 			map[string]interface{}{"StringEquals": map[string]interface{}{"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}),
 		statement([]string{"ec2:DeleteTags"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
@@ -144,10 +140,13 @@ func (r *roles) grant(h *hangar) {
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{fleet.TagUnrecorded}},
 		}),
 		statement([]string{"ec2:DescribeInstances", "ec2:DescribeInstanceTypes"}, []*string{jsii.String("*")}, nil),
+		// The instance profile's role, to EC2 alone, and no other role: launches use the
+		// templates' profile (the launch statements admit no other template).
 		statement([]string{"iam:PassRole"}, []*string{r.instance.RoleArn()}, map[string]interface{}{
 			"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"},
 		}),
 	}
+	common = append(common, launches(h, templates, images, groups)...)
 	for _, s := range common {
 		r.workflow.AddToPolicy(s)
 		r.refresh.AddToPolicy(s)
@@ -159,12 +158,50 @@ func (r *roles) grant(h *hangar) {
 	r.workflow.AddToPolicy(statement([]string{"ec2:StartInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag}))
 	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
-	// function, and no other.
+	// function, and no other: not the events function, so they cannot forge EC2's events.
 	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
 	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag}))
 	// The hourly sweep of doorbells left without a live instance lists them by name.
 	r.refresh.AddToPolicy(statement([]string{"sqs:ListQueues"}, []*string{h.arn("sqs", "*")}, nil))
+}
+
+// launches are the statements that let the workflows and refresh launch instances: an instant
+// EC2 Fleet (pkg/fleet) from one of the stack's launch templates, and nothing else, so that no
+// trusted repository can run a machine of its own with the instance profile (which opens every
+// token sealed for that machine, docs/security.md).
+//
+//   - ec2:CreateFleet on the stack's templates only, on instances only from them
+//     (ec2:LaunchTemplate) and tagged as the stack's; images only the pools' AMIs (a fleet's
+//     overrides may name an image: no other is allowed); security groups only the pools'.
+//   - ec2:RunInstances: an instant fleet launches through RunInstances, authorized as the caller
+//     and made by EC2 Fleet on its behalf (CloudTrail shows it invoked by ec2fleet.amazonaws.com),
+//     so it carries aws:ViaAWSService. A RunInstances the role sends itself does not, and is
+//     refused: with a launch template it could replace the template's user data, for which IAM
+//     has no condition key.
+func launches(h *hangar, templates, images, groups []*string) []awsiam.PolicyStatement {
+	viaFleet := map[string]interface{}{"Bool": map[string]interface{}{"aws:ViaAWSService": "true"}}
+	both := func(resources []*string, cond map[string]interface{}) []awsiam.PolicyStatement {
+		run := map[string]interface{}{}
+		for k, v := range cond {
+			run[k] = v
+		}
+		for k, v := range viaFleet {
+			run[k] = v
+		}
+		return []awsiam.PolicyStatement{statement([]string{"ec2:CreateFleet"}, resources, cond), statement([]string{"ec2:RunInstances"}, resources, run)}
+	}
+	var out []awsiam.PolicyStatement
+	out = append(out, both(templates, nil)...)
+	out = append(out, both([]*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
+		"StringEquals": map[string]interface{}{"aws:RequestTag/" + fleet.TagStack: h.cfg.Stack},
+		"ArnLike":      map[string]interface{}{"ec2:LaunchTemplate": templates},
+	})...)
+	out = append(out, both(images, nil)...)
+	out = append(out, both(groups, nil)...)
+	out = append(out, both([]*string{h.arn("ec2", "fleet/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "network-interface/*"),
+		h.arn("ec2", "subnet/*"), h.arn("ec2", "spot-instances-request/*")}, nil)...)
+	return out
 }
 
 // awsArn is an ARN with an explicit account part ("" for public resources such as AMIs).

@@ -75,8 +75,7 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 		h.pools = append(h.pools, p)
 	}
 	h.roles.grant(h)
-	fn := newRefresh(h, assets.RefreshDir)
-	newMonitoring(h, fn)
+	newMonitoring(h, newRefresh(h, assets.RefreshDir))
 	awscdk.NewCfnOutput(h.stack, jsii.String("WorkflowRoleArn"), &awscdk.CfnOutputProps{
 		Value: h.roles.workflow.RoleArn(), Description: jsii.String("role-to-assume for aws-actions/configure-aws-credentials in workflows that use Hangar"),
 	})

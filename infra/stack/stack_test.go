@@ -153,15 +153,89 @@ func TestPoolDocument(t *testing.T) {
 	}
 }
 
+// function returns the logical id and properties of the Lambda function named name.
+func function(t *testing.T, name string) (string, map[string]any) {
+	t.Helper()
+	for id, fn := range resources("AWS::Lambda::Function") {
+		if fn["FunctionName"] == name {
+			return id, fn
+		}
+	}
+	t.Fatalf("no function %s", name)
+	return "", nil
+}
+
 func TestRefreshFunction(t *testing.T) {
-	fn := only(t, "AWS::Lambda::Function")
-	require.Equal(t, "provided.al2023", fn["Runtime"])
-	require.Equal(t, []any{"arm64"}, fn["Architectures"])
-	require.Equal(t, "hangar", fn["Environment"].(map[string]any)["Variables"].(map[string]any)["HANGAR_STACK"])
+	require.Len(t, resources("AWS::Lambda::Function"), 2, "the function the workflows invoke, and the events function")
+	for _, name := range []string{"hangar-refresh", "hangar-refresh-events"} {
+		_, fn := function(t, name)
+		require.Equal(t, "provided.al2023", fn["Runtime"], name)
+		require.Equal(t, []any{"arm64"}, fn["Architectures"], name)
+		require.Equal(t, "hangar", fn["Environment"].(map[string]any)["Variables"].(map[string]any)["HANGAR_STACK"], name)
+	}
 	rules := js(resources("AWS::Events::Rule"))
 	for _, want := range []string{"rate(1 minute)", "EC2 Spot Instance Interruption Warning", "EC2 Instance State-change Notification"} {
 		require.Contains(t, rules, want)
 	}
+}
+
+// TestEC2EventsOnlyFromEventBridge: the schedule and EC2's events go to the events function
+// alone, which EventBridge's rules alone may invoke; the workflows may invoke only the other
+// function, which runs without the events mode (it refuses EC2 events, cmd/refresh).
+func TestEC2EventsOnlyFromEventBridge(t *testing.T) {
+	manualID, manual := function(t, poolconfig.RefreshFunction("hangar"))
+	eventsID, events := function(t, poolconfig.RefreshEventsFunction("hangar"))
+	vars := func(fn map[string]any) map[string]any {
+		return fn["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
+	require.Equal(t, poolconfig.RefreshSourceEventBridge, vars(events)[poolconfig.RefreshSourceEnv])
+	require.NotContains(t, vars(manual), poolconfig.RefreshSourceEnv, "the workflows' function takes no event")
+
+	rules := resources("AWS::Events::Rule")
+	require.Len(t, rules, 3)
+	for id, r := range rules {
+		targets := js(r["Targets"])
+		require.Contains(t, targets, `"Fn::GetAtt":["`+eventsID+`","Arn"]`, "%s targets the events function", id)
+		require.NotContains(t, targets, manualID, id)
+	}
+	perms := resources("AWS::Lambda::Permission")
+	require.Len(t, perms, 3, "one per rule")
+	for id, p := range perms {
+		require.Equal(t, "events.amazonaws.com", p["Principal"], id)
+		require.Contains(t, js(p["FunctionName"]), eventsID, id)
+		require.Contains(t, js(p["SourceArn"]), "Arn", "%s: from its rule only", id)
+	}
+
+	for roles, ss := range statements(t) {
+		for _, s := range ss {
+			if !slices.Contains(actions(s), "lambda:InvokeFunction") {
+				continue
+			}
+			res := js(s["Resource"])
+			require.NotContains(t, res, "refresh-events", "%s may invoke the events function: %s", roles, js(s))
+			require.NotContains(t, res, eventsID, roles)
+			require.NotContains(t, res, "function:*", roles)
+			require.NotContains(t, res, "function:hangar-refresh*", roles)
+		}
+	}
+}
+
+// TestSecurityGroup: a pool that names no security group gets one of its own, with no ingress,
+// in its subnets' VPC, and its template uses it (not the VPC's default group).
+func TestSecurityGroup(t *testing.T) {
+	sgs := resources("AWS::EC2::SecurityGroup")
+	require.Len(t, sgs, 1)
+	var id string
+	for k, sg := range sgs {
+		id = k
+		require.Equal(t, "vpc-0123456789abcdef0", sg["VpcId"])
+		require.Empty(t, sg["SecurityGroupIngress"], "no ingress")
+		require.JSONEq(t, `[{"CidrIp":"0.0.0.0/0","Description":"every egress, IPv4","IpProtocol":"-1"},{"CidrIpv6":"::/0","Description":"every egress, IPv6","IpProtocol":"-1"}]`,
+			js(sg["SecurityGroupEgress"]))
+	}
+	require.Empty(t, resources("AWS::EC2::SecurityGroupIngress"), "no ingress added apart")
+	data := only(t, "AWS::EC2::LaunchTemplate")["LaunchTemplateData"].(map[string]any)
+	require.JSONEq(t, `[{"Fn::GetAtt":["`+id+`","GroupId"]}]`, js(data["SecurityGroupIds"]))
 }
 
 func TestMonitoring(t *testing.T) {
@@ -292,6 +366,91 @@ func TestWorkflowRole(t *testing.T) {
 		require.Contains(t, trust, fmt.Sprintf(`"repo:%s:*"`, repo))
 	}
 	only(t, "AWS::IAM::OIDCProvider")
+}
+
+// launchWildcards are the launch resources any of which a launch may make or use: what it makes
+// (the fleet, instance, volumes, interfaces, spot requests) and the subnets a fleet's overrides
+// name. Templates, images and security groups are named one by one.
+var launchWildcards = []string{":fleet/*", ":instance/*", ":volume/*", ":network-interface/*", ":subnet/*", ":spot-instances-request/*"}
+
+// TestLaunchesOnlyFromTemplates: for every role that launches, every statement that allows
+// ec2:CreateFleet or ec2:RunInstances allows only the stack's launch templates, instances only
+// from them and tagged as the stack's, the pools' images and security groups and no others; a
+// RunInstances only when EC2 Fleet makes it on the role's behalf (a direct one could replace the
+// template's user data); iam:PassRole only of the instance role, only to EC2.
+func TestLaunchesOnlyFromTemplates(t *testing.T) {
+	templateID := ""
+	for id := range resources("AWS::EC2::LaunchTemplate") {
+		templateID = id
+	}
+	sgID := ""
+	for id := range resources("AWS::EC2::SecurityGroup") {
+		sgID = id
+	}
+	for _, role := range []string{"WorkflowRole", "RefreshRole"} {
+		var launch, instances, images, groups int
+		for _, s := range policyOf(t, role) {
+			acts := actions(s)
+			if !slices.Contains(acts, "ec2:CreateFleet") && !slices.Contains(acts, "ec2:RunInstances") {
+				continue
+			}
+			launch++
+			cond := js(s["Condition"])
+			if slices.Contains(acts, "ec2:RunInstances") {
+				require.Contains(t, cond, `"Bool":{"aws:ViaAWSService":"true"}`, "%s: a RunInstances not made by EC2 Fleet: %s", role, js(s))
+			}
+			rs, ok := s["Resource"].([]any)
+			if !ok {
+				rs = []any{s["Resource"]}
+			}
+			for _, r := range rs {
+				res := js(r)
+				require.NotEqual(t, `"*"`, res, "%s: %s", role, js(s))
+				switch {
+				case strings.Contains(res, ":launch-template/"):
+					require.Contains(t, res, `{"Ref":"`+templateID+`"}`, "%s: only the stack's templates: %s", role, res)
+				case strings.Contains(res, ":image/"):
+					images++
+					require.Contains(t, res, `{"Ref":"Poollinuxx64Image"}`, "%s: only the pools' images: %s", role, res)
+				case strings.Contains(res, ":security-group/"):
+					groups++
+					require.Contains(t, res, `{"Fn::GetAtt":["`+sgID+`","GroupId"]}`, "%s: only the pools' security groups: %s", role, res)
+				case strings.Contains(res, ":instance/*"):
+					instances++
+					require.Contains(t, cond, `"ArnLike":{"ec2:LaunchTemplate":[`, "%s: an instance not from the stack's templates: %s", role, js(s))
+					require.Contains(t, cond, `{"Ref":"`+templateID+`"}`, role)
+					require.Contains(t, cond, `"aws:RequestTag/hangar:stack":"hangar"`, role)
+				default:
+					require.True(t, slices.ContainsFunc(launchWildcards, func(w string) bool { return strings.HasSuffix(strings.Trim(res, `"]}`), w) }),
+						"%s: a launch resource not accounted for: %s", role, res)
+				}
+			}
+		}
+		require.NotZero(t, launch, role)
+		require.Equal(t, 2, instances, "%s: CreateFleet and RunInstances of instances", role)
+		require.Equal(t, 2, images, role)
+		require.Equal(t, 2, groups, role)
+	}
+
+	var passes int
+	for roles, ss := range statements(t) {
+		for _, s := range ss {
+			if !slices.Contains(actions(s), "iam:PassRole") {
+				continue
+			}
+			passes++
+			require.Equal(t, []string{"iam:PassRole"}, actions(s), roles)
+			var instanceRole string
+			for id := range resources("AWS::IAM::Role") {
+				if strings.HasPrefix(id, "InstanceRole") {
+					instanceRole = id
+				}
+			}
+			require.JSONEq(t, `{"Fn::GetAtt":["`+instanceRole+`","Arn"]}`, js(s["Resource"]), "%s: passes another role than the instance role", roles)
+			require.JSONEq(t, `{"StringEquals":{"iam:PassedToService":"ec2.amazonaws.com"}}`, js(s["Condition"]), roles)
+		}
+	}
+	require.Equal(t, 2, passes, "the workflow role and refresh pass the instance role, no one else passes any")
 }
 
 func TestRefreshRole(t *testing.T) {

@@ -11,12 +11,12 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
-// lookupSubnets finds a pool's subnets by its VPC lookup. The CDK CLI performs the lookup (and
+// lookupSubnets finds a pool's subnets, and their VPC's id, by its VPC lookup. The CDK CLI performs the lookup (and
 // caches it in cdk.context.json); until it has, CDK answers with a dummy VPC and the CLI
 // synthesizes again, so a dummy never deploys.
-func lookupSubnets(h *hangar, p *config.Pool) ([]poolconfig.Subnet, error) {
+func lookupSubnets(h *hangar, p *config.Pool) ([]poolconfig.Subnet, string, error) {
 	if *awscdk.Token_IsUnresolved(h.stack.Account()) || *awscdk.Token_IsUnresolved(h.stack.Region()) {
-		return nil, fmt.Errorf("pool %s: vpc: a VPC lookup needs the stack's account and region: deploy with npx cdk (which sets them), or list subnets", p.Name)
+		return nil, "", fmt.Errorf("pool %s: vpc: a VPC lookup needs the stack's account and region: deploy with npx cdk (which sets them), or list subnets", p.Name)
 	}
 	opts := &awsec2.VpcLookupOptions{}
 	if p.VPC.ID != "" {
@@ -41,8 +41,8 @@ func lookupSubnets(h *hangar, p *config.Pool) ([]poolconfig.Subnet, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("pool %s: vpc: %s has no %s subnets (public %d, private %d, isolated %d): set vpc.subnetType",
+		return nil, "", fmt.Errorf("pool %s: vpc: %s has no %s subnets (public %d, private %d, isolated %d): set vpc.subnetType",
 			p.Name, *vpc.VpcId(), p.VPC.SubnetType, len(*vpc.PublicSubnets()), len(*vpc.PrivateSubnets()), len(*vpc.IsolatedSubnets()))
 	}
-	return out, nil
+	return out, *vpc.VpcId(), nil
 }

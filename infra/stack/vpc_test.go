@@ -20,7 +20,7 @@ func vpcConfig(t *testing.T, vpc config.VPC) *config.Config {
 	c, err := config.Load("../hangar.example.yaml")
 	require.NoError(t, err)
 	c.Stack = "hangar-vpc"
-	c.Pools[0].Subnets, c.Pools[0].VPC = nil, &vpc
+	c.Pools[0].Subnets, c.Pools[0].VPC, c.Pools[0].VPCID = nil, &vpc, ""
 	require.NoError(t, c.Validate())
 	return c
 }
@@ -45,7 +45,7 @@ var lookedUp = map[string]any{
 
 // TestVPCLookup: a pool may name a VPC instead of subnets. The first synthesis asks for the
 // lookup, as it does under the CDK CLI; given the CLI's answer, the pool document lists the
-// VPC's subnets of the pool's type.
+// VPC's subnets of the pool's type, and the pool's own security group is made in that VPC.
 func TestVPCLookup(t *testing.T) {
 	cfg := vpcConfig(t, config.VPC{ID: "vpc-0123456789abcdef0", SubnetType: config.SubnetsPrivate})
 	first := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
@@ -69,8 +69,12 @@ func TestVPCLookup(t *testing.T) {
 		}
 	}
 	require.NoError(t, json.Unmarshal(raw, &tpl))
-	found := false
+	found, group := false, false
 	for _, r := range tpl.Resources {
+		if r.Type == "AWS::EC2::SecurityGroup" {
+			require.Equal(t, "vpc-0123456789abcdef0", r.Properties["VpcId"], "the looked-up VPC")
+			group = true
+		}
 		if r.Type == "AWS::SSM::Parameter" {
 			s, ok := r.Properties["Value"].(string)
 			if !ok { // the document embeds references: Fn::Join of its parts
@@ -84,6 +88,7 @@ func TestVPCLookup(t *testing.T) {
 		}
 	}
 	require.True(t, found, "the pool document is in the template")
+	require.True(t, group, "the pool's security group is in the template")
 }
 
 func TestVPCLookupErrors(t *testing.T) {

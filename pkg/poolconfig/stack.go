@@ -57,3 +57,16 @@ func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
 // RefreshFunction is the name of stack's refresh function: the stack gives it this name, and
 // the action's refresh mode invokes it by this name.
 func RefreshFunction(stack string) string { return stack + "-refresh" }
+
+// RefreshEventsFunction is the name of the stack's second refresh function, the same code run by
+// EventBridge alone: the schedule and EC2's spot interruption warnings and state changes. No
+// workflow may invoke it, so no workflow can forge an EC2 event.
+func RefreshEventsFunction(stack string) string { return stack + "-refresh-events" }
+
+// RefreshSourceEnv names the environment variable that tells a refresh function who invokes it:
+// RefreshSourceEventBridge for RefreshEventsFunction; unset for RefreshFunction, which takes
+// only manual refreshes ({"action":"refresh"}).
+const (
+	RefreshSourceEnv         = "HANGAR_REFRESH_SOURCE"
+	RefreshSourceEventBridge = "eventbridge"
+)

@@ -484,6 +484,18 @@ func DefaultSubnets(ctx context.Context, client *ec2.Client) ([]poolconfig.Subne
 	return subnets, nil
 }
 
+// DefaultVPC is the id of the emulator's default VPC, that of DefaultSubnets.
+func DefaultVPC(ctx context.Context, client *ec2.Client) (string, error) {
+	out, err := client.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: []ec2types.Filter{{Name: aws.String("is-default"), Values: []string{"true"}}}})
+	if err != nil {
+		return "", fmt.Errorf("describe the default VPC: %w", err)
+	}
+	if len(out.Vpcs) == 0 {
+		return "", errors.New("moto has no default VPC")
+	}
+	return aws.ToString(out.Vpcs[0].VpcId), nil
+}
+
 // Wiring returns the steps' wiring for the local world; ec2Client replaces the EC2 client when
 // set (fault injection).
 func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error) {

@@ -124,8 +124,8 @@ func coldStartTimes(ctx context.Context, e *localenv.Env, bootstrap string) ([]t
 	var out []time.Duration
 	for range coldStarts {
 		start := time.Now()
-		fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
-			Env: append(e.Environ(), "HANGAR_STACK="+e.Stack)})
+		fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
+			Env: append(e.Environ(), "HANGAR_STACK="+e.Stack, poolconfig.RefreshSourceEnv+"="+poolconfig.RefreshSourceEventBridge)})
 		if err != nil {
 			return nil, err
 		}

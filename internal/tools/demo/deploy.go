@@ -42,6 +42,7 @@ type deployment struct {
 	stack   string
 	server  string // the GitHub server the stack serves: the stand-in's URL
 	subnets []poolconfig.Subnet
+	vpc     string // the subnets' VPC
 }
 
 // newDeployment builds the CDK app, as a local world build (testbuild.Tags) so that the stack
@@ -55,11 +56,15 @@ func newDeployment(ctx context.Context, stack, dir, server string) (*deployment,
 	if err != nil {
 		return nil, err
 	}
+	vpc, err := localenv.DefaultVPC(ctx, ec2.NewFromConfig(cfg))
+	if err != nil {
+		return nil, err
+	}
 	infra, err := filepath.Abs("infra")
 	if err != nil {
 		return nil, err
 	}
-	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, server: server, subnets: subnets}
+	d := &deployment{aws: cfg, dir: dir, app: filepath.Join(dir, "hangar-infra"), infra: infra, stack: stack, server: server, subnets: subnets, vpc: vpc}
 	build := exec.CommandContext(ctx, "go", "build", "-tags", testbuild.Tags, "-o", d.app, ".")
 	build.Dir = infra
 	if out, err := build.CombinedOutput(); err != nil {
@@ -71,7 +76,7 @@ func newDeployment(ctx context.Context, stack, dir, server string) (*deployment,
 // deploy writes the config for s, synthesizes it and deploys it (creating or updating the stack).
 func (d *deployment) deploy(ctx context.Context, s settings) (*emustack.Deployed, error) {
 	var b bytes.Buffer
-	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Server": d.server, "Subnets": d.subnets,
+	if err := configTemplate.Execute(&b, map[string]any{"Stack": d.stack, "Repo": localenv.Repo, "Server": d.server, "Subnets": d.subnets, "VPC": d.vpc,
 		"AMI": localenv.AMI, "Idle": s.Idle.String(), "Hot": s.Hot}); err != nil {
 		return nil, fmt.Errorf("write the config: %w", err)
 	}
