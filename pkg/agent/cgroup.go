@@ -52,6 +52,16 @@ func cgroupMount(mountinfo io.Reader) (string, error) {
 	return "", errors.New("no cgroup2 file system is mounted (cgroup v2 is required to contain runs)")
 }
 
+// selfCgroupMount is the cgroup2 mount point of this process's mount namespace.
+func selfCgroupMount() (string, error) {
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("find the cgroup2 mount: %w", err)
+	}
+	defer mi.Close()
+	return cgroupMount(mi)
+}
+
 // unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, …).
 func unescapeMountinfo(s string) string {
 	var b strings.Builder
@@ -89,12 +99,7 @@ func ownCgroup(procCgroup io.Reader) (string, error) {
 // /proc/self/mountinfo) joined with the agent's path in it (from /proc/self/cgroup). systemd
 // delegates it to the agent (Delegate=yes in its unit).
 func DefaultCgroupRoot() (string, error) {
-	mi, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("find the cgroup2 mount: %w", err)
-	}
-	defer mi.Close()
-	mount, err := cgroupMount(mi)
+	mount, err := selfCgroupMount()
 	if err != nil {
 		return "", err
 	}
@@ -145,12 +150,7 @@ func setupCgroups(root string) (*cgroups, error) {
 
 // relativeToMount returns dir's path inside the cgroup2 file system it lies on.
 func relativeToMount(dir string) (string, error) {
-	mi, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", fmt.Errorf("find the cgroup2 mount: %w", err)
-	}
-	defer mi.Close()
-	mount, err := cgroupMount(mi)
+	mount, err := selfCgroupMount()
 	if err != nil {
 		return "", err
 	}
