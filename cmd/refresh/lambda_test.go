@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -33,7 +34,7 @@ func invoke(t *testing.T, fn *lambdaemu.Emulator, event string) lambdaemu.Result
 func buildBootstrap(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w", "-o", out, ".")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", "lambda.norpc,"+testbuild.Tags, "-ldflags", "-s -w", "-o", out, ".")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)

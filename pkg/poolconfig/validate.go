@@ -174,8 +174,6 @@ func (r Runner) validate(pool string) []error {
 		bad("baseUrl", "%q: want an https URL", r.BaseURL)
 	case u.Scheme == "http" && !isLoopback(u.Hostname()):
 		bad("baseUrl", "%q: plain http only for a loopback host; want https", r.BaseURL)
-	case u.Scheme == "http" && !ghapi.LocalWorld:
-		bad("baseUrl", "%q: plain http only in the local world's builds (-tags localworld); want https", r.BaseURL)
 	case u.Scheme != "https" && u.Scheme != "http":
 		bad("baseUrl", "%q: want an https URL", r.BaseURL)
 	}

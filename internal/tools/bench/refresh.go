@@ -17,6 +17,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
@@ -190,7 +191,7 @@ func seedFleet(ctx context.Context, store *state.Store, pool string) error {
 // path and size.
 func buildBootstrap(ctx context.Context, dir string) (string, int64, error) {
 	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "lambda.norpc", "-ldflags", "-s -w", "-o", out, "./cmd/refresh")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", "lambda.norpc,"+testbuild.Tags, "-ldflags", "-s -w", "-o", out, "./cmd/refresh")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", 0, fmt.Errorf("build bootstrap: %w\n%s", err, b)
