@@ -4,13 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
 
 // clearOwnKeyrings clears the calling user's user, user-session and persistent keyrings. A kernel
 // without persistent keyrings has none to clear.
+//
+// It runs on one OS thread throughout: the persistent keyring is cleared by possession, through
+// the process keyring it is linked into, and the kernel installs a new process keyring in the
+// credentials of the calling thread alone, so a call from another thread of the process would
+// not possess it (EACCES).
 func clearOwnKeyrings() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for _, ring := range []struct {
 		name string
 		id   int
