@@ -83,7 +83,7 @@ synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hang
 	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .
 
 demo: testbed-up infra-assets ## the whole lifecycle locally: the stack deployed into the emulators, provision (cold) → jobs → release → reuse → expiry → warm pool
-	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run $(LOCALWORLD) ./internal/tools/demo
+	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run $(LOCALWORLD) ./internal/cmd/demo
 
 test-short: ## unit tests only, no emulators
 	$(GO) test $(LOCALWORLD) -race -short ./...
@@ -114,7 +114,7 @@ $(GOLANGCI): tools/go.mod tools/go.sum
 	cd tools && CGO_ENABLED=0 $(GO) build -o ../$(GOLANGCI) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 bench: testbed-up ## the scoreboard: measure every target on the emulators with real agents; prints a markdown table and writes bench.json (docs/benchmarks.md)
-	$(WITH_TESTBED) $(GO) run $(LOCALWORLD) ./internal/tools/bench
+	$(WITH_TESTBED) $(GO) run $(LOCALWORLD) ./internal/cmd/bench
 
 test-reliability: testbed-up ## the reliability suite in full (races, crashes, faults, partitions, bad input, secrets, soak); make test runs its short form
 	$(WITH_TESTBED) HANGAR_RELIABILITY=full $(GO) test $(LOCALWORLD) -race -count=1 -timeout 60m ./internal/reliability/...

@@ -271,7 +271,7 @@ cmd_up() {
   curl -s -o /dev/null -X POST "http://127.0.0.1:$MOTO_PORT/moto-api/config" -H 'Content-Type: application/json' \
     -d '{"lambda":{"use_docker":false},"batch":{"use_docker":false}}'
   start dynamodb-local "http://127.0.0.1:$DDB_PORT/" \
-    java -Djava.library.path="$DDB_DIR/package/emulator/DynamoDBLocal_lib" -jar "$DDB_DIR/package/emulator/DynamoDBLocal.jar" \
+    env -C "$DDB_DIR" java -Djava.library.path="$DDB_DIR/package/emulator/DynamoDBLocal_lib" -jar "$DDB_DIR/package/emulator/DynamoDBLocal.jar" \
     -inMemory -sharedDb -disableTelemetry -port "$DDB_PORT"
   start imds "http://127.0.0.1:$IMDS_PORT/" "$AEMM_BIN" -n 127.0.0.1 -p "$IMDS_PORT" -I
   write_env

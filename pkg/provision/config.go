@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -88,8 +88,8 @@ func (c *Config) Validate() error {
 	} else if err := state.ValidatePool(c.Pool); err != nil {
 		bad("pool", "%v", err)
 	}
-	if c.Count < 1 || c.Count > pool.MaxCount {
-		bad("instance-count", "%d: want 1 to %d", c.Count, pool.MaxCount)
+	if c.Count < 1 || c.Count > offers.MaxCount {
+		bad("instance-count", "%d: want 1 to %d", c.Count, offers.MaxCount)
 	}
 	if c.UsageClass != "" {
 		if err := poolconfig.ValidateMarket(c.UsageClass); err != nil {
@@ -97,7 +97,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, p := range c.InstanceTypes {
-		if err := pool.ValidateTypePattern(p); err != nil {
+		if err := offers.ValidateTypePattern(p); err != nil {
 			bad("allowed-instance-types", "%v", err)
 		}
 	}

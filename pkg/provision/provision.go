@@ -16,7 +16,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -33,12 +33,12 @@ type Store interface {
 	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
 }
 
-// Claimer claims idle instances from the pool (pool.Selector).
+// Claimer claims idle instances from the pool (offers.Selector).
 type Claimer interface {
-	Claim(ctx context.Context, req pool.Request) (pool.Result, error)
+	Claim(ctx context.Context, req offers.Request) (offers.Result, error)
 }
 
-// Publisher offers instances back to the pool (pool.Queue).
+// Publisher offers instances back to the pool (offers.Queue).
 type Publisher interface {
 	Publish(ctx context.Context, insts ...*state.Instance) error
 }

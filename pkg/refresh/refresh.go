@@ -18,7 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -49,11 +49,11 @@ type Launcher interface {
 }
 
 // Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
-// how many offers a pool's queue holds (pool.Directory).
+// how many offers a pool's queue holds (offers.Directory).
 type Pools interface {
 	Publish(ctx context.Context, insts ...*state.Instance) error
 	Depth(ctx context.Context, pool string) (int, error)
-	Tidy(ctx context.Context, pool string, offered []state.Instance, items pool.Items) (pool.TidyStats, error)
+	Tidy(ctx context.Context, pool string, offered []state.Instance, items offers.Items) (offers.TidyStats, error)
 }
 
 // Deps are refresh's collaborators.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -326,7 +326,7 @@ func TestRefreshTidiesOffers(t *testing.T) {
 		require.NoError(t, err)
 		for _, m := range out.Messages {
 			seen++
-			msg, err := pool.ParseMessage(aws.ToString(m.Body), e.Pool)
+			msg, err := offers.ParseMessage(aws.ToString(m.Body), e.Pool)
 			require.NoError(t, err)
 			if msg.InstanceID == kept.ID {
 				_, err = client.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: &e.Doc.QueueURL, ReceiptHandle: m.ReceiptHandle})

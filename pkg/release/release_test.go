@@ -17,7 +17,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -124,7 +124,7 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 	owner, name, _ := strings.Cut(localenv.Repo, "/")
 	gh, err := ghapi.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
 	require.NoError(t, err)
-	dir := &pool.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
+	dir := &offers.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 	releaser, err := release.New(release.Config{DeregisterTimeout: 3 * time.Second},
 		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Runners: e.RunnerNames(), Log: quiet})
 	require.NoError(t, err)

@@ -4,7 +4,7 @@
 //
 //   - action inputs, given to the real provision, release and refresh-invoke step binaries;
 //   - pool documents, parsed by pkg/poolconfig and read by the provision step from SSM;
-//   - pool messages (poison), parsed by pkg/pool and sent to a pool's queue ahead of a provision;
+//   - pool messages (poison), parsed by pkg/offers and sent to a pool's queue ahead of a provision;
 //   - item shapes, written into the state table and read by pkg/state, the release step and an
 //     agent;
 //   - Lambda events, handed to the real refresh function through the local Lambda.

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 )
 
 // poisonCase is a pool message no claimer can use.
@@ -48,7 +48,7 @@ func spoiled(change map[string]any) func(string) string {
 	}
 }
 
-// poisonCases are the poison messages: each is checked by pool.ParseMessage, and all are sent to
+// poisonCases are the poison messages: each is checked by offers.ParseMessage, and all are sent to
 // the pool's queue ahead of the world's first provision.
 func poisonCases() []poisonCase {
 	return []poisonCase{
@@ -125,8 +125,8 @@ func (w *world) deadLetters(t *testing.T) map[string][]deadLetter {
 func (w *world) poisonRun(c poisonCase) func(t *testing.T) {
 	return func(t *testing.T) {
 		body := c.body(w.Pool)
-		_, err := pool.ParseMessage(body, w.Pool)
-		require.ErrorIs(t, err, pool.ErrPoison)
+		_, err := offers.ParseMessage(body, w.Pool)
+		require.ErrorIs(t, err, offers.ErrPoison)
 		for _, x := range c.want {
 			require.Contains(t, err.Error(), x)
 		}

@@ -28,7 +28,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -348,7 +348,7 @@ func (w *world) runnersOf(run string) []string {
 
 // offer is one pool message, as peekOffers saw it.
 type offer struct {
-	pool.Message
+	offers.Message
 	handle string
 }
 
@@ -379,7 +379,7 @@ func (w *world) peekOffers(ctx context.Context) ([]offer, error) {
 			return out, nil
 		}
 		for _, m := range msgs.Messages {
-			pm, err := pool.ParseMessage(aws.ToString(m.Body), w.Pool)
+			pm, err := offers.ParseMessage(aws.ToString(m.Body), w.Pool)
 			if err != nil {
 				return nil, err
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 )
 
 // Offered receives every visible offer of the pool's queue (hiding them for a minute, so call it
@@ -25,7 +25,7 @@ func (e *Env) Offered(ctx context.Context) (map[string]int, error) {
 			return out, nil
 		}
 		for _, m := range msgs.Messages {
-			pm, err := pool.ParseMessage(aws.ToString(m.Body), e.Pool)
+			pm, err := offers.ParseMessage(aws.ToString(m.Body), e.Pool)
 			if err != nil {
 				return nil, err
 			}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -92,5 +92,5 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 		}
 	}
 	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics,
-		Pools: &pool.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}, nil
+		Pools: &offers.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}, nil
 }

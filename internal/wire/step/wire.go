@@ -7,7 +7,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/release"
@@ -37,13 +37,13 @@ type Wiring struct {
 	Mask   func(secret string)
 
 	loader *poolconfig.Loader
-	dir    *pool.Directory
+	dir    *offers.Directory
 }
 
 func (w *Wiring) init() {
 	if w.loader == nil {
 		w.loader = &poolconfig.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
-		w.dir = &pool.Directory{Loader: w.loader, SQS: w.Clients.SQS}
+		w.dir = &offers.Directory{Loader: w.loader, SQS: w.Clients.SQS}
 	}
 	if w.EC2 == nil {
 		w.EC2 = w.Clients.EC2
@@ -95,7 +95,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 		return provision.Deps{}, err
 	}
 	return provision.Deps{
-		Pool: doc, Store: store, Claimer: &pool.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
+		Pool: doc, Store: store, Claimer: &offers.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
 		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
 		Releaser: rel, KMS: w.Clients.KMS, Bells: bells,
 	}, nil

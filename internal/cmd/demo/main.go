@@ -51,7 +51,7 @@ func (tl *timeline) String() string {
 }
 
 func run(ctx context.Context) error {
-	say("building the binaries, and deploying the stack into the emulators: synthesized by the CDK app from internal/tools/demo/hangar.demo.yaml")
+	say("building the binaries, and deploying the stack into the emulators: synthesized by the CDK app from internal/cmd/demo/hangar.demo.yaml")
 	provisionBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/provision")
 	if err != nil {
 		return err

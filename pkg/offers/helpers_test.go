@@ -1,4 +1,4 @@
-package pool_test
+package offers_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -29,7 +29,7 @@ type env struct {
 	t      *testing.T
 	store  *state.Store
 	sqs    *sqs.Client
-	queue  *pool.Queue
+	queue  *offers.Queue
 	url    string
 	dlqURL string
 }
@@ -47,7 +47,7 @@ func newEnv(t *testing.T) *env {
 	client := testbed.SQS(t)
 	e := &env{t: t, store: store, sqs: client}
 	e.url, e.dlqURL = createQueues(t, client, testbed.Name(t, "hangar-"+poolName))
-	e.queue, err = pool.NewQueue(client, poolName, e.url, e.dlqURL)
+	e.queue, err = offers.NewQueue(client, poolName, e.url, e.dlqURL)
 	require.NoError(t, err)
 	return e
 }
@@ -91,12 +91,12 @@ func (e *env) idle(spec state.Spec) *state.Instance {
 
 var spotC7 = state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageSpot, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}
 
-func (e *env) selector() *pool.Selector {
-	return &pool.Selector{Queue: e.queue, Store: e.store}
+func (e *env) selector() *offers.Selector {
+	return &offers.Selector{Queue: e.queue, Store: e.store}
 }
 
-func request(run string, n int) pool.Request {
-	return pool.Request{Count: n, Assign: state.Assignment{RunID: run, Repo: "octo/app"}, ClaimDeadline: time.Now().Add(5 * time.Minute)}
+func request(run string, n int) offers.Request {
+	return offers.Request{Count: n, Assign: state.Assignment{RunID: run, Repo: "octo/app"}, ClaimDeadline: time.Now().Add(5 * time.Minute)}
 }
 
 // drain receives every visible message of a queue (hiding them for a minute) and returns them.
@@ -135,7 +135,7 @@ func offersUntil(t *testing.T, client *sqs.Client, url string, want []string, wi
 			VisibilityTimeout: 60, WaitTimeSeconds: wait})
 		require.NoError(t, err)
 		for _, m := range out.Messages {
-			pm, err := pool.ParseMessage(aws.ToString(m.Body), poolName)
+			pm, err := offers.ParseMessage(aws.ToString(m.Body), poolName)
 			require.NoError(t, err)
 			counts[pm.InstanceID]++
 		}
@@ -150,7 +150,7 @@ func (e *env) offered() map[string]int {
 	e.t.Helper()
 	out := map[string]int{}
 	for _, m := range drain(e.t, e.sqs, e.url) {
-		pm, err := pool.ParseMessage(aws.ToString(m.Body), poolName)
+		pm, err := offers.ParseMessage(aws.ToString(m.Body), poolName)
 		require.NoError(e.t, err)
 		out[pm.InstanceID]++
 	}

@@ -1,4 +1,4 @@
-package pool_test
+package offers_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -83,7 +83,7 @@ func TestTidyReadsNoItemForCurrentOffers(t *testing.T) {
 
 // countingItems counts GetMany calls.
 type countingItems struct {
-	pool.Items
+	offers.Items
 	calls int
 }
 
@@ -102,7 +102,7 @@ func TestTidyLeavesHeldOffersAlone(t *testing.T) {
 	held, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.url, MaxNumberOfMessages: 1, VisibilityTimeout: 60})
 	require.NoError(t, err)
 	require.Len(t, held.Messages, 1)
-	heldOffer, err := pool.ParseMessage(aws.ToString(held.Messages[0].Body), poolName)
+	heldOffer, err := offers.ParseMessage(aws.ToString(held.Messages[0].Body), poolName)
 	require.NoError(t, err)
 
 	st, err := e.queue.Tidy(ctx, []state.Instance{*a, *b}, e.store)
@@ -141,7 +141,7 @@ func TestTidyRenewsOftenReceivedOffers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out.Messages, 1, "offered exactly once")
 	require.Equal(t, "1", out.Messages[0].Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)], "a fresh message")
-	msg, err := pool.ParseMessage(aws.ToString(out.Messages[0].Body), poolName)
+	msg, err := offers.ParseMessage(aws.ToString(out.Messages[0].Body), poolName)
 	require.NoError(t, err)
 	require.Equal(t, in.ID, msg.InstanceID)
 	require.Equal(t, in.Version, msg.Version)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/pkg/agent"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/release"
@@ -152,7 +152,7 @@ func TestItemAttributesMatchDesign(t *testing.T) {
 func TestExamplesParse(t *testing.T) {
 	t.Parallel()
 	doc := readDoc(t)
-	m, err := pool.ParseMessage(jsonBlock(t, doc, "## 8. The pool message"), "linux-x64")
+	m, err := offers.ParseMessage(jsonBlock(t, doc, "## 8. The pool message"), "linux-x64")
 	require.NoError(t, err, "the example pool message")
 	require.Equal(t, int64(7), m.Version)
 
@@ -183,8 +183,8 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 		"`idle` threshold":             poolconfig.DefaultTimeouts.Idle.D(),
 		"`stopped` threshold":          poolconfig.DefaultTimeouts.Stopped.D(),
 		"terminated retention":         state.TerminatedRetention,
-		"`poolWait`":                   pool.DefaultWait,
-		"message visibility":           pool.DefaultVisibility,
+		"`poolWait`":                   offers.DefaultWait,
+		"message visibility":           offers.DefaultVisibility,
 		"`heartbeatInterval`":          agent.DefaultHeartbeatInterval,
 		"agent poll interval":          agent.DefaultPollInterval,
 		"agent self-termination grace": agent.DefaultTerminateGrace,

@@ -1,4 +1,4 @@
-package pool_test
+package offers_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -41,7 +41,7 @@ func TestDirectoryRoutesOffersAndCountsThem(t *testing.T) {
 	publish(poolName, e.url, e.dlqURL)
 	publish("arm64", otherURL, otherDLQ)
 
-	dir := &pool.Directory{Loader: &poolconfig.Loader{SSM: client, Stack: stack}, SQS: e.sqs}
+	dir := &offers.Directory{Loader: &poolconfig.Loader{SSM: client, Stack: stack}, SQS: e.sqs}
 	idle := func(pool string) *state.Instance {
 		in := &state.Instance{ID: newID(), Pool: pool, Threshold: time.Now().Add(10 * time.Minute), Spec: spotC7}
 		require.NoError(t, e.store.Create(ctx, []*state.Instance{in}))
@@ -59,7 +59,7 @@ func TestDirectoryRoutesOffersAndCountsThem(t *testing.T) {
 	require.Equal(t, map[string]int{x64.ID: 1}, e.offered(), "the x64 pool's queue holds only its own instance")
 	var armOffers []string
 	for _, m := range drain(t, e.sqs, otherURL) {
-		pm, err := pool.ParseMessage(aws.ToString(m.Body), "arm64")
+		pm, err := offers.ParseMessage(aws.ToString(m.Body), "arm64")
 		require.NoError(t, err)
 		armOffers = append(armOffers, pm.InstanceID)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -277,7 +277,7 @@ func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Ti
 	r := strconv.Itoa(run) + "0"
 	client := sqs.NewFromConfig(s.e.AWS)
 	var (
-		offer  pool.Message
+		offer  offers.Message
 		handle string
 		others []sqstypes.ChangeMessageVisibilityBatchRequestEntry // given back, as the selector gives back offers it does not use
 	)
@@ -304,7 +304,7 @@ func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Ti
 			return 0, err
 		}
 		for _, m := range out.Messages {
-			if msg, err := pool.ParseMessage(aws.ToString(m.Body), s.e.Pool); err == nil && msg.InstanceID == id && offer.InstanceID == "" {
+			if msg, err := offers.ParseMessage(aws.ToString(m.Body), s.e.Pool); err == nil && msg.InstanceID == id && offer.InstanceID == "" {
 				offer, handle = msg, aws.ToString(m.ReceiptHandle)
 				continue
 			}

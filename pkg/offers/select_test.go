@@ -1,4 +1,4 @@
-package pool_test
+package offers_test
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -30,7 +30,7 @@ func TestClaimOne(t *testing.T) {
 	require.Equal(t, state.Claimed, got.State)
 	require.Equal(t, "11", got.RunID)
 	require.Equal(t, "octo/app", got.Repo)
-	require.Equal(t, pool.Stats{Receives: 1, Received: 1, Claimed: 1}, res.Stats)
+	require.Equal(t, offers.Stats{Receives: 1, Received: 1, Claimed: 1}, res.Stats)
 	require.Empty(t, e.offered(), "the used message is deleted")
 }
 
@@ -201,7 +201,7 @@ func TestConcurrentClaimsRace(t *testing.T) {
 	for round := range rounds {
 		ctx := testbed.Context(t, 2*time.Minute)
 		url, dlq := createQueues(t, e.sqs, testbed.Name(t, fmt.Sprintf("race-%d", round)))
-		q, err := pool.NewQueue(e.sqs, poolName, url, dlq)
+		q, err := offers.NewQueue(e.sqs, poolName, url, dlq)
 		require.NoError(t, err)
 		idle := map[string]*state.Instance{}
 		for range instances {
@@ -218,7 +218,7 @@ func TestConcurrentClaimsRace(t *testing.T) {
 		}
 		require.NoError(t, q.Publish(ctx, all...))
 
-		sel := &pool.Selector{Queue: q, Store: e.store}
+		sel := &offers.Selector{Queue: q, Store: e.store}
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
@@ -256,7 +256,7 @@ func TestConcurrentClaimsRace(t *testing.T) {
 		}
 		// Every unclaimed instance must come back on offer: at once when every receive's
 		// response arrived, after the visibility timeout when one was lost on the way.
-		offered := offersUntil(t, e.sqs, url, unclaimed, pool.DefaultVisibility+15*time.Second)
+		offered := offersUntil(t, e.sqs, url, unclaimed, offers.DefaultVisibility+15*time.Second)
 		items, err := e.store.GetMany(ctx, ids)
 		require.NoError(t, err)
 		for id, before := range idle {

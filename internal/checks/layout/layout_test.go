@@ -40,7 +40,7 @@ func TestShippedCodeDoesNotImportTheTestWorld(t *testing.T) {
 	require.Contains(t, got, module+"cmd/provision", "the product packages were listed")
 	for pkg, ds := range got {
 		for _, d := range ds {
-			for _, banned := range []string{module + "internal/testkit", module + "internal/tools"} {
+			for _, banned := range []string{module + "internal/testkit", module + "internal/checks", module + "internal/cmd"} {
 				require.False(t, d == banned || strings.HasPrefix(d, banned+"/"), "%s imports %s: shipped code may not depend on %s/...", pkg, d, banned)
 			}
 		}

@@ -1,4 +1,4 @@
-package pool
+package offers
 
 import (
 	"encoding/json"
