@@ -22,17 +22,14 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	p.order = slices.DeleteFunc(p.order, func(id string) bool { return id == it.ID })
 	p.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
-	if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
+	registerFailed := it.State == state.Claimed && it.Signal == state.SignalRegisterFailed
+	if registerFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if it.State == state.Claimed && it.Signal == state.SignalRegisterFailed && p.d.Pool.Reuse != state.ReuseNever {
-		out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: state.Claimed, To: state.Idle,
-			Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.d.Pool.Timeout(state.Idle)), Reason: reason,
-			RegisterFailed: true})
+	} else if registerFailed && lifecycle.Reusable(p.d.Pool, nil) == "" {
+		back := p.returner()
+		out, err := back.Idle(ctx, lifecycle.Back{Instance: *it, Pool: p.d.Pool, RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
 		if err == nil {
-			if err := p.d.Bells.Ring(ctx, out.Bell); err != nil {
-				p.d.Log.Warn("ring an instance given back", "instance", it.ID, "error", err)
-			}
-			if err := p.d.Queue.Publish(ctx, out); err != nil {
+			if err := back.Offer(ctx, out); err != nil {
 				p.warn("offer %s back to the pool: %v", it.ID, err)
 			}
 			return
@@ -46,6 +43,11 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	for _, lost := range res.Lost {
 		p.warn("%s moved on before it could be terminated (%s): left alone", lost.ID, lost.Holder())
 	}
+}
+
+// returner gives instances back to the pool provision serves.
+func (p *provisioning) returner() *lifecycle.Returner {
+	return &lifecycle.Returner{Store: p.d.Store, Offers: p.d.Queue, Retirer: p.retire, Bells: p.d.Bells, Log: p.d.Log}
 }
 
 // rollback gives back or terminates everything this provision took.

@@ -331,8 +331,8 @@ func (r *run) promote(ctx context.Context, doc *poolconfig.Document, in state.In
 	if r.cfg.DryRun {
 		return &in
 	}
-	out, err := r.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: doc.Name, From: state.Created, To: state.Idle,
-		Version: in.Version, Threshold: now.Add(doc.Timeout(state.Idle)), Reason: "warm and ready"})
+	back := r.returner()
+	out, err := back.Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, At: now, Reason: "warm and ready"})
 	if err != nil {
 		if !errors.Is(err, state.ErrConflict) {
 			r.fail("pool %s: promote %s: %v", doc.Name, in.ID, err)
@@ -343,10 +343,16 @@ func (r *run) promote(ctx context.Context, doc *poolconfig.Document, in state.In
 	return out
 }
 
+// offer offers warm instances (idle or stopped, never having served a run) to their pool.
 func (r *run) offer(ctx context.Context, pool string, insts ...*state.Instance) {
-	if err := r.d.Pools.Publish(ctx, insts...); err != nil {
+	if err := r.returner().Offer(ctx, insts...); err != nil {
 		r.fail("pool %s: %v (they stay idle without an offer until their deadline)", pool, err)
 	}
+}
+
+// returner gives warm instances to their pools.
+func (r *run) returner() *lifecycle.Returner {
+	return &lifecycle.Returner{Store: r.d.Store, Offers: r.d.Pools, Retirer: r.retire, Bells: r.d.Bells, Log: r.d.Log}
 }
 
 // stop stops idle instances for the stopped part of the warm pool. The conditional write comes

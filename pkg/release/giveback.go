@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -91,11 +91,10 @@ func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Insta
 func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (written, acked *state.Instance) {
 	doc, err := g.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
-		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
+		g.terminate(ctx, lifecycle.Reusable(nil, err), in)
 		return nil, nil
 	}
-	out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle,
-		Version: in.Version, RunID: g.run, Unacknowledged: true, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
+	out, err := g.returner().Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Unacknowledged: true,
 		Reason: "released by run " + g.run + " before its agent took the claim"})
 	if err == nil {
 		return out, nil
@@ -118,17 +117,12 @@ func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (w
 func (g *giving) toIdle(ctx context.Context, in state.Instance) (int64, bool) {
 	doc, err := g.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
-		g.terminate(ctx, fmt.Sprintf("its pool document is unreadable (%v)", err), in)
+		g.terminate(ctx, lifecycle.Reusable(nil, err), in)
 		return 0, false
 	}
 	for range 3 {
-		out, err := g.d.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
-			Version: in.Version, RunID: g.run, Threshold: time.Now().Add(doc.Timeout(state.Idle)),
-			Reason: "released by run " + g.run})
+		out, err := g.returner().Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Reason: "released by run " + g.run})
 		if err == nil {
-			if err := g.d.Bells.Ring(ctx, out.Bell); err != nil {
-				g.d.Log.Warn("ring an instance given back; its agent notices on its next read", "instance", in.ID, "error", err)
-			}
 			return out.Version, true
 		}
 		var conflict *state.ConflictError
@@ -210,28 +204,40 @@ func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, r
 }
 
 // offer puts deregistered instances back into their pools; those of a pool whose reuse is
-// never are terminated instead (their runners deregistered first, like any other). An offer that
-// fails leaves the instance idle without a message: refresh republishes or expires it.
+// never are terminated instead (their runners deregistered first, like any other): see
+// lifecycle.Returner.OfferOrRetire. An offer that fails leaves the instance idle without a
+// message: refresh republishes or expires it.
 func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
-	insts = slices.DeleteFunc(insts, func(in *state.Instance) bool {
-		doc, err := g.d.Pools.Pool(ctx, in.Pool)
-		if err == nil && doc.Reuse != state.ReuseNever {
-			return false
-		}
-		reason := "its pool's reuse is never: one run per instance"
-		if err != nil {
-			reason = fmt.Sprintf("its pool document is unreadable (%v)", err)
-		}
-		g.terminate(ctx, reason, *in)
-		return true
-	})
 	if len(insts) == 0 {
 		return
 	}
-	if err := g.d.Pools.Publish(ctx, insts...); err != nil {
-		g.warn("%v", err)
+	res := g.returner().OfferOrRetire(ctx, g.d.Pools.Pool, insts)
+	for _, r := range res.Retired {
+		g.retired(r.Reason, r.Retired)
 	}
-	for _, in := range insts {
+	if res.Err != nil {
+		g.warn("%v", res.Err)
+	}
+	for _, in := range res.Offered {
 		g.outcome(*in, Returned, "")
 	}
+}
+
+// retired reports what a Retire did: the instances retired are terminated, those someone else
+// moved first are theirs.
+func (g *giving) retired(reason string, res lifecycle.Retired) {
+	if res.Err != nil {
+		g.warn("terminate: %v (an instance whose item is terminated is ended by its agent; refresh retries the rest)", res.Err)
+	}
+	for _, in := range slices.Concat(res.Ended, res.Already) {
+		g.outcome(in, Terminated, reason)
+	}
+	for _, in := range res.Lost {
+		g.outcome(in, Already, "moved on before it could be terminated: "+in.Holder())
+	}
+}
+
+// returner gives instances back to their pools.
+func (g *giving) returner() *lifecycle.Returner {
+	return &lifecycle.Returner{Store: g.d.Store, Offers: g.d.Pools, Retirer: g.retire, Bells: g.d.Bells, Log: g.d.Log}
 }

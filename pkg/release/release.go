@@ -183,14 +183,5 @@ func (g *giving) terminate(ctx context.Context, reason string, insts ...state.In
 	if len(insts) == 0 {
 		return
 	}
-	res := g.retire.Retire(ctx, insts, lifecycle.Because(reason))
-	if res.Err != nil {
-		g.warn("terminate: %v (an instance whose item is terminated is ended by its agent; refresh retries the rest)", res.Err)
-	}
-	for _, in := range slices.Concat(res.Ended, res.Already) {
-		g.outcome(in, Terminated, reason)
-	}
-	for _, in := range res.Lost {
-		g.outcome(in, Already, "moved on before it could be terminated: "+in.Holder())
-	}
+	g.retired(reason, g.retire.Retire(ctx, insts, lifecycle.Because(reason)))
 }

@@ -1,0 +1,140 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/doorbell"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Transitioner writes conditional transitions.
+type Transitioner interface {
+	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+}
+
+// Publisher offers idle instances on their pools' queues (offers.Queue, offers.Directory).
+type Publisher interface {
+	Publish(ctx context.Context, insts ...*state.Instance) error
+}
+
+// Returner gives instances back to their pools: idle, rung, offered; or, when their pool may not
+// have them again, retired.
+type Returner struct {
+	Store  Transitioner
+	Offers Publisher
+	// Retirer retires the instances their pool may not have again.
+	Retirer *Retirer
+	// Bells rings the agents of instances given back (nil: none; they poll their items).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
+}
+
+// Back is one instance on its way back to idle.
+type Back struct {
+	// Instance is its item as read: the write is conditional on its state and version.
+	Instance state.Instance
+	// Pool is its pool's document: the idle deadline is the pool's.
+	Pool *poolconfig.Document
+	// RunID is the run giving it back, which must still hold it ("" for a warm instance).
+	RunID string
+	// At is when the idle deadline starts (zero: now).
+	At time.Time
+	// Reason is the item's state reason.
+	Reason string
+	// Unacknowledged gives back a claim only if its agent has not acknowledged it
+	// (state.Change.Unacknowledged); RegisterFailed counts a failed registration
+	// (state.Change.RegisterFailed).
+	Unacknowledged, RegisterFailed bool
+}
+
+// Idle moves one instance to idle, conditional on its state, version and run as given, with its
+// pool's idle deadline, then rings its doorbell when its agent is serving the run (an
+// acknowledged claim, or running): the agent stops its runner at once instead of on its next
+// read. A warm instance leaving created, or a claim its agent never took, has nothing to stop. It
+// returns the item written, or the store's error as is (a *state.ConflictError, holding the item
+// as someone else left it, when that write lost).
+func (r *Returner) Idle(ctx context.Context, b Back) (*state.Instance, error) {
+	at := b.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	in := b.Instance
+	out, err := r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
+		Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed,
+		Threshold: at.Add(b.Pool.Timeout(state.Idle)), Reason: b.Reason})
+	if err != nil {
+		return nil, err
+	}
+	if in.State != state.Created && !b.Unacknowledged {
+		if err := r.Bells.Ring(ctx, out.Bell); err != nil {
+			r.log().Warn("ring an instance given back; its agent notices on its next read", "instance", in.ID, "error", err)
+		}
+	}
+	return out, nil
+}
+
+// Offer offers idle (or stopped) instances on their pools' queues, in one request. An offer
+// that fails leaves them without a message: refresh offers them again, or expires them.
+func (r *Returner) Offer(ctx context.Context, insts ...*state.Instance) error {
+	if len(insts) == 0 {
+		return nil
+	}
+	return r.Offers.Publish(ctx, insts...)
+}
+
+// Reusable says why an instance that served a run may not be offered again ("" when it may): its
+// pool's reuse is never (one run per instance), or its pool document cannot be read (docErr).
+func Reusable(doc *poolconfig.Document, docErr error) string {
+	switch {
+	case docErr != nil:
+		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
+	case doc.Reuse == state.ReuseNever:
+		return "its pool's reuse is never: one run per instance"
+	}
+	return ""
+}
+
+// Offered is what an OfferOrRetire did.
+type Offered struct {
+	// Offered are the instances handed to the offer request (Err says whether it failed).
+	Offered []*state.Instance
+	// Retired are the instances their pool may not have again, each retired alone.
+	Retired []Retirement
+	// Err is the offer request's error.
+	Err error
+}
+
+// Retirement is one instance OfferOrRetire retired instead of offering.
+type Retirement struct {
+	Reason string
+	Retired
+}
+
+// OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
+// have again (Reusable, with each instance's document as pool returns it) are retired instead,
+// one by one, before the others are offered in one request.
+func (r *Returner) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, name string) (*poolconfig.Document, error), insts []*state.Instance) Offered {
+	var out Offered
+	for _, in := range insts {
+		doc, err := pool(ctx, in.Pool)
+		why := Reusable(doc, err)
+		if why == "" {
+			out.Offered = append(out.Offered, in)
+			continue
+		}
+		out.Retired = append(out.Retired, Retirement{Reason: why, Retired: r.Retirer.Retire(ctx, []state.Instance{*in}, Because(why))})
+	}
+	out.Err = r.Offer(ctx, out.Offered...)
+	return out
+}
+
+func (r *Returner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
