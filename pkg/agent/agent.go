@@ -44,6 +44,12 @@ const pollTimeout = 5 * time.Second
 // maxBackoff caps the wait between polls while DynamoDB fails.
 const maxBackoff = 5 * time.Second
 
+// readBackoff is the wait between reads of the item while they fail (or, at boot, while it does
+// not exist yet): from twice the poll interval up to maxBackoff.
+func (a *Agent) readBackoff() wait.Backoff {
+	return wait.Backoff{Initial: 2 * a.cfg.PollInterval, Max: maxBackoff}
+}
+
 // Agent runs one instance. Create it with New and call Run once.
 type Agent struct {
 	cfg     Config
@@ -135,7 +141,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // instance may boot first. No item within BootWait makes the instance an orphan, and it goes.
 func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 	limit := a.now().Add(a.cfg.BootWait)
-	delay := a.cfg.PollInterval
+	backoff := a.readBackoff()
 	for attempt := 0; ; attempt++ {
 		item, err := a.poll(ctx)
 		if err == nil {
@@ -148,8 +154,7 @@ func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 		if a.now().After(limit) {
 			return nil, a.terminate(ctx, fmt.Sprintf("no item for this instance within %s of boot: an orphan", a.cfg.BootWait))
 		}
-		delay = min(delay*2, maxBackoff)
-		if err := wait.Sleep(ctx, wait.Jitter(delay)); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -253,7 +258,7 @@ func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool,
 // every read and at least every PollInterval. A terminated or vanished item terminates the
 // instance.
 func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, hook func()) (*state.Instance, error) {
-	backoff := a.cfg.PollInterval
+	backoff := a.readBackoff()
 	failures := 0
 	next := a.now()
 	var lastRead time.Time
@@ -279,13 +284,13 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 				a.log.Warn("cannot read own item; keeping the last deadline", "failures", failures, "error", err,
 					"deadline", time.UnixMilli(a.deadline.Load()).UTC())
 			}
-			backoff = min(backoff*2, maxBackoff)
-			next = a.now().Add(wait.Jitter(backoff))
+			next = a.now().Add(backoff.Next())
 			continue
 		}
 		if failures > 0 {
 			a.log.Info("own item readable again", "after failures", failures)
-			failures, backoff = 0, a.cfg.PollInterval
+			failures = 0
+			backoff.Reset()
 		}
 		if item.State == state.Terminated {
 			return nil, a.terminate(ctx, "the control plane marked this instance terminated")

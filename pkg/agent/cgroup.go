@@ -220,7 +220,7 @@ func populated(dir string) (bool, error) {
 func waitUnpopulated(ctx context.Context, dir string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	delay := 5 * time.Millisecond
+	backoff := wait.Backoff{Initial: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 	for {
 		busy, err := populated(dir)
 		if err != nil {
@@ -229,12 +229,11 @@ func waitUnpopulated(ctx context.Context, dir string, timeout time.Duration) err
 		if !busy {
 			return nil
 		}
-		if err := wait.Sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 			return fmt.Errorf("cgroup %s still holds processes %d s after it was killed (%s): %w",
 				dir, int(timeout.Seconds()), strings.Join(strings.Fields(string(procs)), " "), err)
 		}
-		delay = min(delay*2, 100*time.Millisecond)
 	}
 }
 

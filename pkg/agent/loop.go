@@ -187,6 +187,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 
 	restarts := 0
+	restartBackoff := wait.Backoff{Initial: time.Second, Max: maxBackoff}
 	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != run }, func() {
 		select {
 		case <-proc.done:
@@ -195,7 +196,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		}
 		restarts++
 		log.Warn("runner exited while serving; restarting it", "error", proc.err, "output", proc.out.String(), "restarts", restarts)
-		if wait.Sleep(ctx, wait.Jitter(min(time.Duration(restarts)*time.Second, maxBackoff))) != nil {
+		if restartBackoff.Sleep(ctx) != nil {
 			return
 		}
 		if p, err := runner.start(); err == nil {

@@ -79,7 +79,7 @@ func killUser(ctx context.Context, owns func(uid int) bool) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
-	delay := 10 * time.Millisecond
+	backoff := wait.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond}
 	for {
 		pids, err := userProcesses(owns)
 		if err != nil {
@@ -94,10 +94,9 @@ func killUser(ctx context.Context, owns func(uid int) bool) error {
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if err := wait.Sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			left, _ := userProcesses(owns)
 			return fmt.Errorf("processes of the runner user still alive after %s: %v", killTimeout, left)
 		}
-		delay = min(delay*2, 200*time.Millisecond)
 	}
 }

@@ -26,13 +26,14 @@ func (a *Agent) watchSpot(ctx context.Context) {
 		}
 		a.draining.Store(true)
 		a.log.Warn("spot interruption notice; taking no new work", "notice", notice)
+		backoff := wait.Backoff{Initial: maxBackoff}
 		for ctx.Err() == nil {
 			if err := a.signalLatest(ctx, state.SignalSpotInterrupted, "", notice); err == nil {
 				return
 			} else {
 				a.log.Warn("signal spot interruption", "error", err)
 			}
-			if wait.Sleep(ctx, wait.Jitter(maxBackoff)) != nil {
+			if backoff.Sleep(ctx) != nil {
 				return
 			}
 		}

@@ -49,7 +49,7 @@ func (l *Listener) Listen(ctx context.Context, ring func()) {
 	if w <= 0 || w > DefaultWait {
 		w = DefaultWait
 	}
-	backoff := time.Second
+	backoff := wait.Backoff{Initial: time.Second, Max: maxBackoff}
 	failures := 0
 	for ctx.Err() == nil {
 		out, err := l.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(l.URL), MaxNumberOfMessages: 10,
@@ -66,16 +66,16 @@ func (l *Listener) Listen(ctx context.Context, ring func()) {
 			if failures&(failures-1) == 0 { // 1, 2, 4, …: log, but not every time
 				l.log().Warn("doorbell unreachable; polling the item instead", "url", l.URL, "failures", failures, "error", err)
 			}
-			if wait.Sleep(ctx, wait.Jitter(backoff)) != nil {
+			if backoff.Sleep(ctx) != nil {
 				return
 			}
-			backoff = min(backoff*2, maxBackoff)
 			continue
 		}
 		if failures > 0 {
 			l.log().Info("doorbell reachable again", "after failures", failures)
 		}
-		failures, backoff = 0, time.Second
+		failures = 0
+		backoff.Reset()
 		l.healthy.Store(true)
 		if len(out.Messages) == 0 {
 			continue

@@ -106,9 +106,8 @@ type launching struct {
 	all          []override
 	exhausted    map[override]bool
 	capacityType ec2types.DefaultTargetCapacityType
-	backoff      time.Duration
-	maxBackoff   time.Duration
-	lastCapacity string // the last capacity error code, for the final error
+	backoff      wait.Backoff // between rounds with every override out of capacity
+	lastCapacity string       // the last capacity error code, for the final error
 	out          []Instance
 }
 
@@ -138,15 +137,15 @@ func (l *Launcher) Launch(ctx context.Context, req Request) ([]Instance, error) 
 func (l *Launcher) start(req Request) (*launching, error) {
 	p := req.Pool
 	g := &launching{l: l, req: req, market: req.Market, types: req.Types, exhausted: map[override]bool{},
-		backoff: time.Second, maxBackoff: l.MaxBackoff}
+		backoff: wait.Backoff{Initial: time.Second, Max: l.MaxBackoff}}
 	if g.market == "" {
 		g.market = p.Market
 	}
 	if len(g.types) == 0 {
 		g.types = p.InstanceTypes
 	}
-	if g.maxBackoff == 0 {
-		g.maxBackoff = 30 * time.Second
+	if g.backoff.Max == 0 {
+		g.backoff.Max = 30 * time.Second
 	}
 	if req.Count < 1 {
 		return nil, fmt.Errorf("launch: count %d: want 1 or more", req.Count)
@@ -188,7 +187,7 @@ func (g *launching) nothingLeft(ctx context.Context) error {
 		clear(g.exhausted)
 		return nil
 	}
-	delay := wait.Jitter(g.backoff)
+	delay := g.backoff.Next()
 	if !g.req.Deadline.IsZero() && time.Now().Add(delay).After(g.req.Deadline) {
 		return fmt.Errorf("launch %d of %d instances of pool %s: %w in any of %d types × %d subnets before the deadline (last: %s)",
 			g.req.Count-len(g.out), g.req.Count, p.Name, ErrNoCapacity, len(g.types), len(p.Subnets), g.lastCapacity)
@@ -197,7 +196,6 @@ func (g *launching) nothingLeft(ctx context.Context) error {
 	if err := wait.Sleep(ctx, delay); err != nil {
 		return err
 	}
-	g.backoff = min(g.backoff*2, g.maxBackoff)
 	clear(g.exhausted)
 	if g.market == poolconfig.MarketSpotFallback {
 		g.capacityType = ec2types.DefaultTargetCapacityTypeSpot

@@ -66,12 +66,13 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 // refuses to start an instance that is still stopping: that is waited out, with jittered backoff,
 // within the provision's deadline.
 func (p *provisioning) startStopped(ctx context.Context, ids []string) error {
-	for attempt := 0; ; attempt++ {
+	backoff := wait.Backoff{Initial: time.Second, Max: 5 * time.Second}
+	for {
 		_, err := p.d.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
 		if err == nil || !awserr.IsWrongState(err) {
 			return err
 		}
-		if err := wait.Sleep(ctx, wait.Jitter(min(time.Duration(attempt+1)*time.Second, 5*time.Second))); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			return fmt.Errorf("still stopping when the provision's time ran out: %w", err)
 		}
 	}

@@ -19,7 +19,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		return fmt.Errorf("poll: interval %s: want more than 0", interval)
 	}
 	var lastErr error
-	delay := max(interval/4, time.Millisecond)
+	backoff := wait.Backoff{Initial: max(interval/4, time.Millisecond), Max: interval, Factor: 1.5}
 	for {
 		items, err := s.GetMany(ctx, ids)
 		if errors.Is(err, ErrBadItem) {
@@ -33,12 +33,11 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		} else {
 			lastErr = err
 		}
-		if err := wait.Sleep(ctx, wait.Jitter(delay)); err != nil {
+		if err := backoff.Sleep(ctx); err != nil {
 			if lastErr != nil {
 				return fmt.Errorf("%w (last read: %w)", err, lastErr)
 			}
 			return err
 		}
-		delay = min(delay*3/2, interval)
 	}
 }

@@ -113,7 +113,8 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 		n := min(len(keys), maxBatchGet)
 		batch := keys[:n]
 		keys = keys[n:]
-		for attempt := 0; len(batch) > 0; attempt++ {
+		backoff := unprocessedBackoff()
+		for len(batch) > 0 {
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 				s.table: {Keys: batch, ConsistentRead: aws.Bool(true), ProjectionExpression: proj.Projection(),
 					ExpressionAttributeNames: proj.Names()},
@@ -128,7 +129,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 			}
 			batch = res.UnprocessedKeys[s.table].Keys
 			if len(batch) > 0 {
-				if err := backoff(ctx, attempt); err != nil {
+				if err := backoff.Sleep(ctx); err != nil {
 					return nil, fmt.Errorf("get instances: %d keys left unprocessed: %w", len(batch), err)
 				}
 			}

@@ -1,5 +1,6 @@
-// Package wait is the one way Hangar's code waits: for a duration that honours cancellation, with
-// jitter so that many waiters do not act in step.
+// Package wait is the one way Hangar's code waits: for a duration that honours cancellation
+// (Sleep), with jitter so that many waiters do not act in step (Jitter), and, between attempts,
+// growing to a cap (Backoff: no caller computes a backoff by hand).
 package wait
 
 import (
