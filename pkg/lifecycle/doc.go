@@ -13,7 +13,7 @@
 //     version and run the caller read, with its pool's idle deadline, and its doorbell is rung
 //     when its agent was serving the run. An instance that served a run is then offered on its
 //     pool's queue, unless its pool's reuse is never or its pool document cannot be read
-//     (Reusable): then it is retired instead. A write that loses leaves the instance alone. When
+//     (NotReusable): then it is retired instead. A write that loses leaves the instance alone. When
 //     to give back (release waits for DEREGISTERED first; provision counts a failed
 //     registration) is the caller's.
 package lifecycle

@@ -86,9 +86,9 @@ func (r *Returner) Offer(ctx context.Context, insts ...*state.Instance) error {
 	return r.Offers.Publish(ctx, insts...)
 }
 
-// Reusable says why an instance that served a run may not be offered again ("" when it may): its
+// NotReusable says why an instance that served a run may not be offered again ("" when it may): its
 // pool's reuse is never (one run per instance), or its pool document cannot be read (docErr).
-func Reusable(doc *poolconfig.Document, docErr error) string {
+func NotReusable(doc *poolconfig.Document, docErr error) string {
 	switch {
 	case docErr != nil:
 		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
@@ -115,13 +115,13 @@ type Retirement struct {
 }
 
 // OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
-// have again (Reusable, with each instance's document as pool returns it) are retired instead,
+// have again (NotReusable, with each instance's document as pool returns it) are retired instead,
 // one by one, before the others are offered in one request.
 func (r *Returner) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, name string) (*poolconfig.Document, error), insts []*state.Instance) Offered {
 	var out Offered
 	for _, in := range insts {
 		doc, err := pool(ctx, in.Pool)
-		why := Reusable(doc, err)
+		why := NotReusable(doc, err)
 		if why == "" {
 			out.Offered = append(out.Offered, in)
 			continue

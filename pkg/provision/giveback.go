@@ -25,7 +25,7 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	registerFailed := it.State == state.Claimed && it.Signal == state.SignalRegisterFailed
 	if registerFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if registerFailed && lifecycle.Reusable(p.d.Pool, nil) == "" {
+	} else if registerFailed && lifecycle.NotReusable(p.d.Pool, nil) == "" {
 		back := p.returner()
 		out, err := back.Idle(ctx, lifecycle.Back{Instance: *it, Pool: p.d.Pool, RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
 		if err == nil {

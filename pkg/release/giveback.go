@@ -91,7 +91,7 @@ func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Insta
 func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (written, acked *state.Instance) {
 	doc, err := g.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
-		g.terminate(ctx, lifecycle.Reusable(nil, err), in)
+		g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
 		return nil, nil
 	}
 	out, err := g.returner().Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Unacknowledged: true,
@@ -117,7 +117,7 @@ func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (w
 func (g *giving) toIdle(ctx context.Context, in state.Instance) (int64, bool) {
 	doc, err := g.d.Pools.Pool(ctx, in.Pool)
 	if err != nil {
-		g.terminate(ctx, lifecycle.Reusable(nil, err), in)
+		g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
 		return 0, false
 	}
 	for range 3 {
