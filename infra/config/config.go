@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -205,7 +205,7 @@ func (c *Config) Validate() error {
 	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {
 		bad("github.oidcProviderArn", "%q: want the ARN of the token.actions.githubusercontent.com OIDC provider, or leave it out to create one", c.GitHub.OIDCProviderARN)
 	}
-	if err := ghapi.CheckServer(c.GitHub.ServerURL); err != nil {
+	if err := ghurl.CheckServer(c.GitHub.ServerURL); err != nil {
 		bad("github.serverUrl", "%v (the GitHub server whose workflows use the stack)", err)
 	}
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {

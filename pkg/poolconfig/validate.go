@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/tokens"
 )
@@ -56,7 +56,7 @@ func (d *Document) Validate() error {
 	if err := tokens.ValidateKey(d.TokenKey); err != nil {
 		bad("tokenKey", "%v (the KMS key runner tokens are sealed with)", err)
 	}
-	if err := ghapi.CheckServer(d.GitHubURL); err != nil {
+	if err := ghurl.CheckServer(d.GitHubURL); err != nil {
 		bad("githubUrl", "%v (the GitHub server the pool's runners register with)", err)
 	}
 	if !templateRe.MatchString(d.LaunchTemplate.ID) {

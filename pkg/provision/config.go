@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -142,7 +143,7 @@ func (c *Config) Validate() error {
 			bad("GITHUB_REPOSITORY", "%v", err)
 		}
 	}
-	if err := ghapi.CheckURL(c.ServerURL); err != nil {
+	if err := ghurl.CheckURL(c.ServerURL); err != nil {
 		bad("GITHUB_SERVER_URL", "%v", err)
 	}
 	if c.PollInterval < 10*time.Millisecond {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 )
 
 // Inputs reads a step's inputs. A flag given on the command line wins; then the action's input
@@ -171,7 +171,7 @@ func (in *Inputs) Context() Context {
 		ServerURL: in.contextValue("server-url"), APIURL: in.contextValue("api-url"),
 	}
 	// https only; the local world's builds (-tags localworld) also take their plain-http stand-in.
-	if err := ghapi.CheckURL(c.APIURL); err != nil {
+	if err := ghurl.CheckURL(c.APIURL); err != nil {
 		in.errs = append(in.errs, fmt.Errorf("GITHUB_API_URL: %w", err))
 	}
 	return c

@@ -17,6 +17,11 @@ import (
 	"github.com/hangar-ci/hangar/pkg/refresh"
 )
 
+// refreshMain is `hangar refresh`, the action's mode: refresh.
+func refreshMain(args []string) {
+	step.Main("refresh", args, parseInvoke, func(invokeOptions) string { return "" }, runInvoke)
+}
+
 // invokeOptions are the refresh step's validated inputs.
 type invokeOptions struct {
 	stack string
@@ -25,7 +30,7 @@ type invokeOptions struct {
 
 // parseInvoke reads and validates the refresh step's inputs; it makes no request.
 func parseInvoke(args []string, gha *githubactions.Action) (invokeOptions, error) {
-	in := step.NewInputs("refresh invoke", gha)
+	in := step.NewInputs("hangar refresh", gha)
 	in.Declare(step.RefreshInputs...)
 	if err := in.Parse(args); err != nil {
 		return invokeOptions{}, err
