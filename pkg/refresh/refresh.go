@@ -43,9 +43,11 @@ type EC2 interface {
 	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
-// Launcher creates instances (fleet.Launcher).
+// Launcher creates instances and fills in the types of a pool that chooses them by size
+// (fleet.Launcher).
 type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
+	Resolve(ctx context.Context, doc *poolconfig.Document) error
 }
 
 // Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
@@ -151,9 +153,18 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
 		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
+	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
+	pools := make([]*poolconfig.Document, 0, len(cfg.Pools))
+	for _, doc := range cfg.Pools {
+		if err := d.Launcher.Resolve(ctx, doc); err != nil {
+			r.fail("%v", err)
+			continue
+		}
+		pools = append(pools, doc)
+	}
 	var wg sync.WaitGroup
-	reports := make([]PoolReport, len(cfg.Pools))
-	for i, doc := range cfg.Pools {
+	reports := make([]PoolReport, len(pools))
+	for i, doc := range pools {
 		wg.Go(func() { reports[i] = r.pool(ctx, doc) })
 	}
 	wg.Go(func() { r.orphans(ctx) })
