@@ -37,6 +37,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/doorbell"
@@ -240,7 +241,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 
 // createTable creates the state table (removed again by Close), as the stack does.
 func (e *Env) createTable(ctx context.Context, db *dynamodb.Client) error {
-	if err := state.CreateTable(ctx, db, e.Table); err != nil {
+	if err := testbed.CreateTable(ctx, db, e.Table); err != nil {
 		return fmt.Errorf("create state table %s: %w", e.Table, err)
 	}
 	e.closers = append(e.closers, func() {
