@@ -13,7 +13,6 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 )
 
@@ -35,7 +34,7 @@ func parseInvoke(args []string, gha *githubactions.Action) (invokeOptions, error
 	if err := in.Parse(args); err != nil {
 		return invokeOptions{}, err
 	}
-	o := invokeOptions{stack: in.String(step.InStack.Name), req: refresh.Request{Pools: provision.ParseList(in.String(step.InPools.Name))}}
+	o := invokeOptions{stack: in.String(step.InStack.Name), req: refresh.Request{Pools: step.ParseList(in.String(step.InPools.Name))}}
 	errs := in.Err()
 	if err := poolconfig.ValidateStack(o.stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
