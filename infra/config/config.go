@@ -177,7 +177,6 @@ func (c *Config) applyDefaults() {
 
 var (
 	scheduleRe = regexp.MustCompile(`^(rate\([1-9][0-9]* (minute|minutes|hour|hours)\)|cron\([^()]+\))$`)
-	repoRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	amiRe      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	sgRe       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	vpcRe      = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -198,8 +197,8 @@ func (c *Config) Validate() error {
 		bad("github.repositories", "empty: want the repositories (owner/name or owner/*) whose workflows may use the stack")
 	}
 	for _, r := range c.GitHub.Repositories {
-		if !repoRe.MatchString(r) {
-			bad("github.repositories", "%q: want owner/name or owner/*", r)
+		if err := poolconfig.ValidateRepoPattern(r); err != nil {
+			bad("github.repositories", "%v", err)
 		}
 	}
 	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {

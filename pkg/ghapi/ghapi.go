@@ -10,13 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/go-github/v66/github"
 
 	"github.com/hangar-ci/hangar/pkg/ghurl"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
 // Token is a runner registration token.
@@ -40,11 +40,6 @@ type Scope struct {
 	Repo  string // empty for an organisation
 }
 
-var (
-	ownerRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
-)
-
 // ErrScopeKind is returned (wrapped) by ParseScope for a kind other than repo or org.
 var ErrScopeKind = errors.New("want repo or org")
 
@@ -55,10 +50,10 @@ func ParseScope(repository, kind string) (Scope, error) {
 	default:
 		return Scope{}, fmt.Errorf("runner-scope %q: %w", kind, ErrScopeKind)
 	}
-	owner, name, ok := strings.Cut(repository, "/")
-	if !ok || !ownerRe.MatchString(owner) || !repoRe.MatchString(name) {
-		return Scope{}, fmt.Errorf("repository %q: want owner/name", repository)
+	if err := poolconfig.ValidateRepository(repository); err != nil {
+		return Scope{}, err
 	}
+	owner, name, _ := strings.Cut(repository, "/")
 	if kind == "org" {
 		return Scope{Owner: owner}, nil
 	}

@@ -21,7 +21,6 @@ var (
 	subnetRe       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	templateRe     = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
 	templateVerRe  = regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`)
-	repoPatternRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	versionRe      = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	sha256Re       = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	userRe         = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
@@ -105,8 +104,8 @@ func (d *Document) Validate() error {
 		}
 	}
 	for _, r := range d.AllowedRepositories {
-		if !repoPatternRe.MatchString(r) {
-			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
+		if err := ValidateRepoPattern(r); err != nil {
+			bad("allowedRepositories", "%v", err)
 		}
 	}
 	if d.RunnerGroup != "" {
