@@ -40,13 +40,19 @@ type Scope struct {
 	Repo  string // empty for an organisation
 }
 
+// The kinds of scope ParseScope takes.
+const (
+	ScopeRepo = "repo"
+	ScopeOrg  = "org"
+)
+
 // ErrScopeKind is returned (wrapped) by ParseScope for a kind other than repo or org.
 var ErrScopeKind = errors.New("want repo or org")
 
 // ParseScope returns the scope of repository owner/name for kind "repo" or "org".
 func ParseScope(repository, kind string) (Scope, error) {
 	switch kind {
-	case "repo", "", "org":
+	case ScopeRepo, "", ScopeOrg:
 	default:
 		return Scope{}, fmt.Errorf("runner-scope %q: %w", kind, ErrScopeKind)
 	}
@@ -54,7 +60,7 @@ func ParseScope(repository, kind string) (Scope, error) {
 		return Scope{}, err
 	}
 	owner, name, _ := strings.Cut(repository, "/")
-	if kind == "org" {
+	if kind == ScopeOrg {
 		return Scope{Owner: owner}, nil
 	}
 	return Scope{Owner: owner, Repo: name}, nil

@@ -73,6 +73,9 @@ func ValidateRunnerGroup(name string) error {
 
 var runnerGroupRe = regexp.MustCompile(`^[A-Za-z0-9 ._-]{1,64}$`)
 
+// DefaultStack is the stack's name when none is given.
+const DefaultStack = "hangar"
+
 // ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
 func ValidateStack(name string) error {
 	if !stackRe.MatchString(name) {

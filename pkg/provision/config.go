@@ -27,7 +27,7 @@ type Config struct {
 	MinMemoryMiB        int               // min-memory-mib
 	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
 	RegistrationTimeout time.Duration     // registration-timeout
-	Scope               string            // runner-scope: repo or org (parsed into RunnerScope by Validate)
+	Scope               string            // runner-scope: repo or org (see RunnerScope)
 	RunnerGroup         string            // runner-group: org runner group (default: the pool's runnerGroup)
 	Labels              []string          // labels: extra runner labels
 	Tags                map[string]string // tags: extra instance tags
@@ -40,24 +40,31 @@ type Config struct {
 	ServerURL string // GITHUB_SERVER_URL
 	// PollInterval caps the wait between reads while waiting (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
-
-	scope ghapi.Scope // Scope and Repository, parsed by Validate
 }
 
-// RunnerScope is where runners are registered, parsed from Scope and Repository by Validate.
-func (c *Config) RunnerScope() ghapi.Scope { return c.scope }
+// RunnerScope is where runners are registered: Repository's, or its owner's for Scope org. It is
+// the zero Scope unless Validate accepts Scope and Repository.
+func (c Config) RunnerScope() ghapi.Scope {
+	s, _ := ghapi.ParseScope(c.Repository, c.Scope)
+	return s
+}
 
 // Defaults.
 const (
+	DefaultCount               = 1
 	DefaultRegistrationTimeout = 5 * time.Minute
 	DefaultPollInterval        = 200 * time.Millisecond
+	DefaultScope               = ghapi.ScopeRepo
+	DefaultServerURL           = "https://github.com"
 	maxRegistrationTimeout     = time.Hour
 )
 
-// ApplyDefaults fills unset fields.
+// ApplyDefaults fills unset fields (Run applies them; a caller that validates first applies them
+// before Validate). Count has no default here: 0 is refused, and the instance-count input
+// defaults to DefaultCount.
 func (c *Config) ApplyDefaults() {
 	if c.Stack == "" {
-		c.Stack = "hangar"
+		c.Stack = poolconfig.DefaultStack
 	}
 	if c.RegistrationTimeout == 0 {
 		c.RegistrationTimeout = DefaultRegistrationTimeout
@@ -66,16 +73,16 @@ func (c *Config) ApplyDefaults() {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.Scope == "" {
-		c.Scope = "repo"
+		c.Scope = DefaultScope
 	}
 	if c.ServerURL == "" {
-		c.ServerURL = "https://github.com"
+		c.ServerURL = DefaultServerURL
 	}
 }
 
 // Validate checks every input and reports all problems at once, each naming the input, the bad
-// value and what is accepted. It makes no request.
-func (c *Config) Validate() error {
+// value and what is accepted. It changes nothing and makes no request.
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(input, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", input, fmt.Sprintf(format, a...)))
@@ -134,8 +141,7 @@ func (c *Config) Validate() error {
 	if c.RunAttempt < 1 {
 		bad("GITHUB_RUN_ATTEMPT", "%d: want 1 or more", c.RunAttempt)
 	}
-	var err error
-	if c.scope, err = ghapi.ParseScope(c.Repository, c.Scope); err != nil {
+	if _, err := ghapi.ParseScope(c.Repository, c.Scope); err != nil {
 		if errors.Is(err, ghapi.ErrScopeKind) {
 			bad("runner-scope", "%q: want repo or org", c.Scope)
 		} else {

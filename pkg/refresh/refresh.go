@@ -92,6 +92,37 @@ const (
 	DefaultHeartbeatStale = 3 * time.Minute
 )
 
+// ApplyDefaults fills unset fields.
+func (c *Config) ApplyDefaults() {
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = DefaultOrphanGrace
+	}
+	if c.HeartbeatStale == 0 {
+		c.HeartbeatStale = DefaultHeartbeatStale
+	}
+}
+
+// Validate checks the configuration, every problem at once, each naming the field. It changes
+// nothing and makes no request.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Stack == "" {
+		errs = append(errs, errors.New("refresh: stack is empty"))
+	}
+	for _, p := range c.Pools {
+		if p == nil {
+			errs = append(errs, errors.New("refresh: pools: a nil pool document"))
+		}
+	}
+	if c.OrphanGrace < 0 {
+		errs = append(errs, fmt.Errorf("refresh: orphan grace %s: want more than 0", c.OrphanGrace))
+	}
+	if c.HeartbeatStale < 0 {
+		errs = append(errs, fmt.Errorf("refresh: heartbeat stale %s: want more than 0", c.HeartbeatStale))
+	}
+	return errors.Join(errs...)
+}
+
 // Action is one thing refresh did (or, dry, would do) to an instance.
 type Action struct {
 	Instance string `json:"instance"`
@@ -134,14 +165,9 @@ type Report struct {
 // Run refreshes every pool of cfg (in parallel) and the stack's orphans. It returns an error only
 // when nothing could be done; per-pool failures are in the report.
 func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
-	if cfg.Stack == "" {
-		return nil, errors.New("refresh: stack is empty")
-	}
-	if cfg.OrphanGrace == 0 {
-		cfg.OrphanGrace = DefaultOrphanGrace
-	}
-	if cfg.HeartbeatStale == 0 {
-		cfg.HeartbeatStale = DefaultHeartbeatStale
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()

@@ -111,6 +111,19 @@ func (in *Inputs) Duration(name string) time.Duration {
 	return d
 }
 
+// Bool returns a true-or-false input; a malformed value is recorded and false returned.
+func (in *Inputs) Bool(name string) bool {
+	v := in.String(name)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		in.errs = append(in.errs, fmt.Errorf("%s: %q: want true or false", name, v))
+	}
+	return b
+}
+
 // Err returns the malformed values met so far.
 func (in *Inputs) Err() []error { return in.errs }
 

@@ -2,6 +2,7 @@ package step
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -25,4 +26,16 @@ func TestParseTags(t *testing.T) {
 	require.EqualError(t, err, `tags: "team": want key=value pairs separated by commas or new lines`)
 	_, err = ParseTags("=x")
 	require.ErrorContains(t, err, `tags: "=x"`)
+}
+
+// TestFormatDuration: durations read as typed in a workflow, and parse back to themselves.
+func TestFormatDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{5 * time.Minute: "5m", 2 * time.Hour: "2h", 90 * time.Minute: "1h30m",
+		90 * time.Second: "1m30s", 10 * time.Second: "10s", time.Hour + time.Second: "1h0m1s"} {
+		require.Equal(t, want, FormatDuration(d))
+		back, err := time.ParseDuration(want)
+		require.NoError(t, err)
+		require.Equal(t, d, back)
+	}
 }
