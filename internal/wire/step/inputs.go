@@ -1,6 +1,7 @@
-// Package step is what the action's two steps (cmd/provision, cmd/release) share: reading inputs
-// from flags, the action (INPUT_<NAME>) or HANGAR_<NAME> variables, the workflow's GITHUB_*
-// context, wiring the AWS and GitHub clients, and writing outputs and the step summary.
+// Package step is what the action's steps (cmd/provision, cmd/release, and hangar refresh in
+// cmd/hangar) share: reading inputs from flags, the action (INPUT_<NAME>) or HANGAR_<NAME>
+// variables, the workflow's GITHUB_* context, parsing list inputs, wiring the AWS and GitHub
+// clients, and writing outputs and the step summary.
 package step
 
 import (
