@@ -9,8 +9,9 @@ ENDPOINTS := .cache/testbed/endpoints.env
 # Binaries that exist so far (each lands with its issue); build builds every cmd/*/ with a main.go.
 CMDS      := $(patsubst cmd/%/main.go,%,$(wildcard cmd/*/main.go))
 ARCHES    := amd64 arm64
-# The action's release assets (make dist): what scripts/action.sh downloads.
-DIST_MODES     := provision release refresh
+# The action's release assets (make dist): what scripts/action.sh downloads. Each command's
+# asset is hangar-<command>-<os>-<arch>, but hangar's (which runs mode: refresh) is hangar-<os>-<arch>.
+DIST_CMDS      := provision release hangar
 DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 LDFLAGS   := -s -w -X main.version=$(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
@@ -50,12 +51,12 @@ build: ## build every binary (CGO_ENABLED=0); agent and refresh bootstrap for li
 	done
 	@[ -n "$(CMDS)" ] || echo "no binaries yet"
 
-dist: ## the action's release assets in dist/: hangar-{provision,release,refresh}-<os>-<arch> for each of DIST_PLATFORMS, and checksums.txt
+dist: ## the action's release assets in dist/: hangar-provision-, hangar-release- and hangar-<os>-<arch> for each of DIST_PLATFORMS, and checksums.txt
 	@rm -rf dist && mkdir -p dist
 	@for p in $(DIST_PLATFORMS); do os=$${p%/*}; a=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
-	  for m in $(DIST_MODES); do \
-	    echo "build dist/hangar-$$m-$$os-$$a$$ext"; \
-	    GOOS=$$os GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o dist/hangar-$$m-$$os-$$a$$ext ./cmd/$$m || exit 1; \
+	  for c in $(DIST_CMDS); do name=hangar-$$c; [ $$c = hangar ] && name=hangar; \
+	    echo "build dist/$$name-$$os-$$a$$ext"; \
+	    GOOS=$$os GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/$$name-$$os-$$a$$ext ./cmd/$$c || exit 1; \
 	  done; done
 	cd dist && sha256sum hangar-* > checksums.txt
 	@echo "dist/: $$(ls dist | wc -l) files; upload them all to the release (docs/operations.md, Releasing)"

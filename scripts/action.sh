@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The action's step (action.yml): run the provision, release or refresh binary for this runner's
-# OS and architecture.
+# The action's step (action.yml): run the binary of the mode for this runner's OS and
+# architecture: provision and release each have their own (cmd/provision, cmd/release; assets
+# hangar-provision-<os>-<arch>, hangar-release-<os>-<arch>); refresh is `hangar refresh`
+# (cmd/hangar; asset hangar-<os>-<arch>).
 #
 #   1. A release (the input version, or else the tag the action is used at, such as v1 or
-#      v1.4.2): download <release-url>/<version>/checksums.txt, then the binary
-#      hangar-<mode>-<os>-<arch> unless the tool cache holds it, and run it only if its SHA-256 is
+#      v1.4.2): download <release-url>/<version>/checksums.txt, then the mode's binary unless
+#      the tool cache holds it, and run it only if its SHA-256 is
 #      the one the checksums file lists. The checksums file is fetched every time (it is small),
 #      so a cached binary is verified before every run: a tool cache shared with earlier jobs
 #      cannot slip in another binary. A mismatch stops the step; it never falls back.
@@ -18,8 +20,11 @@ fail() { echo "::error title=Hangar::$*"; exit 2; }
 
 root=${HANGAR_ACTION_PATH:?HANGAR_ACTION_PATH is not set: run this script through action.yml}
 mode=${HANGAR_MODE:-}
+# cmd: the command under cmd/ that runs the mode; name: its binary's (and release asset's) name;
+# sub: the subcommand it runs, if any.
 case "$mode" in
-  provision|release|refresh) ;;
+  provision|release) cmd=$mode; name=hangar-$mode; sub= ;;
+  refresh) cmd=hangar; name=hangar; sub=refresh ;;
   *) fail "mode: \"$mode\": want provision, release or refresh" ;;
 esac
 
@@ -36,7 +41,7 @@ case "$(uname -m)" in
 esac
 ext=""
 if [ "$os" = windows ]; then ext=.exe; fi
-asset="hangar-$mode-$os-$arch$ext"
+asset="$name-$os-$arch$ext"
 
 # The action's repository and ref: from the runner's context, or else from where the runner put
 # the action (…/_actions/<owner>/<repo>/<ref>), which composite actions always know.
@@ -93,7 +98,7 @@ if [ -n "$version" ]; then
     else
       cached="$cache/$asset"
       # Run a private copy, checked after copying: the cache may be shared with other jobs.
-      bin="${RUNNER_TEMP:-/tmp}/hangar-$mode-$$$ext"
+      bin="${RUNNER_TEMP:-/tmp}/$name-$$$ext"
       if [ -f "$cached" ] && cp "$cached" "$bin" && [ "$(sha256 "$bin")" = "$want" ]; then
         chmod 0755 "$bin"
         echo "Hangar $version $mode ($os/$arch) from the tool cache, SHA-256 $want"
@@ -118,14 +123,14 @@ if [ -z "$bin" ]; then
     fail "no release binary of the $mode step for this ref of the action (${ref:-a local path}), and no Go to build one: use a release tag (uses: hangar-ci/hangar@v1), set the version input to a release when pinning by commit, or add actions/setup-go before this step"
   fi
   echo "::group::Building the $mode step from source (no release binary for ${version:-${ref:-this ref}})"
-  bin="${RUNNER_TEMP:-/tmp}/hangar-$mode-$$"
-  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin" "./cmd/$mode")
+  bin="${RUNNER_TEMP:-/tmp}/$name-$$"
+  (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin" "./cmd/$cmd")
   echo "::endgroup::"
 fi
 
 [ -n "${sums:-}" ] && rm -f "$sums"
 trap - EXIT
-if [ "$mode" = refresh ]; then
-  exec "$bin" invoke
+if [ -n "$sub" ]; then
+  exec "$bin" "$sub"
 fi
 exec "$bin"

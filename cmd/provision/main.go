@@ -41,13 +41,13 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		return options{}, err
 	}
 	ctx := in.Context()
-	tags, tagErr := provision.ParseTags(in.String("tags"))
+	tags, tagErr := step.ParseTags(in.String("tags"))
 	cfg := provision.Config{
 		Stack: in.String("stack"), Pool: in.String("pool"), Count: in.Int("instance-count", "a whole number from 1 to 100"),
-		UsageClass: in.String("usage-class"), InstanceTypes: provision.ParseList(in.String("allowed-instance-types")),
+		UsageClass: in.String("usage-class"), InstanceTypes: step.ParseList(in.String("allowed-instance-types")),
 		MinVCPU: in.Int("min-vcpu", "a whole number"), MinMemoryMiB: in.Int("min-memory-mib", "a whole number of MiB"),
 		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
-		Scope: in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: provision.ParseList(in.String("labels")), Tags: tags,
+		Scope: in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: step.ParseList(in.String("labels")), Tags: tags,
 		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
 	}
 	cfg.ApplyDefaults()

@@ -8,7 +8,9 @@
 //
 //	refresh --once [--dry-run] [--stack hangar]
 //
-// The stack comes from --stack or HANGAR_STACK.
+// The stack comes from --stack or HANGAR_STACK. The action's mode: refresh, which invokes the
+// deployed function from a workflow, is `hangar refresh` (cmd/hangar): this binary links nothing
+// of GitHub or the Actions toolkit (internal/checks/layout keeps it so).
 package main
 
 import (
@@ -30,7 +32,6 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
-	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -46,11 +47,6 @@ func main() {
 			os.Exit(1)
 		}
 		lambda.Start(h)
-		return
-	}
-	if len(os.Args) > 1 && os.Args[1] == "invoke" {
-		// The action's mode: refresh: invoke the deployed function and report in the step summary.
-		step.Main("refresh", os.Args[2:], parseInvoke, func(invokeOptions) string { return "" }, runInvoke)
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -15,16 +15,14 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // options are the validated inputs.
 type options struct {
-	cfg                       release.Config
-	run, stack, token, apiURL string
-	scope                     ghapi.Scope
+	cfg           release.Config
+	req           release.Request
+	token, apiURL string
 }
 
 func main() { step.Main("release", os.Args[1:], parse, func(o options) string { return o.token }, run) }
@@ -38,21 +36,17 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		return options{}, err
 	}
 	ctx := in.Context()
-	o := options{run: ctx.RunID, stack: in.String("stack"), token: in.String("github-token"), apiURL: ctx.APIURL,
-		cfg: release.Config{DeregisterTimeout: in.Duration("deregister-timeout")}}
+	o := options{token: in.String("github-token"), apiURL: ctx.APIURL,
+		cfg: release.Config{DeregisterTimeout: in.Duration("deregister-timeout")},
+		req: release.Request{Stack: in.String("stack"), RunID: ctx.RunID, Repository: ctx.Repository, Scope: in.String("runner-scope")}}
+	o.cfg.ApplyDefaults()
+	o.req.ApplyDefaults()
 	errs := in.Err()
-	if err := poolconfig.ValidateStack(o.stack); err != nil {
-		errs = append(errs, fmt.Errorf("stack: %w", err))
-	}
-	if err := state.ValidateRunID(o.run); err != nil {
-		errs = append(errs, fmt.Errorf("GITHUB_RUN_ID: %w", err))
+	if err := o.req.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.cfg.Validate(); err != nil {
 		errs = append(errs, err)
-	}
-	var err error
-	if o.scope, err = ghapi.ParseScope(ctx.Repository, in.String("runner-scope")); err != nil {
-		errs = append(errs, fmt.Errorf("GITHUB_REPOSITORY / runner-scope: %w", err))
 	}
 	if o.token == "" {
 		errs = append(errs, errors.New("github-token: empty: want a GitHub App installation token or a PAT with admin rights on the repository or organisation"))
@@ -62,17 +56,17 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 
 func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	gha.Group("Release the runners of run " + o.run)
+	gha.Group("Release the runners of run " + o.req.RunID)
 	defer gha.EndGroup()
 	clients, err := step.NewClients(ctx)
 	if err != nil {
 		return err
 	}
-	gh, err := ghapi.New(o.apiURL, o.token, o.scope)
+	gh, err := ghapi.New(o.apiURL, o.token, o.req.RunnerScope())
 	if err != nil {
 		return err
 	}
-	wiring := &step.Wiring{Clients: clients, Stack: o.stack, GitHub: gh, Log: log, Mask: gha.AddMask}
+	wiring := &step.Wiring{Clients: clients, Stack: o.req.Stack, GitHub: gh, Log: log, Mask: gha.AddMask}
 	releaser, warnings, err := wiring.Release(ctx, o.cfg)
 	if err != nil {
 		return err
@@ -80,7 +74,7 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	for _, w := range warnings {
 		gha.Warningf("%v", w)
 	}
-	res, err := releaser.Release(ctx, o.run)
+	res, err := releaser.Release(ctx, o.req.RunID)
 	if err != nil {
 		return err
 	}
@@ -89,14 +83,14 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	}
 	if len(res.Instances) == 0 {
 		step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\nNo instance held run %s: nothing to give back (provision gave back what it took, or never ran). %s · took %s\n",
-			o.run, o.run, runnersDeleted(res), res.Took.Round(10e6)))
+			o.req.RunID, o.req.RunID, runnersDeleted(res), res.Took.Round(10e6)))
 		return nil
 	}
 	rows := make([][]string, len(res.Instances))
 	for i, x := range res.Instances {
 		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds)}
 	}
-	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%s · took %s\n", o.run,
+	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%s · took %s\n", o.req.RunID,
 		step.Table([]string{"instance", "type", "AZ", "market", "result", "why", "after (s)"}, rows), runnersDeleted(res), res.Took.Round(10e6)))
 	return nil
 }

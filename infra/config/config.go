@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -177,7 +177,6 @@ func (c *Config) applyDefaults() {
 
 var (
 	scheduleRe = regexp.MustCompile(`^(rate\([1-9][0-9]* (minute|minutes|hour|hours)\)|cron\([^()]+\))$`)
-	repoRe     = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	amiRe      = regexp.MustCompile(`^ami-[0-9a-f]{8,17}$`)
 	sgRe       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	vpcRe      = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
@@ -198,14 +197,14 @@ func (c *Config) Validate() error {
 		bad("github.repositories", "empty: want the repositories (owner/name or owner/*) whose workflows may use the stack")
 	}
 	for _, r := range c.GitHub.Repositories {
-		if !repoRe.MatchString(r) {
-			bad("github.repositories", "%q: want owner/name or owner/*", r)
+		if err := poolconfig.ValidateRepoPattern(r); err != nil {
+			bad("github.repositories", "%v", err)
 		}
 	}
 	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {
 		bad("github.oidcProviderArn", "%q: want the ARN of the token.actions.githubusercontent.com OIDC provider, or leave it out to create one", c.GitHub.OIDCProviderARN)
 	}
-	if err := ghapi.CheckServer(c.GitHub.ServerURL); err != nil {
+	if err := ghurl.CheckServer(c.GitHub.ServerURL); err != nil {
 		bad("github.serverUrl", "%v (the GitHub server whose workflows use the stack)", err)
 	}
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {

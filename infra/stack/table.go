@@ -8,7 +8,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// table is the state table of docs/design.md §2, exactly as state.TableInput declares it.
+// table is the state table of docs/design.md §2, exactly as testbed.TableInput (internal/testkit/testbed) declares it for tests.
 type table struct{ t awsdynamodb.Table }
 
 func newTable(stack awscdk.Stack, name string) *table {

@@ -147,20 +147,24 @@ func TestInputsAndOutputs(t *testing.T) {
 }
 
 // TestModesAndReleaseAssets: the script's modes, the binaries make dist builds and the names the
-// script downloads agree.
+// script downloads agree: provision and release are their own commands; refresh is hangar's
+// refresh command, whose asset is hangar-<os>-<arch>.
 func TestModesAndReleaseAssets(t *testing.T) {
 	mk := read(t, "Makefile")
-	modes := strings.Fields(regexp.MustCompile(`(?m)^DIST_MODES\s*:=(.*)$`).FindStringSubmatch(mk)[1])
-	require.ElementsMatch(t, []string{"provision", "release", "refresh"}, modes)
-	for _, m := range modes {
-		require.FileExists(t, filepath.Join(root, "cmd", m, "main.go"))
+	cmds := strings.Fields(regexp.MustCompile(`(?m)^DIST_CMDS\s*:=(.*)$`).FindStringSubmatch(mk)[1])
+	require.ElementsMatch(t, []string{"provision", "release", "hangar"}, cmds)
+	for _, c := range cmds {
+		require.FileExists(t, filepath.Join(root, "cmd", c, "main.go"))
 	}
 	platforms := strings.Fields(regexp.MustCompile(`(?m)^DIST_PLATFORMS\s*:=(.*)$`).FindStringSubmatch(mk)[1])
 	require.Subset(t, platforms, []string{"linux/amd64", "linux/arm64", "darwin/arm64"}, "GitHub's hosted runners")
 	script := read(t, "scripts/action.sh")
-	require.Contains(t, script, "provision|release|refresh)")
-	require.Contains(t, script, `asset="hangar-$mode-$os-$arch$ext"`)
-	require.Contains(t, mk, "dist/hangar-$$m-$$os-$$a$$ext")
+	require.Contains(t, script, "provision|release) cmd=$mode; name=hangar-$mode; sub= ;;")
+	require.Contains(t, script, "refresh) cmd=hangar; name=hangar; sub=refresh ;;")
+	require.Contains(t, script, `asset="$name-$os-$arch$ext"`)
+	require.Contains(t, script, `"./cmd/$cmd"`)
+	require.Contains(t, mk, "name=hangar-$$c; [ $$c = hangar ] && name=hangar;")
+	require.Contains(t, mk, "dist/$$name-$$os-$$a$$ext ./cmd/$$c")
 	require.Contains(t, mk, "sha256sum hangar-* > checksums.txt")
 }
 

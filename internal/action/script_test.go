@@ -70,8 +70,11 @@ func (s *releaseServer) count(tag, file string) int {
 	return s.hits["/hangar-ci/hangar/releases/download/"+tag+"/"+file]
 }
 
-// asset is the name the script downloads on this machine.
+// asset is the name the script downloads on this machine for a mode: refresh is hangar's.
 func asset(mode string) string {
+	if mode == "refresh" {
+		return fmt.Sprintf("hangar-%s-%s", runtime.GOOS, runtime.GOARCH)
+	}
 	return fmt.Sprintf("hangar-%s-%s-%s", mode, runtime.GOOS, runtime.GOARCH)
 }
 
@@ -137,7 +140,7 @@ func noGoPath(t *testing.T) string {
 func TestDownloadVerifyCache(t *testing.T) {
 	t.Parallel()
 	srv := newReleaseServer(t)
-	srv.publish("v1.2.3", map[string][]byte{asset("provision"): fakeBinary("provision"), asset("refresh"): fakeBinary("refresh")}, nil)
+	srv.publish("v1.2.3", map[string][]byte{asset("provision"): fakeBinary("provision"), asset("refresh"): fakeBinary("hangar")}, nil)
 	r := newScriptRun(t)
 	env := []string{"HANGAR_VERSION=v1.2.3", "HANGAR_RELEASE_URL=" + srv.URL + "/hangar-ci/hangar/releases/download"}
 
@@ -163,10 +166,11 @@ func TestDownloadVerifyCache(t *testing.T) {
 	require.Contains(t, out, "provision ran with []")
 	require.Equal(t, 2, srv.count("v1.2.3", asset("provision")), "downloaded again")
 
-	// refresh runs the refresh binary's invoke command.
+	// refresh runs the hangar binary's refresh command.
 	out, code = r.run(append(env, "HANGAR_MODE=refresh")...)
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "refresh ran with [invoke]")
+	require.Contains(t, out, "hangar ran with [refresh]")
+	require.Equal(t, 1, srv.count("v1.2.3", "hangar-"+runtime.GOOS+"-"+runtime.GOARCH))
 }
 
 // TestChecksumMismatchStops: a download whose SHA-256 is not the one the release lists stops the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 )
 
 // TestCheckRunnerURL: the runner URL must be the repository's or its owner's page on the GitHub
@@ -32,7 +32,7 @@ func TestCheckRunnerURL(t *testing.T) {
 		{"query", "https://github.com/octo/app?x=1", "https://github.com", false, "want https://github.com/octo/app"},
 		{"plain http elsewhere", "http://github.com/octo/app", "https://github.com", false, "want https://github.com/octo/app"},
 		{"another loopback stand-in", "http://127.0.0.1:9001/octo/app", "http://127.0.0.1:9000", false, ""},
-		{"the loopback stand-in", "http://127.0.0.1:9000/octo/app", "http://127.0.0.1:9000", ghapi.LocalWorld, "want http://127.0.0.1:9000/octo/app"},
+		{"the loopback stand-in", "http://127.0.0.1:9000/octo/app", "http://127.0.0.1:9000", ghurl.LocalWorld, "want http://127.0.0.1:9000/octo/app"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

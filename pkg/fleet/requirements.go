@@ -27,10 +27,10 @@ type requirementsKey struct {
 // as it is. Each resolution is made once per Launcher (a refresh function keeps it across
 // invocations).
 func (l *Launcher) Resolve(ctx context.Context, doc *poolconfig.Document) error {
-	r := doc.InstanceRequirements
-	if r == nil || len(doc.InstanceTypes) > 0 {
+	if !doc.ChoosesTypesBySize() {
 		return nil
 	}
+	r := doc.InstanceRequirements
 	key := requirementsKey{*r, doc.Market != poolconfig.MarketOnDemand}
 	l.mu.Lock()
 	types, ok := l.resolved[key]

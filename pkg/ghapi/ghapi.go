@@ -9,13 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/google/go-github/v66/github"
+
+	"github.com/hangar-ci/hangar/pkg/ghurl"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
 // Token is a runner registration token.
@@ -39,9 +40,10 @@ type Scope struct {
 	Repo  string // empty for an organisation
 }
 
-var (
-	ownerRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+// The kinds of scope ParseScope takes.
+const (
+	ScopeRepo = "repo"
+	ScopeOrg  = "org"
 )
 
 // ErrScopeKind is returned (wrapped) by ParseScope for a kind other than repo or org.
@@ -50,84 +52,25 @@ var ErrScopeKind = errors.New("want repo or org")
 // ParseScope returns the scope of repository owner/name for kind "repo" or "org".
 func ParseScope(repository, kind string) (Scope, error) {
 	switch kind {
-	case "repo", "", "org":
+	case ScopeRepo, "", ScopeOrg:
 	default:
 		return Scope{}, fmt.Errorf("runner-scope %q: %w", kind, ErrScopeKind)
 	}
-	owner, name, ok := strings.Cut(repository, "/")
-	if !ok || !ownerRe.MatchString(owner) || !repoRe.MatchString(name) {
-		return Scope{}, fmt.Errorf("repository %q: want owner/name", repository)
+	if err := poolconfig.ValidateRepository(repository); err != nil {
+		return Scope{}, err
 	}
-	if kind == "org" {
+	owner, name, _ := strings.Cut(repository, "/")
+	if kind == ScopeOrg {
 		return Scope{Owner: owner}, nil
 	}
 	return Scope{Owner: owner, Repo: name}, nil
 }
 
-// CheckURL checks a GitHub server or API URL: https; plain http to a loopback address only in
-// the local world's builds (LocalWorld), where GitHub is a stand-in.
-func CheckURL(raw string) error { return checkURL(raw, LocalWorld) }
+// CheckURL is ghurl.CheckURL, for the callers that hold a ghapi client.
+func CheckURL(raw string) error { return ghurl.CheckURL(raw) }
 
-// checkURL is CheckURL's policy for either kind of build.
-func checkURL(raw string, localWorld bool) error {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || u.Host == "":
-		return fmt.Errorf("%q: want an https URL such as https://github.com", raw)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && localWorld && isLoopback(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q: want an https URL such as https://github.com", raw)
-}
-
-// CheckServer checks the GitHub server a pool pins (https://github.com or an enterprise
-// server's https://<host>): a URL CheckURL accepts, with a host and nothing else, neither user
-// information, path, query nor fragment.
-func CheckServer(raw string) error { return checkServer(raw, LocalWorld) }
-
-func checkServer(raw string, localWorld bool) error {
-	if err := checkURL(raw, localWorld); err != nil {
-		return err
-	}
-	u, _ := url.Parse(raw) // checkURL parsed it
-	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
-		return fmt.Errorf("%q: want the server alone, such as https://github.com or https://ghe.example.com: no user, path, query or fragment", raw)
-	}
-	return nil
-}
-
-// SameServer reports whether URL raw is on the GitHub server server: the same scheme and host
-// (the host compared without case, a default port the same as none).
-func SameServer(raw, server string) bool {
-	a, errA := url.Parse(raw)
-	b, errB := url.Parse(server)
-	if errA != nil || errB != nil || a.Host == "" {
-		return false
-	}
-	return strings.EqualFold(a.Scheme, b.Scheme) && hostPort(a) == hostPort(b)
-}
-
-// hostPort is u's host in lower case with its port, the scheme's default port left out.
-func hostPort(u *url.URL) string {
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if (port == "443" && strings.EqualFold(u.Scheme, "https")) || (port == "80" && strings.EqualFold(u.Scheme, "http")) {
-		port = ""
-	}
-	if port == "" {
-		return host
-	}
-	return net.JoinHostPort(host, port)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// SameServer is ghurl.SameServer, for the callers that hold a ghapi client.
+func SameServer(raw, server string) bool { return ghurl.SameServer(raw, server) }
 
 // IsOrg reports whether runners of the scope belong to the organisation.
 func (s Scope) IsOrg() bool { return s.Repo == "" }

@@ -60,7 +60,7 @@ func newWorld(t *testing.T) *world {
 	ctx := testbed.Context(t, 2*time.Minute)
 	db := testbed.DynamoDB(t)
 	table := testbed.Name(t, "hangar-lifecycle")
-	require.NoError(t, state.CreateTable(ctx, db, table))
+	require.NoError(t, testbed.CreateTable(ctx, db, table))
 	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
 	store, err := state.NewStore(db, table, state.Account{Partition: "aws", Region: testbed.Region(), ID: testbed.Account})
 	require.NoError(t, err)

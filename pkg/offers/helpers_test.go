@@ -39,7 +39,7 @@ func newEnv(t *testing.T) *env {
 	ctx := testbed.Context(t, time.Minute)
 	db := testbed.DynamoDB(t)
 	table := testbed.Name(t, "hangar-pool")
-	require.NoError(t, state.CreateTable(ctx, db, table))
+	require.NoError(t, testbed.CreateTable(ctx, db, table))
 	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
 	store, err := state.NewStore(db, table, account)
 	require.NoError(t, err)

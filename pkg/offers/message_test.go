@@ -2,7 +2,6 @@ package offers
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,20 +108,6 @@ func TestRequestValidate(t *testing.T) {
 			require.ErrorContains(t, r.Validate(), tc.want)
 		})
 	}
-}
-
-func TestParseTypePatterns(t *testing.T) {
-	t.Parallel()
-	got, err := ParseTypePatterns("c*, m7g.*  t3.micro\n")
-	require.NoError(t, err)
-	require.Equal(t, []string{"c*", "m7g.*", "t3.micro"}, got)
-	got, err = ParseTypePatterns("")
-	require.NoError(t, err)
-	require.Empty(t, got)
-	_, err = ParseTypePatterns("c*,m7g/large")
-	require.ErrorContains(t, err, `"m7g/large"`)
-	_, err = ParseTypePatterns(strings.Repeat("c", 65))
-	require.ErrorContains(t, err, "1 to 64")
 }
 
 func TestFits(t *testing.T) {

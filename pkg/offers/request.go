@@ -6,7 +6,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -51,18 +50,6 @@ type Request struct {
 	ClaimDeadline time.Time
 	// Exclude lists instances not to claim (ones that already failed this request).
 	Exclude []string
-}
-
-// ParseTypePatterns splits a comma- or space-separated list of instance type patterns and checks
-// each.
-func ParseTypePatterns(s string) ([]string, error) {
-	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
-	for _, f := range fields {
-		if err := ValidateTypePattern(f); err != nil {
-			return nil, err
-		}
-	}
-	return fields, nil
 }
 
 // ValidateTypePattern checks one instance type pattern.

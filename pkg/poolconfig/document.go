@@ -46,7 +46,8 @@ type Document struct {
 	LaunchTemplate     LaunchTemplate `json:"launchTemplate"`
 	SpecHash           string         `json:"specHash"`
 	// InstanceTypes are the pool's types in preference order; with InstanceRequirements (and
-	// no types) they are filled in from EC2 when the document is loaded.
+	// no types) provision and refresh fill them in from EC2 before using the pool
+	// (ChoosesTypesBySize, fleet.Launcher.Resolve).
 	InstanceTypes        []string      `json:"instanceTypes,omitempty"`
 	InstanceRequirements *Requirements `json:"instanceRequirements,omitempty"`
 	Subnets              []Subnet      `json:"subnets"`
@@ -289,3 +290,9 @@ func ParameterName(stack, pool string) string { return ParameterPath(stack) + po
 
 // ParameterPath is the SSM path under which all of a stack's pool documents live.
 func ParameterPath(stack string) string { return "/hangar/" + stack + "/pools/" }
+
+// ChoosesTypesBySize reports whether the pool chooses its instance types by size
+// (instanceRequirements) and they are not filled in yet (fleet.Launcher.Resolve fills them).
+func (d *Document) ChoosesTypesBySize() bool {
+	return d.InstanceRequirements != nil && len(d.InstanceTypes) == 0
+}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -280,7 +280,7 @@ func TestParseGitHubURL(t *testing.T) {
 	require.Equal(t, "https://ghe.example.com", d.GitHubURL)
 
 	d, err = parse("http://127.0.0.1:8080")
-	if ghapi.LocalWorld {
+	if ghurl.LocalWorld {
 		require.NoError(t, err)
 		require.Equal(t, "http://127.0.0.1:8080", d.GitHubURL)
 	} else {

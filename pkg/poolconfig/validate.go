@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/tokens"
 )
@@ -21,7 +21,6 @@ var (
 	subnetRe       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
 	templateRe     = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
 	templateVerRe  = regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`)
-	repoPatternRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
 	versionRe      = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	sha256Re       = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	userRe         = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
@@ -56,7 +55,7 @@ func (d *Document) Validate() error {
 	if err := tokens.ValidateKey(d.TokenKey); err != nil {
 		bad("tokenKey", "%v (the KMS key runner tokens are sealed with)", err)
 	}
-	if err := ghapi.CheckServer(d.GitHubURL); err != nil {
+	if err := ghurl.CheckServer(d.GitHubURL); err != nil {
 		bad("githubUrl", "%v (the GitHub server the pool's runners register with)", err)
 	}
 	if !templateRe.MatchString(d.LaunchTemplate.ID) {
@@ -105,8 +104,8 @@ func (d *Document) Validate() error {
 		}
 	}
 	for _, r := range d.AllowedRepositories {
-		if !repoPatternRe.MatchString(r) {
-			bad("allowedRepositories", "%q: want owner/name or owner/*", r)
+		if err := ValidateRepoPattern(r); err != nil {
+			bad("allowedRepositories", "%v", err)
 		}
 	}
 	if d.RunnerGroup != "" {

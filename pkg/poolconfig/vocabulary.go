@@ -73,6 +73,9 @@ func ValidateRunnerGroup(name string) error {
 
 var runnerGroupRe = regexp.MustCompile(`^[A-Za-z0-9 ._-]{1,64}$`)
 
+// DefaultStack is the stack's name when none is given.
+const DefaultStack = "hangar"
+
 // ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
 func ValidateStack(name string) error {
 	if !stackRe.MatchString(name) {
@@ -80,3 +83,30 @@ func ValidateStack(name string) error {
 	}
 	return nil
 }
+
+// ValidateRepoPattern checks an allowed-repositories entry (a pool's allowedRepositories, the
+// stack configuration's github.repositories): owner/name or owner/*.
+func ValidateRepoPattern(p string) error {
+	if !repoPatternRe.MatchString(p) {
+		return fmt.Errorf("%q: want owner/name or owner/*", p)
+	}
+	return nil
+}
+
+var repoPatternRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
+
+// ValidateRepository checks a repository's full name as GitHub spells it (GITHUB_REPOSITORY):
+// owner/name, the owner 1 to 39 letters, digits and '-' starting with a letter or digit, the
+// name 1 to 100 letters, digits, '_', '.' and '-'.
+func ValidateRepository(repo string) error {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || !ownerRe.MatchString(owner) || !repoNameRe.MatchString(name) {
+		return fmt.Errorf("repository %q: want owner/name", repo)
+	}
+	return nil
+}
+
+var (
+	ownerRe    = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
+	repoNameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -18,7 +18,7 @@ func (p *provisioning) check(ctx context.Context) error {
 	if doc == nil || doc.Name != p.cfg.Pool {
 		return fmt.Errorf("pool: %q: no such pool document", p.cfg.Pool)
 	}
-	if !ghapi.SameServer(p.cfg.ServerURL, doc.GitHubURL) {
+	if !ghurl.SameServer(p.cfg.ServerURL, doc.GitHubURL) {
 		return fmt.Errorf("GITHUB_SERVER_URL: %q: pool %s serves the GitHub server %s only (its githubUrl); run the workflow there, or deploy a stack for this server",
 			p.cfg.ServerURL, doc.Name, doc.GitHubURL)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -27,7 +27,7 @@ type Config struct {
 	MinMemoryMiB        int               // min-memory-mib
 	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
 	RegistrationTimeout time.Duration     // registration-timeout
-	Scope               string            // runner-scope: repo or org (parsed into RunnerScope by Validate)
+	Scope               string            // runner-scope: repo or org (see RunnerScope)
 	RunnerGroup         string            // runner-group: org runner group (default: the pool's runnerGroup)
 	Labels              []string          // labels: extra runner labels
 	Tags                map[string]string // tags: extra instance tags
@@ -40,24 +40,31 @@ type Config struct {
 	ServerURL string // GITHUB_SERVER_URL
 	// PollInterval caps the wait between reads while waiting (default 200ms; see state.Store.Poll).
 	PollInterval time.Duration
-
-	scope ghapi.Scope // Scope and Repository, parsed by Validate
 }
 
-// RunnerScope is where runners are registered, parsed from Scope and Repository by Validate.
-func (c *Config) RunnerScope() ghapi.Scope { return c.scope }
+// RunnerScope is where runners are registered: Repository's, or its owner's for Scope org. It is
+// the zero Scope unless Validate accepts Scope and Repository.
+func (c Config) RunnerScope() ghapi.Scope {
+	s, _ := ghapi.ParseScope(c.Repository, c.Scope)
+	return s
+}
 
 // Defaults.
 const (
+	DefaultCount               = 1
 	DefaultRegistrationTimeout = 5 * time.Minute
 	DefaultPollInterval        = 200 * time.Millisecond
+	DefaultScope               = ghapi.ScopeRepo
+	DefaultServerURL           = "https://github.com"
 	maxRegistrationTimeout     = time.Hour
 )
 
-// ApplyDefaults fills unset fields.
+// ApplyDefaults fills unset fields (Run applies them; a caller that validates first applies them
+// before Validate). Count has no default here: 0 is refused, and the instance-count input
+// defaults to DefaultCount.
 func (c *Config) ApplyDefaults() {
 	if c.Stack == "" {
-		c.Stack = "hangar"
+		c.Stack = poolconfig.DefaultStack
 	}
 	if c.RegistrationTimeout == 0 {
 		c.RegistrationTimeout = DefaultRegistrationTimeout
@@ -66,16 +73,16 @@ func (c *Config) ApplyDefaults() {
 		c.PollInterval = DefaultPollInterval
 	}
 	if c.Scope == "" {
-		c.Scope = "repo"
+		c.Scope = DefaultScope
 	}
 	if c.ServerURL == "" {
-		c.ServerURL = "https://github.com"
+		c.ServerURL = DefaultServerURL
 	}
 }
 
 // Validate checks every input and reports all problems at once, each naming the input, the bad
-// value and what is accepted. It makes no request.
-func (c *Config) Validate() error {
+// value and what is accepted. It changes nothing and makes no request.
+func (c Config) Validate() error {
 	var errs []error
 	bad := func(input, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", input, fmt.Sprintf(format, a...)))
@@ -134,41 +141,18 @@ func (c *Config) Validate() error {
 	if c.RunAttempt < 1 {
 		bad("GITHUB_RUN_ATTEMPT", "%d: want 1 or more", c.RunAttempt)
 	}
-	var err error
-	if c.scope, err = ghapi.ParseScope(c.Repository, c.Scope); err != nil {
+	if _, err := ghapi.ParseScope(c.Repository, c.Scope); err != nil {
 		if errors.Is(err, ghapi.ErrScopeKind) {
 			bad("runner-scope", "%q: want repo or org", c.Scope)
 		} else {
 			bad("GITHUB_REPOSITORY", "%v", err)
 		}
 	}
-	if err := ghapi.CheckURL(c.ServerURL); err != nil {
+	if err := ghurl.CheckURL(c.ServerURL); err != nil {
 		bad("GITHUB_SERVER_URL", "%v", err)
 	}
 	if c.PollInterval < 10*time.Millisecond {
 		bad("poll interval", "%s: want 10ms or more", c.PollInterval)
 	}
 	return errors.Join(errs...)
-}
-
-// ParseTags reads key=value pairs separated by commas or new lines.
-func ParseTags(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' }) {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(f, "=")
-		if !ok || strings.TrimSpace(k) == "" {
-			return nil, fmt.Errorf("tags: %q: want key=value pairs separated by commas or new lines", f)
-		}
-		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return out, nil
-}
-
-// ParseList reads a list separated by commas, spaces or new lines.
-func ParseList(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
 }

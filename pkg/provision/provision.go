@@ -43,10 +43,12 @@ type Publisher interface {
 	Publish(ctx context.Context, insts ...*state.Instance) error
 }
 
-// Launcher creates instances (fleet.Launcher).
+// Launcher creates instances, describes instance types and fills in the types of a pool that
+// chooses them by size (fleet.Launcher).
 type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
 	Describe(ctx context.Context, types []string) (map[string]fleet.Spec, error)
+	Resolve(ctx context.Context, doc *poolconfig.Document) error
 }
 
 // EC2 starts, untags and terminates instances.
@@ -193,6 +195,13 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	}
 	if err := d.validate(); err != nil {
 		return nil, err
+	}
+	// A pool that chooses its instance types by size gets them first (one DescribeInstanceTypes
+	// pass), before anything is claimed.
+	if d.Pool != nil && d.Pool.ChoosesTypesBySize() {
+		if err := d.Launcher.Resolve(ctx, d.Pool); err != nil {
+			return nil, fmt.Errorf("pool: %w", err)
+		}
 	}
 	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID},
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},

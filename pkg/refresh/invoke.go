@@ -24,7 +24,7 @@ type Request struct {
 // ActionRefresh is Request.Action for a refresh.
 const ActionRefresh = "refresh"
 
-// Validate checks the pool names.
+// Validate checks the pool names; it changes nothing.
 func (r Request) Validate() error {
 	var errs []error
 	for _, p := range r.Pools {
@@ -35,23 +35,53 @@ func (r Request) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Invocation is a refresh asked of a stack's refresh function from outside it (Invoke): the
+// stack, and the Request it is handed.
+type Invocation struct {
+	Stack string // stack
+	Request
+}
+
+// ApplyDefaults fills unset fields.
+func (i *Invocation) ApplyDefaults() {
+	if i.Stack == "" {
+		i.Stack = poolconfig.DefaultStack
+	}
+}
+
+// Validate checks the stack's name and the request, every problem at once, each naming the
+// input. It changes nothing and makes no request.
+func (i Invocation) Validate() error {
+	var errs []error
+	if err := poolconfig.ValidateStack(i.Stack); err != nil {
+		errs = append(errs, fmt.Errorf("stack: %w", err))
+	}
+	if err := i.Request.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // Lambda invokes a function (the SDK's lambda.Client).
 type Lambda interface {
 	Invoke(ctx context.Context, params *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
 }
 
-// Invoke runs the stack's refresh function synchronously with req and returns its report. A
-// failure inside the function is an error carrying the function's own message.
-func Invoke(ctx context.Context, client Lambda, stack string, req Request) (*Report, error) {
-	req.Action = ActionRefresh
-	if err := req.Validate(); err != nil {
+// Invoke runs the stack's refresh function synchronously with the invocation's request and
+// returns its report. A failure inside the function is an error carrying the function's own
+// message.
+func Invoke(ctx context.Context, client Lambda, inv Invocation) (*Report, error) {
+	inv.ApplyDefaults()
+	if err := inv.Validate(); err != nil {
 		return nil, err
 	}
+	req := inv.Request
+	req.Action = ActionRefresh
 	payload, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
-	fn := poolconfig.RefreshFunction(stack)
+	fn := poolconfig.RefreshFunction(inv.Stack)
 	out, err := client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn), Payload: payload})
 	if err != nil {
 		return nil, fmt.Errorf("invoke the refresh function %s: %w", fn, err)

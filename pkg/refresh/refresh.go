@@ -43,9 +43,11 @@ type EC2 interface {
 	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
-// Launcher creates instances (fleet.Launcher).
+// Launcher creates instances and fills in the types of a pool that chooses them by size
+// (fleet.Launcher).
 type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
+	Resolve(ctx context.Context, doc *poolconfig.Document) error
 }
 
 // Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
@@ -90,6 +92,37 @@ const (
 	DefaultHeartbeatStale = 3 * time.Minute
 )
 
+// ApplyDefaults fills unset fields.
+func (c *Config) ApplyDefaults() {
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = DefaultOrphanGrace
+	}
+	if c.HeartbeatStale == 0 {
+		c.HeartbeatStale = DefaultHeartbeatStale
+	}
+}
+
+// Validate checks the configuration, every problem at once, each naming the field. It changes
+// nothing and makes no request.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Stack == "" {
+		errs = append(errs, errors.New("refresh: stack is empty"))
+	}
+	for _, p := range c.Pools {
+		if p == nil {
+			errs = append(errs, errors.New("refresh: pools: a nil pool document"))
+		}
+	}
+	if c.OrphanGrace < 0 {
+		errs = append(errs, fmt.Errorf("refresh: orphan grace %s: want more than 0", c.OrphanGrace))
+	}
+	if c.HeartbeatStale < 0 {
+		errs = append(errs, fmt.Errorf("refresh: heartbeat stale %s: want more than 0", c.HeartbeatStale))
+	}
+	return errors.Join(errs...)
+}
+
 // Action is one thing refresh did (or, dry, would do) to an instance.
 type Action struct {
 	Instance string `json:"instance"`
@@ -132,14 +165,9 @@ type Report struct {
 // Run refreshes every pool of cfg (in parallel) and the stack's orphans. It returns an error only
 // when nothing could be done; per-pool failures are in the report.
 func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
-	if cfg.Stack == "" {
-		return nil, errors.New("refresh: stack is empty")
-	}
-	if cfg.OrphanGrace == 0 {
-		cfg.OrphanGrace = DefaultOrphanGrace
-	}
-	if cfg.HeartbeatStale == 0 {
-		cfg.HeartbeatStale = DefaultHeartbeatStale
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -151,9 +179,18 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
 		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
+	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
+	pools := make([]*poolconfig.Document, 0, len(cfg.Pools))
+	for _, doc := range cfg.Pools {
+		if err := d.Launcher.Resolve(ctx, doc); err != nil {
+			r.fail("%v", err)
+			continue
+		}
+		pools = append(pools, doc)
+	}
 	var wg sync.WaitGroup
-	reports := make([]PoolReport, len(cfg.Pools))
-	for i, doc := range cfg.Pools {
+	reports := make([]PoolReport, len(pools))
+	for i, doc := range pools {
 		wg.Go(func() { reports[i] = r.pool(ctx, doc) })
 	}
 	wg.Go(func() { r.orphans(ctx) })

@@ -68,6 +68,7 @@ type Releaser struct {
 
 // New returns a releaser; cfg's defaults are applied here, once.
 func New(cfg Config, d Deps) (*Releaser, error) {
+	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

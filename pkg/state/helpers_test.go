@@ -54,7 +54,7 @@ func newStore(t *testing.T) (*state.Store, *countingDB) {
 	db := testbed.DynamoDB(t)
 	name := testbed.Name(t, "hangar-test")
 	ctx := testbed.Context(t, time.Minute)
-	require.NoError(t, state.CreateTable(ctx, db, name))
+	require.NoError(t, testbed.CreateTable(ctx, db, name))
 	t.Cleanup(func() {
 		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &name})
 	})

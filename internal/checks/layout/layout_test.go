@@ -3,6 +3,7 @@ package layout
 import (
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,4 +58,73 @@ func TestUseCasesKnowNothingOfActionsOrLambda(t *testing.T) {
 			}
 		}
 	}
+}
+
+// linkRule is what one binary must not link: module paths (a package, or any package under a
+// module such as github.com/google/go-github) and why.
+type linkRule struct {
+	binary string
+	banned []string
+	why    string
+}
+
+const (
+	actionsToolkit = "github.com/sethvargo/go-githubactions"
+	lambdaRuntime  = "github.com/aws/aws-lambda-go"
+	githubClient   = "github.com/google/go-github"
+)
+
+// linkRules is what each binary may not link. The Lambda bootstrap (cmd/refresh) holds refresh
+// alone: the action's refresh step is cmd/hangar. The agent runs on the instances: neither the
+// Actions toolkit nor the Lambda runtime. The action's steps never run in Lambda.
+var linkRules = []linkRule{
+	{"cmd/refresh", []string{actionsToolkit, githubClient, module + "pkg/ghapi", module + "pkg/provision", module + "pkg/release",
+		module + "internal/wire/step"}, "the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
+	{"cmd/agent", []string{actionsToolkit, lambdaRuntime}, "the agent is neither an action step nor a Lambda"},
+	{"cmd/provision", []string{lambdaRuntime}, "an action step is not a Lambda"},
+	{"cmd/release", []string{lambdaRuntime}, "an action step is not a Lambda"},
+	{"cmd/hangar", []string{lambdaRuntime}, "an action step is not a Lambda"},
+}
+
+// banned returns the first of deps that matches a banned path (the path itself or under it).
+func banned(deps, paths []string) (string, bool) {
+	for _, d := range deps {
+		for _, b := range paths {
+			if d == b || strings.HasPrefix(d, b+"/") || (b == githubClient && strings.HasPrefix(d, b)) {
+				return d, true
+			}
+		}
+	}
+	return "", false
+}
+
+// TestWhatEachBinaryLinks checks every binary against linkRules, with the tags each is built
+// with (the Lambda bootstrap with lambda.norpc, as make infra-assets builds it); every binary
+// under cmd/ has a rule.
+func TestWhatEachBinaryLinks(t *testing.T) {
+	cmds, err := filepath.Glob("../../../cmd/*/main.go")
+	require.NoError(t, err)
+	var ruled []string
+	for _, r := range linkRules {
+		ruled = append(ruled, r.binary)
+	}
+	for _, c := range cmds {
+		require.Contains(t, ruled, "cmd/"+filepath.Base(filepath.Dir(c)), "a binary with no rule in linkRules")
+	}
+	for _, tags := range []string{"", "lambda.norpc"} {
+		for _, r := range linkRules {
+			got := deps(t, tagged(tags, "./"+r.binary)...)
+			require.Contains(t, got, module+r.binary)
+			d, bad := banned(got[module+r.binary], r.banned)
+			require.False(t, bad, "%s (tags %q) links %s: %s", r.binary, tags, d, r.why)
+		}
+	}
+}
+
+// tagged prepends -tags to go list's arguments when tags is set.
+func tagged(tags string, patterns ...string) []string {
+	if tags == "" {
+		return patterns
+	}
+	return append([]string{"-tags", tags}, patterns...)
 }

@@ -64,6 +64,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	hangarBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/hangar")
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "hangar-demo-")
 	if err != nil {
 		return err
@@ -187,7 +191,7 @@ func run(ctx context.Context) error {
 	}
 	say("expiry: the deadlines have passed; refresh (the stack's function, invoked as the action's mode: refresh does) terminates them")
 	start = time.Now()
-	rep, err := runRefresh(ctx, e, refreshBin, dir)
+	rep, err := runRefresh(ctx, e, hangarBin, dir)
 	if err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func run(ctx context.Context) error {
 	}
 	tl.add("redeploy: 2 hot instances wanted", start, "UPDATE_COMPLETE")
 	start = time.Now()
-	if rep, err = runRefresh(ctx, e, refreshBin, dir); err != nil {
+	if rep, err = runRefresh(ctx, e, hangarBin, dir); err != nil {
 		return err
 	}
 	tl.add("warm pool: refresh", start, fmt.Sprintf("%d launched", rep.Pools[0].Launched))
@@ -215,7 +219,7 @@ func run(ctx context.Context) error {
 	}
 	say("their agents are READY; the next refresh puts them in the pool, ready to be claimed")
 	start = time.Now()
-	if rep, err = runRefresh(ctx, e, refreshBin, dir); err != nil {
+	if rep, err = runRefresh(ctx, e, hangarBin, dir); err != nil {
 		return err
 	}
 	tl.add("warm pool: refresh", start, fmt.Sprintf("%d idle, ready to be claimed", rep.Pools[0].Idle))
@@ -225,7 +229,7 @@ func run(ctx context.Context) error {
 	return nil
 }
 
-// runRefresh runs the action's refresh step (refresh invoke: the stack's function, through
+// runRefresh runs the action's refresh step (hangar refresh: the stack's function, through
 // Lambda Invoke) and prints what it did.
 func runRefresh(ctx context.Context, e *localenv.Env, bin, dir string) (*refresh.Report, error) {
 	res, err := localenv.RunRefreshStep(ctx, bin, e.StepEnv("4003", 0, dir), dir)

@@ -2,7 +2,7 @@
 // hostile or merely wrong inputs, each fed to the part of Hangar that reads it as it would be in
 // production, in one local world on the AWS emulators (internal/testkit/localenv):
 //
-//   - action inputs, given to the real provision, release and refresh-invoke step binaries;
+//   - action inputs, given to the real provision and release step binaries and hangar refresh;
 //   - pool documents, parsed by pkg/poolconfig and read by the provision step from SSM;
 //   - pool messages (poison), parsed by pkg/offers and sent to a pool's queue ahead of a provision;
 //   - item shapes, written into the state table and read by pkg/state, the release step and an

@@ -13,7 +13,7 @@ import (
 const (
 	provisionStep = "provision"
 	releaseStep   = "release"
-	refreshStep   = "refresh invoke"
+	refreshStep   = "hangar refresh"
 )
 
 // Exit codes of the steps (internal/wire/step.Main): 2 is input refused before any request, 1 a
@@ -148,7 +148,7 @@ func stepCases(w *world) []stepCase {
 		sc("release: stack unknown", releaseStep, env("HANGAR_STACK", stack+"-gone"), exitRun,
 			[]string{`stack "` + stack + `-gone": no pool documents under /hangar/` + stack + `-gone/pools/: is the stack name right`}),
 
-		// refresh invoke
+		// hangar refresh
 		sc("refresh: dry-run not a boolean", refreshStep, env("HANGAR_DRY_RUN", "yes"), exitInput, []string{`dry-run: "yes": want true or false`}),
 		sc("refresh: pools malformed", refreshStep, env("HANGAR_POOLS", pool+",GPU"), exitInput,
 			[]string{`pools: pool name "GPU" is malformed: want 1 to 48 of a-z, 0-9 and '-'`}),
@@ -211,7 +211,7 @@ func (w *world) stepRun(c stepCase) func(t *testing.T) {
 		case releaseStep:
 			res, err = localenv.RunStep(w.ctx, w.releaseBin, e, w.dir)
 		case refreshStep:
-			res, err = localenv.RunRefreshStep(w.ctx, w.refreshBin, e, w.dir)
+			res, err = localenv.RunRefreshStep(w.ctx, w.hangarBin, e, w.dir)
 		}
 		ops, gh := w.counts(), w.github.Take()
 		t.Logf("exit %d, AWS %v, GitHub %v\n%s", exitCode(err), ops, gh, res.Log)

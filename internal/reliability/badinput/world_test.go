@@ -38,7 +38,8 @@ type world struct {
 	ctx context.Context
 	dir string
 
-	provisionBin, releaseBin, refreshBin string
+	// refreshBin is the Lambda bootstrap (cmd/refresh); hangarBin runs the action's refresh step.
+	provisionBin, releaseBin, refreshBin, hangarBin string
 
 	moto, ddb *awsproxy.Proxy // AWS traffic of the steps and of the refresh function
 	github    *githubCounter  // the steps' GitHub traffic
@@ -64,6 +65,7 @@ func newWorld(t *testing.T, poison []poisonCase) *world {
 		provisionBin: testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision"),
 		releaseBin:   testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/release"),
 		refreshBin:   testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/refresh"),
+		hangarBin:    testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar"),
 		dir:          t.TempDir(),
 	}
 	phase := time.Now()

@@ -26,8 +26,8 @@ type world struct {
 	ctx context.Context
 	dir string
 
-	provisionBin, releaseBin, refreshBin string
-	fn                                   *lambdaemu.Emulator
+	provisionBin, releaseBin, refreshBin, hangarBin string
+	fn                                              *lambdaemu.Emulator
 
 	github *recorder // the steps' GitHub API traffic: the tokens issued
 	ddb    *recorder // the steps' DynamoDB traffic: every write to the table
@@ -55,6 +55,7 @@ func newWorld(t *testing.T) *world {
 		provisionBin: testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/provision"),
 		releaseBin:   testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/release"),
 		refreshBin:   testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/refresh"),
+		hangarBin:    testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar"),
 		dir:          t.TempDir(),
 		minted:       map[string]string{},
 		mintBy:       map[string][]string{},
@@ -101,7 +102,7 @@ func (w *world) run(t *testing.T, name, run string, count int) localenv.StepResu
 	case strings.HasPrefix(name, "release"):
 		res, err = localenv.RunStep(w.ctx, w.releaseBin, env, w.dir)
 	default:
-		res, err = localenv.RunRefreshStep(w.ctx, w.refreshBin, env, w.dir)
+		res, err = localenv.RunRefreshStep(w.ctx, w.hangarBin, env, w.dir)
 	}
 	require.NoError(t, err, "%s", name)
 	issued := issuedTokens(w.github.Take())

@@ -227,7 +227,7 @@ func (tr *crashTrial) killRefresh() (string, time.Time) {
 	w := tr.w
 	before := w.fn.Invocations()
 	env, _ := w.stepEnv("1", 1)
-	p := w.start(tr.t, w.refreshBin, env, "invoke")
+	p := w.start(tr.t, w.hangarBin, env, "refresh")
 	return tr.kill(p, tr.rng.IntN(2) == 0, "refresh step", "the function was handed the invocation", func(context.Context) (bool, error) {
 		return w.fn.Invocations() > before, nil
 	})

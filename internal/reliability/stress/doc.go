@@ -1,6 +1,6 @@
 // Package stress is Hangar's reliability suite. It drives a whole local Hangar (the emulators,
 // the GitHub stand-in and real agents under the fleet simulator: internal/testkit/localenv)
-// through the action's real step binaries (provision, release, refresh invoke; built with
+// through the action's real step binaries (provision, release, hangar refresh; built with
 // testbuild), as workflows and the refresh schedule would, and checks outcomes only: EC2 in the
 // emulator, the items of the state table, the offers of the pool queue, the runners of the GitHub
 // stand-in, the agents' processes. It holds no code of its own, only tests:

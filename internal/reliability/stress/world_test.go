@@ -37,7 +37,8 @@ import (
 const (
 	provisionPkg = "github.com/hangar-ci/hangar/cmd/provision"
 	releasePkg   = "github.com/hangar-ci/hangar/cmd/release"
-	refreshPkg   = "github.com/hangar-ci/hangar/cmd/refresh"
+	refreshPkg   = "github.com/hangar-ci/hangar/cmd/refresh" // the refresh function's bootstrap
+	hangarPkg    = "github.com/hangar-ci/hangar/cmd/hangar"  // the refresh step: hangar refresh
 )
 
 // world is one test's local Hangar: the emulators' stack, the GitHub stand-in and real agents
@@ -46,10 +47,10 @@ type world struct {
 	*localenv.Env
 	ctx context.Context
 
-	provisionBin, releaseBin, refreshBin string
-	fn                                   *lambdaemu.Emulator // the refresh function, when served
-	dir                                  string              // the steps' working directories
-	steps                                atomic.Int64
+	provisionBin, releaseBin, refreshBin, hangarBin string
+	fn                                              *lambdaemu.Emulator // the refresh function, when served
+	dir                                             string              // the steps' working directories
+	steps                                           atomic.Int64
 }
 
 // worldOptions shape a world.
@@ -74,7 +75,7 @@ func newWorld(t *testing.T, name string, o worldOptions) *world {
 	// Building the binaries can take minutes on a busy machine with a cold cache: the world's
 	// budget starts after them.
 	w := &world{dir: t.TempDir(), provisionBin: testbuild.Binary(t, provisionPkg), releaseBin: testbuild.Binary(t, releasePkg),
-		refreshBin: testbuild.Binary(t, refreshPkg)}
+		refreshBin: testbuild.Binary(t, refreshPkg), hangarBin: testbuild.Binary(t, hangarPkg)}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Budget)
 	t.Cleanup(cancel)
 	w.ctx = ctx
@@ -165,13 +166,13 @@ func (w *world) release(ctx context.Context, run string, extra ...string) (local
 	return localenv.RunStep(ctx, w.releaseBin, env, dir)
 }
 
-// refresh runs the refresh step (refresh invoke) once against the served refresh function.
+// refresh runs the refresh step (hangar refresh) once against the served refresh function.
 func (w *world) refresh(ctx context.Context) (localenv.StepResult, error) {
 	if w.fn == nil {
 		return localenv.StepResult{}, errors.New("the world serves no refresh function (worldOptions.Refresh)")
 	}
 	env, dir := w.stepEnv("1", 1)
-	res, err := localenv.RunRefreshStep(ctx, w.refreshBin, env, dir)
+	res, err := localenv.RunRefreshStep(ctx, w.hangarBin, env, dir)
 	if err != nil {
 		return res, fmt.Errorf("%w\nrefresh function log (tail):\n%s", err, tail(w.fn.Logs(), 3000))
 	}

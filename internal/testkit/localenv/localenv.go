@@ -37,11 +37,13 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/lambdaemu"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/tokens"
@@ -129,7 +131,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if imdsBin == "" || ddbURL == "" {
 		return nil, errors.New("the emulators' endpoints are not in the environment (HANGAR_TESTBED_IMDS_BIN, AWS_ENDPOINT_URL_DYNAMODB): run make testbed-up and load .cache/testbed/endpoints.env")
 	}
-	if !ghapi.LocalWorld && !o.TLS && (o.GitHub == nil || !strings.HasPrefix(o.GitHub.URL(), "https:")) {
+	if !ghurl.LocalWorld && !o.TLS && (o.GitHub == nil || !strings.HasPrefix(o.GitHub.URL(), "https:")) {
 		return nil, errors.New("the local world's GitHub stand-in serves plain http on a loopback address, which only a local world build accepts: build with -tags localworld (go test -tags localworld; the Makefile's test targets do)")
 	}
 	if o.Deployed && o.Stack == "" {
@@ -191,7 +193,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 			return nil, err
 		}
 	}
-	if e.Doc != nil && !ghapi.SameServer(e.GH.URL(), e.Doc.GitHubURL) {
+	if e.Doc != nil && !ghurl.SameServer(e.GH.URL(), e.Doc.GitHubURL) {
 		return nil, fmt.Errorf("the deployed stack's pool %s pins the GitHub server %s, not the stand-in at %s: deploy it with github.serverUrl set to the stand-in's URL and pass the stand-in as Options.GitHub",
 			e.Pool, e.Doc.GitHubURL, e.GH.URL())
 	}
@@ -239,7 +241,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 
 // createTable creates the state table (removed again by Close), as the stack does.
 func (e *Env) createTable(ctx context.Context, db *dynamodb.Client) error {
-	if err := state.CreateTable(ctx, db, e.Table); err != nil {
+	if err := testbed.CreateTable(ctx, db, e.Table); err != nil {
 		return fmt.Errorf("create state table %s: %w", e.Table, err)
 	}
 	e.closers = append(e.closers, func() {

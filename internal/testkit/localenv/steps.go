@@ -34,10 +34,10 @@ func RunStep(ctx context.Context, bin string, env []string, dir string) (StepRes
 	return runStep(ctx, env, dir, bin)
 }
 
-// RunRefreshStep runs the refresh binary as the action's refresh mode does (refresh invoke), with
+// RunRefreshStep runs the hangar binary (cmd/hangar) as the action's refresh mode does (hangar refresh), with
 // env (see StepEnv; ServeRefresh first) in dir, and reads what it wrote there.
 func RunRefreshStep(ctx context.Context, bin string, env []string, dir string) (StepResult, error) {
-	return runStep(ctx, env, dir, bin, "invoke")
+	return runStep(ctx, env, dir, bin, "refresh")
 }
 
 func runStep(ctx context.Context, env []string, dir, bin string, args ...string) (StepResult, error) {

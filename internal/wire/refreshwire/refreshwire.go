@@ -5,10 +5,8 @@ package refreshwire
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -75,12 +73,6 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 	if err != nil {
 		return nil, refresh.Deps{}, err
 	}
-	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
-	stack.Pools = slices.DeleteFunc(stack.Pools, func(d *poolconfig.Document) bool {
-		err := w.launcher.Resolve(ctx, d)
-		stack.Problems = errors.Join(stack.Problems, err)
-		return err != nil
-	})
 	store, err := state.NewStore(w.dynamodb, stack.Table, stack.Account)
 	if err != nil {
 		return nil, refresh.Deps{}, err

@@ -1,6 +1,7 @@
-// Package step is what the action's two steps (cmd/provision, cmd/release) share: reading inputs
-// from flags, the action (INPUT_<NAME>) or HANGAR_<NAME> variables, the workflow's GITHUB_*
-// context, wiring the AWS and GitHub clients, and writing outputs and the step summary.
+// Package step is what the action's steps (cmd/provision, cmd/release, and hangar refresh in
+// cmd/hangar) share: reading inputs from flags, the action (INPUT_<NAME>) or HANGAR_<NAME>
+// variables, the workflow's GITHUB_* context, parsing list inputs, wiring the AWS and GitHub
+// clients, and writing outputs and the step summary.
 package step
 
 import (
@@ -13,7 +14,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 )
 
 // Inputs reads a step's inputs. A flag given on the command line wins; then the action's input
@@ -111,6 +112,19 @@ func (in *Inputs) Duration(name string) time.Duration {
 	return d
 }
 
+// Bool returns a true-or-false input; a malformed value is recorded and false returned.
+func (in *Inputs) Bool(name string) bool {
+	v := in.String(name)
+	if v == "" {
+		return false
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		in.errs = append(in.errs, fmt.Errorf("%s: %q: want true or false", name, v))
+	}
+	return b
+}
+
 // Err returns the malformed values met so far.
 func (in *Inputs) Err() []error { return in.errs }
 
@@ -171,7 +185,7 @@ func (in *Inputs) Context() Context {
 		ServerURL: in.contextValue("server-url"), APIURL: in.contextValue("api-url"),
 	}
 	// https only; the local world's builds (-tags localworld) also take their plain-http stand-in.
-	if err := ghapi.CheckURL(c.APIURL); err != nil {
+	if err := ghurl.CheckURL(c.APIURL); err != nil {
 		in.errs = append(in.errs, fmt.Errorf("GITHUB_API_URL: %w", err))
 	}
 	return c

@@ -75,9 +75,6 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 		return provision.Deps{}, fmt.Errorf("pool: %w", err)
 	}
 	launcher := &fleet.Launcher{EC2: w.EC2, Log: w.Log}
-	if err := launcher.Resolve(ctx, doc); err != nil {
-		return provision.Deps{}, fmt.Errorf("pool: %w", err)
-	}
 	store, err := state.NewStore(w.Clients.DynamoDB, doc.Table, doc.StateAccount())
 	if err != nil {
 		return provision.Deps{}, err

@@ -1,6 +1,6 @@
 //go:build localworld
 
-package ghapi
+package ghurl
 
 import (
 	"testing"

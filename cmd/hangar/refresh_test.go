@@ -16,20 +16,21 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// TestInvokeStep runs the action's refresh mode (refresh invoke) against the stack's refresh
+// TestRefreshStep runs the action's refresh mode (hangar refresh) against the stack's refresh
 // function served by the local Lambda: a dry run reports the expired instance it would terminate,
 // in the report output and the step summary, and changes nothing; the real run terminates it;
 // an unknown pool is refused by the function with the stack's pools named, nothing changed.
-func TestInvokeStep(t *testing.T) {
+func TestRefreshStep(t *testing.T) {
 	t.Parallel()
 	testbed.Require(t)
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/refresh")
+	bootstrap := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/refresh")
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
 	startCtx, cancelStart := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancelStart()
 	e, err := localenv.Start(startCtx, localenv.Options{Stack: testbed.Name(t, "invoke"), Baked: true})
 	require.NoError(t, err)
 	defer e.Close()
-	fn, err := e.ServeRefresh(bin)
+	fn, err := e.ServeRefresh(bootstrap)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -77,11 +78,11 @@ func TestInvokeStep(t *testing.T) {
 	require.Equal(t, 3, fn.Invocations())
 }
 
-// TestInvokeBadInputs: bad refresh inputs are refused, naming the input and what it accepts,
+// TestRefreshBadInputs: bad refresh inputs are refused, naming the input and what it accepts,
 // before any request.
-func TestInvokeBadInputs(t *testing.T) {
+func TestRefreshBadInputs(t *testing.T) {
 	t.Parallel()
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/refresh")
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
 	trap := testbed.NewTrap(t)
 	tests := []struct{ key, value, want string }{
 		{"HANGAR_DRY_RUN", "maybe", `dry-run: "maybe": want true or false`},
@@ -91,7 +92,7 @@ func TestInvokeBadInputs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.key, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(bin, "invoke")
+			cmd := exec.Command(bin, "refresh")
 			cmd.Env = testbed.WithEnv(testbed.Environ("HANGAR_", "GITHUB_", "INPUT_", "AWS_"), map[string]string{
 				tc.key: tc.value, "AWS_ENDPOINT_URL": trap.URL, "AWS_REGION": "us-east-1",
 				"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"})

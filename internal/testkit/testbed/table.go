@@ -1,4 +1,4 @@
-package state
+package testbed
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // TableAdmin is the part of the DynamoDB client CreateTable uses.
@@ -19,8 +21,8 @@ type TableAdmin interface {
 	UpdateTimeToLive(ctx context.Context, params *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
-// TableInput returns the CreateTable request for Hangar's table: the schema of docs/design.md §2.
-// The CDK stack declares the same table; a test in infra/ compares the two.
+// TableInput returns the CreateTable request for Hangar's table, for tests and the local world:
+// the schema of docs/design.md §2, which deployments get from the CDK stack (infra/stack/table.go).
 func TableInput(name string) *dynamodb.CreateTableInput {
 	s := func(n string) types.AttributeDefinition {
 		return types.AttributeDefinition{AttributeName: aws.String(n), AttributeType: types.ScalarAttributeTypeS}
@@ -30,21 +32,21 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			s(AttrARN), s(AttrRunID), s(AttrPoolStateShard),
-			{AttributeName: aws.String(AttrThreshold), AttributeType: types.ScalarAttributeTypeN},
+			s(state.AttrARN), s(state.AttrRunID), s(state.AttrPoolStateShard),
+			{AttributeName: aws.String(state.AttrThreshold), AttributeType: types.ScalarAttributeTypeN},
 		},
-		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(AttrARN), KeyType: types.KeyTypeHash}},
+		KeySchema: []types.KeySchemaElement{{AttributeName: aws.String(state.AttrARN), KeyType: types.KeyTypeHash}},
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
 			{
-				IndexName:  aws.String(IndexByRun),
-				KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(AttrRunID), KeyType: types.KeyTypeHash}},
+				IndexName:  aws.String(state.IndexByRun),
+				KeySchema:  []types.KeySchemaElement{{AttributeName: aws.String(state.AttrRunID), KeyType: types.KeyTypeHash}},
 				Projection: all,
 			},
 			{
-				IndexName: aws.String(IndexByPoolState),
+				IndexName: aws.String(state.IndexByPoolState),
 				KeySchema: []types.KeySchemaElement{
-					{AttributeName: aws.String(AttrPoolStateShard), KeyType: types.KeyTypeHash},
-					{AttributeName: aws.String(AttrThreshold), KeyType: types.KeyTypeRange},
+					{AttributeName: aws.String(state.AttrPoolStateShard), KeyType: types.KeyTypeHash},
+					{AttributeName: aws.String(state.AttrThreshold), KeyType: types.KeyTypeRange},
 				},
 				Projection: all,
 			},
@@ -52,7 +54,7 @@ func TableInput(name string) *dynamodb.CreateTableInput {
 	}
 }
 
-// CreateTable creates Hangar's table (for tests and the local demo; deployments get it from the
+// CreateTable creates Hangar's table (for tests and the local world; deployments get it from the
 // CDK stack), waits until it is active and turns on TTL. An existing table is left as it is.
 func CreateTable(ctx context.Context, db TableAdmin, name string) error {
 	_, err := db.CreateTable(ctx, TableInput(name))
@@ -68,7 +70,7 @@ func CreateTable(ctx context.Context, db TableAdmin, name string) error {
 	}
 	_, err = db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               &name,
-		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(AttrTTL), Enabled: aws.Bool(true)},
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(state.AttrTTL), Enabled: aws.Bool(true)},
 	})
 	if err != nil && !isTTLAlreadyOn(err) {
 		return fmt.Errorf("turn on TTL for table %s: %w", name, err)

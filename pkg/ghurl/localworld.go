@@ -1,6 +1,6 @@
 //go:build localworld
 
-package ghapi
+package ghurl
 
 // LocalWorld is true in the local world's builds (tests, the demo, the benchmarks: built with
 // -tags localworld), whose GitHub is a plain-http stand-in on a loopback address. Release and

@@ -12,35 +12,31 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 )
 
+// refreshMain is `hangar refresh`, the action's mode: refresh.
+func refreshMain(args []string) {
+	step.Main("refresh", args, parseInvoke, func(invokeOptions) string { return "" }, runInvoke)
+}
+
 // invokeOptions are the refresh step's validated inputs.
 type invokeOptions struct {
-	stack string
-	req   refresh.Request
+	inv refresh.Invocation
 }
 
 // parseInvoke reads and validates the refresh step's inputs; it makes no request.
 func parseInvoke(args []string, gha *githubactions.Action) (invokeOptions, error) {
-	in := step.NewInputs("refresh invoke", gha)
+	in := step.NewInputs("hangar refresh", gha)
 	in.Declare(step.RefreshInputs...)
 	if err := in.Parse(args); err != nil {
 		return invokeOptions{}, err
 	}
-	o := invokeOptions{stack: in.String(step.InStack.Name), req: refresh.Request{Pools: provision.ParseList(in.String(step.InPools.Name))}}
+	o := invokeOptions{inv: refresh.Invocation{Stack: in.String(step.InStack.Name), Request: refresh.Request{
+		DryRun: in.Bool(step.InDryRun.Name), Pools: step.ParseList(in.String(step.InPools.Name))}}}
+	o.inv.ApplyDefaults()
 	errs := in.Err()
-	if err := poolconfig.ValidateStack(o.stack); err != nil {
-		errs = append(errs, fmt.Errorf("stack: %w", err))
-	}
-	dry := in.String(step.InDryRun.Name)
-	var err error
-	if o.req.DryRun, err = strconv.ParseBool(dry); err != nil {
-		errs = append(errs, fmt.Errorf("dry-run: %q: want true or false", dry))
-	}
-	if err := o.req.Validate(); err != nil {
+	if err := o.inv.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return o, errors.Join(errs...)
@@ -48,8 +44,8 @@ func parseInvoke(args []string, gha *githubactions.Action) (invokeOptions, error
 
 // runInvoke invokes the stack's refresh function and reports what it did.
 func runInvoke(ctx context.Context, o invokeOptions, gha *githubactions.Action) error {
-	what := "Refresh stack " + o.stack
-	if o.req.DryRun {
+	what := "Refresh stack " + o.inv.Stack
+	if o.inv.DryRun {
 		what += " (dry run)"
 	}
 	gha.Group(what)
@@ -58,7 +54,7 @@ func runInvoke(ctx context.Context, o invokeOptions, gha *githubactions.Action) 
 	if err != nil {
 		return err
 	}
-	rep, err := refresh.Invoke(ctx, lambda.NewFromConfig(clients.AWS), o.stack, o.req)
+	rep, err := refresh.Invoke(ctx, lambda.NewFromConfig(clients.AWS), o.inv)
 	if err != nil {
 		return err
 	}
