@@ -170,3 +170,48 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 	}
 	return out
 }
+
+// Held is an instance serving a run, to set up with AddHeld.
+type Held struct {
+	Run  string
+	Repo string // "octo/app" when empty
+	// Claimed leaves it claimed (version 5) rather than running (version 6).
+	Claimed bool
+	// Unacked leaves a claim its agent never acknowledged.
+	Unacked bool
+	// Agent is how the fake agent answers for it, set before the item exists.
+	Agent Behaviour
+}
+
+// AddHeld sets up an instance holding h.Run: running on EC2, its item claimed or running for the
+// run, and its runner registered on GitHub (unless the claim is unacknowledged). It returns the
+// item.
+func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
+	t.Helper()
+	id := fmt.Sprintf("i-%017x", 0x4e1d0000000+idleSeq.Add(1))
+	repo := h.Repo
+	if repo == "" {
+		repo = "octo/app"
+	}
+	now := time.Now()
+	w.EC2.Launch(id, w.Doc.InstanceTypes[0], fleet.ForWarmPool(Stack, w.Doc.Name), now.Add(-time.Hour))
+	item := state.Instance{ID: id, Pool: w.Doc.Name, State: state.Running, Version: 6, Threshold: stored(now.Add(w.Doc.Timeout(state.Running))),
+		LaunchedAt: stored(now.Add(-time.Hour)), ServedRepos: []string{repo}, ServedOwners: []string{state.Owner(repo)},
+		Spec: state.Spec{InstanceType: w.Doc.InstanceTypes[0], UsageClass: state.UsageSpot, AZ: w.Doc.Subnets[0].AZ, VCPU: 2,
+			MemoryMiB: 4096, SpecHash: w.Doc.SpecHash},
+		Assignment: state.Assignment{RunID: h.Run, RunAttempt: 1, Repo: repo, RunnerURL: "https://github.com/" + repo,
+			RunnerPrefix: state.RunnerNamesOf(Stack).Prefix(), ClaimID: "claim-" + id},
+		Report: state.Report{Signal: state.SignalRegistered, SignalRun: h.Run, SignalVersion: 5, HeartbeatAt: stored(now), AckVersion: 5}}
+	if h.Claimed {
+		item.State, item.Version = state.Claimed, 5
+		item.Threshold = stored(now.Add(w.Doc.Timeout(state.Claimed)))
+	}
+	if h.Unacked {
+		item.Report = state.Report{Signal: state.SignalReady, SignalVersion: 4, HeartbeatAt: stored(now)}
+	} else {
+		w.GitHub.AddRunner(state.RunnerNamesOf(Stack).Name(id, h.Run), "online", item.State == state.Running)
+	}
+	w.Agent.Behave(id, h.Agent)
+	w.Store.Put(item)
+	return w.Store.Item(id)
+}
