@@ -88,9 +88,9 @@ func TestFakeOrphansAreTerminatedAndRecordedOnesUntagged(t *testing.T) {
 	tags[fleet.TagUnrecorded] = "true"
 	orphan, young := "i-0000000000000a001", "i-0000000000000a002"
 	w.EC2.Launch(orphan, "c7i.large", tags, time.Now().Add(-time.Hour))
-	w.EC2.Launch(young, "c7i.large", tags, time.Now()) // provision may be recording it right now
+	w.EC2.Launch(young, "c7i.large", tags, time.Now())                                // provision may be recording it right now
 	recorded := w.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "100"}) // served a run: no trim
-	w.EC2.Launch(recorded.ID, "c7i.large", tags, time.Now().Add(-time.Hour)) // its untagging failed
+	w.EC2.Launch(recorded.ID, "c7i.large", tags, time.Now().Add(-time.Hour))          // its untagging failed
 
 	rep := fakeRefresh(t, w)
 	require.Equal(t, 1, rep.Orphans)
