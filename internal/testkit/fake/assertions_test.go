@@ -5,6 +5,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/release"
@@ -25,12 +26,12 @@ var (
 	_ release.Store  = (*fake.Store)(nil)
 	_ release.GitHub = (*fake.GitHub)(nil)
 	_ release.EC2    = (*fake.EC2)(nil)
-	_ release.Pools  = (*fake.Pools)(nil)
+	_ release.Pools  = (*offers.Directory)(nil) // the real directory, on the fake SSM and SQS
 
 	_ refresh.Store    = (*fake.Store)(nil)
 	_ refresh.EC2      = (*fake.EC2)(nil)
 	_ refresh.Launcher = (*fake.Launcher)(nil)
-	_ refresh.Pools    = (*fake.Pools)(nil)
+	_ refresh.Pools    = (*offers.Directory)(nil)
 
 	_ lifecycle.Store      = (*fake.Store)(nil)
 	_ lifecycle.Creator    = (*fake.Store)(nil)
@@ -38,6 +39,7 @@ var (
 	_ fleet.Tagger         = (*fake.EC2)(nil)
 	_ fleet.EC2            = (*fake.EC2)(nil)
 	_ offers.SQS           = (*fake.SQS)(nil)
+	_ poolconfig.SSM       = (*fake.SSM)(nil)
 	_ offers.Claimer       = (*fake.Store)(nil)
 	_ offers.Items         = (*fake.Store)(nil)
 )

@@ -6,6 +6,6 @@
 // to return from its next calls of one operation (Inject), and forgets everything with Reset.
 // Store honours the conditional writes of pkg/state's Store (store_contract_test.go runs one
 // table of transitions against both); EC2 launches fleets with injectable capacity shortages;
-// SQS is a queue good enough for the real offers.Selector and offers.Queue; Agent plays an
-// instance agent's part on the Store.
+// SQS is a queue good enough for the real offers.Selector, Queue and Directory; SSM holds the pool
+// documents the real poolconfig.Loader reads; Agent plays an instance agent's part on the Store.
 package fake

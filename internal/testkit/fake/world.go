@@ -55,13 +55,16 @@ func Pool(t testing.TB, name string, change func(doc map[string]any)) *poolconfi
 
 // World is one test's fakes, wired to each other, with one pool.
 type World struct {
-	Doc      *poolconfig.Document
-	Store    *Store
-	EC2      *EC2
-	SQS      *SQS
-	GitHub   *GitHub
-	KMS      *KMS
-	Pools    *Pools
+	Doc    *poolconfig.Document
+	Store  *Store
+	EC2    *EC2
+	SQS    *SQS
+	SSM    *SSM
+	GitHub *GitHub
+	KMS    *KMS
+	// Pools is the real offers.Directory, reading the pool's document from the fake SSM and
+	// offering on the fake SQS.
+	Pools    *offers.Directory
 	Launcher *Launcher
 	// Agent answers for every instance (Register unless told otherwise); it runs until the test
 	// ends.
@@ -75,12 +78,16 @@ func NewWorld(t testing.TB, doc *poolconfig.Document) *World {
 		doc = Pool(t, "linux", nil)
 	}
 	w := &World{Doc: doc, Store: NewStore(doc.StateAccount()), EC2: &EC2{Subnets: map[string]string{}}, SQS: &SQS{},
-		GitHub: &GitHub{}, KMS: &KMS{}}
+		SSM: &SSM{}, GitHub: &GitHub{}, KMS: &KMS{}}
 	for _, s := range doc.Subnets {
 		w.EC2.Subnets[s.ID] = s.AZ
 	}
-	w.Pools = &Pools{SQS: w.SQS}
-	w.Pools.Add(doc)
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SSM.Put(poolconfig.ParameterName(Stack, doc.Name), string(b))
+	w.Pools = &offers.Directory{Loader: &poolconfig.Loader{SSM: w.SSM, Stack: Stack}, SQS: w.SQS}
 	w.Launcher = NewLauncher(w.EC2)
 	w.Launcher.Fleet.MaxBackoff = 50 * time.Millisecond
 	w.Agent = &Agent{Store: w.Store}
