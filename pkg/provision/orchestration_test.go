@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -206,11 +207,12 @@ func TestFakeNoCapacityAnywhereFailsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) { doc["market"] = "spot" }))
 	w.EC2.NoCapacity("", "", "")
-	cfg := fakeConfig(w, "200", 1)
-	cfg.RegistrationTimeout = 10 * time.Second // the launcher backs off until this deadline
+	// The launcher backs off until the provision's deadline: the caller's, here.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
 
-	_, err := fakeRun(t, w, cfg)
-	require.ErrorContains(t, err, "no capacity")
+	_, err := provision.Run(ctx, fakeConfig(w, "200", 1), fakeDeps(t, w))
+	require.ErrorIs(t, err, fleet.ErrNoCapacity)
 	require.Empty(t, w.Store.Items(), "nothing was launched, nothing recorded")
 	require.Empty(t, w.EC2.InState(ec2types.InstanceStateNameRunning))
 }
