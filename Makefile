@@ -90,7 +90,7 @@ test-short: ## unit tests and the use cases on in-memory fakes: no emulator, no 
 
 # The packages holding host tests: those that need root to change the machine (users, cgroups,
 # system directories; testbed.RequireRoot). make test runs them with everything else.
-HOST_PKGS := $(addprefix ./,$(sort $(dir $(shell git grep -l 'testbed.RequireRoot' -- '*_test.go'))))
+HOST_PKGS := $(addprefix ./,$(sort $(dir $(shell grep -rl --include='*_test.go' 'testbed.RequireRoot' cmd internal pkg))))
 
 test-host: testbed-up ## as root: the host tests (users, cgroups, system directories), which test-short skips, with the unit tests of their packages
 	@[ "$$(id -u)" = 0 ] || { echo "make test-host needs root"; exit 1; }
