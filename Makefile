@@ -33,7 +33,7 @@ HANGAR_CONFIG ?= hangar.example.yaml
 
 CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
 
-.PHONY: help build dist demo test test-reliability test-short test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
+.PHONY: help build dist demo test test-reliability test-short test-host test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -86,8 +86,16 @@ synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hang
 demo: testbed-up infra-assets ## the whole lifecycle locally: the stack deployed into the emulators, provision (cold) → jobs → release → reuse → expiry → warm pool
 	$(WITH_TESTBED) $(INFRA_ENV) $(GO) run $(LOCALWORLD) ./internal/cmd/demo
 
-test-short: ## unit tests only, no emulators
+test-short: ## unit tests and the use cases on in-memory fakes: no emulator, no root (the host tests skip)
 	$(GO) test $(LOCALWORLD) -race -short ./...
+
+# The packages holding host tests: those that need root to change the machine (users, cgroups,
+# system directories; testbed.RequireRoot). make test runs them with everything else.
+HOST_PKGS := $(addprefix ./,$(sort $(dir $(shell grep -rl --include='*_test.go' 'testbed.RequireRoot' cmd internal pkg))))
+
+test-host: testbed-up ## as root: the host tests (users, cgroups, system directories), which test-short skips, with the unit tests of their packages
+	@[ "$$(id -u)" = 0 ] || { echo "make test-host needs root"; exit 1; }
+	$(WITH_TESTBED) HANGAR_HOST_TESTS=1 $(GO) test $(LOCALWORLD) -race -short -count=1 $(HOST_PKGS)
 
 testbed-up: ## install (cached under .cache/) and start moto, DynamoDB Local and the metadata mock
 	@$(TESTBED) up

@@ -12,16 +12,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 )
 
 // unitUser is the test bed's user for these tests (scripts/testbed.sh creates it; no simulated
 // instance uses it, so killing its processes reaches no other test).
 func unitUser(t *testing.T) *runnerUser {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("needs root and the test bed's hangar-unit user")
-	}
-	require.Zero(t, os.Geteuid(), "the agent's isolation runs as root")
+	testbed.RequireRoot(t, "runs processes as the test bed's hangar-unit user")
 	u, err := lookupRunnerUser("hangar-unit", false)
 	require.NoError(t, err, "make testbed-up creates the user")
 	return u

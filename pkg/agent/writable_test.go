@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
@@ -15,9 +16,7 @@ import (
 // as it can reach, outside the skipped trees; not what it owns inside one listed already.
 func TestFindWritable(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give directories to other users")
-	}
+	testbed.RequireRoot(t, "gives directories to other users")
 	u := &runnerUser{name: "runner", uid: 54321, gid: 54321, groups: []uint32{54400}}
 	root := t.TempDir()
 	require.NoError(t, os.Chmod(root, 0o755))
@@ -51,9 +50,7 @@ func TestFindWritable(t *testing.T) {
 // or the user's home is refused, and so is a writable directory above the agent's own.
 func TestFindSweepDirsRefusals(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give directories to other users")
-	}
+	testbed.RequireRoot(t, "gives directories to other users")
 	root := t.TempDir()
 	require.NoError(t, os.Chmod(root, 0o755))
 	u := &runnerUser{name: "runner", uid: 54321, gid: 54321, home: filepath.Join(root, "home")}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -18,6 +19,7 @@ import (
 // the agent finds it at start and sweeps it after every run.
 func TestWritableDirOutsideHomeIsSwept(t *testing.T) {
 	t.Parallel()
+	testbed.RequireRoot(t, "writes a directory open to everyone in /var/lib")
 	shared, err := os.MkdirTemp("/var/lib", "hangar-shared-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(shared) })

@@ -119,3 +119,19 @@ type stringSet []string
 func (s stringSet) MarshalDynamoDBAttributeValue() (types.AttributeValue, error) {
 	return &types.AttributeValueMemberSS{Value: s}, nil
 }
+
+// Claimable is the claim condition of scope r (reuseCondition) applied to an item in memory: an
+// instance counts as fresh only with no record of serving anyone and no last run.
+func Claimable(r Reuse, in *Instance, repo string) bool {
+	fresh := len(in.ServedRepos) == 0 && in.LastRunID == ""
+	switch r {
+	case ReuseAny:
+		return true
+	case ReuseOwner:
+		return fresh || (len(in.ServedOwners) == 1 && in.ServedOwners[0] == Owner(repo))
+	case ReuseNever:
+		return fresh
+	default:
+		return fresh || (len(in.ServedRepos) == 1 && in.ServedRepos[0] == repo)
+	}
+}

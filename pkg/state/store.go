@@ -150,7 +150,7 @@ func (s *Store) Create(ctx context.Context, insts []*Instance) error {
 	items := make([]types.TransactWriteItem, 0, len(insts))
 	cond := fmt.Sprintf("attribute_not_exists(%s)", AttrARN)
 	for _, in := range insts {
-		if err := s.prepareNew(in, now); err != nil {
+		if err := PrepareNew(in, s.account, now); err != nil {
 			return err
 		}
 		item, err := marshalItem(in)
@@ -171,7 +171,10 @@ func (s *Store) Create(ctx context.Context, insts []*Instance) error {
 	return nil
 }
 
-func (s *Store) prepareNew(in *Instance, now time.Time) error {
+// PrepareNew checks a new item and fills in what Create writes with it: state created, version
+// 1, the ARN of account, the index key, updatedAt (now) and launchedAt (now when unset), every
+// time as a read returns it. It makes no request.
+func PrepareNew(in *Instance, account Account, now time.Time) error {
 	if err := ValidateInstanceID(in.ID); err != nil {
 		return fmt.Errorf("create instance item: %w", err)
 	}
@@ -199,7 +202,7 @@ func (s *Store) prepareNew(in *Instance, now time.Time) error {
 	if in.Report != (Report{}) {
 		return fmt.Errorf("create instance item %s: agent attributes are the agent's to write", in.ID)
 	}
-	in.ARN = s.account.ARN(in.ID)
+	in.ARN = account.ARN(in.ID)
 	in.Version = 1
 	in.PoolStateShard = PoolStateShard(in.Pool, Created, in.ID)
 	in.UpdatedAt = now

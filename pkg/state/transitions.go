@@ -64,3 +64,25 @@ func Allowed(from, to State) bool {
 	_, err := lookup(from, to)
 	return err == nil
 }
+
+// The parts of a transition's rule that the write's condition and update depend on, for code
+// that applies changes without DynamoDB (an in-memory store for tests). Each assumes the change
+// passed Validate.
+
+// RunMustMatch reports whether the change's condition requires the item's runId to be c.RunID.
+func (c Change) RunMustMatch() bool {
+	r, _ := lookup(c.From, c.To)
+	return r.before == runMatch || r.before == runRelease || (r.before == runAny && c.RunID != "")
+}
+
+// RunMustBeAbsent reports whether the change's condition requires the item to hold no run.
+func (c Change) RunMustBeAbsent() bool {
+	r, _ := lookup(c.From, c.To)
+	return r.before == runAbsent || r.before == runSet
+}
+
+// Releases reports whether the change gives the run back: the assignment leaves the item.
+func (c Change) Releases() bool {
+	r, _ := lookup(c.From, c.To)
+	return r.before == runRelease
+}

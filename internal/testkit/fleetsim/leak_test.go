@@ -68,6 +68,7 @@ func waitGone(t *testing.T, dir, when string) {
 }
 
 func TestRunThenCancelLeavesNoProcess(t *testing.T) {
+	testbed.RequireRoot(t, "makes the simulator's cgroups")
 	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
@@ -85,6 +86,7 @@ func TestRunThenCancelLeavesNoProcess(t *testing.T) {
 }
 
 func TestStoppedInstanceTakesItsWholeTreeAlongAndRestartsClean(t *testing.T) {
+	testbed.RequireRoot(t, "makes the simulator's cgroups")
 	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
@@ -147,6 +149,7 @@ func startInCgroup(t *testing.T, dir string) <-chan struct{} {
 }
 
 func TestFailedAgentStartStopsTheMetadataMock(t *testing.T) {
+	testbed.RequireRoot(t, "makes the simulator's cgroups")
 	bin, dir := t.TempDir(), simDir(t)
 	imds, _, _ := scripts(t, bin)
 	reapOnFailure(t, dir)
@@ -168,6 +171,7 @@ func TestFailedAgentStartStopsTheMetadataMock(t *testing.T) {
 }
 
 func TestSimulatorKilledLeavesNoProcess(t *testing.T) {
+	testbed.RequireRoot(t, "makes the simulator's cgroups")
 	bin := t.TempDir()
 	imds, _, _ := scripts(t, bin)
 	for _, tc := range []struct{ name, metadataBin string }{

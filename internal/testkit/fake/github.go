@@ -1,0 +1,85 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+)
+
+// GitHub holds one scope's self-hosted runners in memory and mints registration tokens.
+type GitHub struct {
+	recorder
+
+	mu      sync.Mutex
+	runners []ghapi.Runner
+	nextID  int64
+	minted  int
+}
+
+// Reset forgets runners, recorded calls and injected errors.
+func (g *GitHub) Reset() {
+	g.mu.Lock()
+	g.runners, g.minted = nil, 0
+	g.mu.Unlock()
+	g.resetCalls()
+}
+
+// RegistrationToken mints a token valid for an hour.
+func (g *GitHub) RegistrationToken(context.Context) (ghapi.Token, error) {
+	if err := g.call("RegistrationToken"); err != nil {
+		return ghapi.Token{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.minted++
+	return ghapi.Token{Value: fmt.Sprintf("REGTOKEN%04d", g.minted), ExpiresAt: time.Now().Add(time.Hour)}, nil
+}
+
+// AddRunner registers a runner (as an agent's runner would) and returns its id.
+func (g *GitHub) AddRunner(name, status string, busy bool) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.nextID++
+	g.runners = append(g.runners, ghapi.Runner{ID: g.nextID, Name: name, Status: status, Busy: busy})
+	return g.nextID
+}
+
+// Runners lists the scope's runners.
+func (g *GitHub) Runners(context.Context) ([]ghapi.Runner, error) {
+	if err := g.call("Runners"); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.runners), nil
+}
+
+// DeleteRunner removes runner id; an unknown id is an error, as GitHub's 404.
+func (g *GitHub) DeleteRunner(_ context.Context, id int64) error {
+	if err := g.call("DeleteRunner"); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.IndexFunc(g.runners, func(r ghapi.Runner) bool { return r.ID == id })
+	if i < 0 {
+		return fmt.Errorf("delete runner %d: 404 Not Found", id)
+	}
+	g.runners = slices.Delete(g.runners, i, i+1)
+	return nil
+}
+
+// RunnerNames returns the names of the registered runners.
+func (g *GitHub) RunnerNames() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, len(g.runners))
+	for i, r := range g.runners {
+		out[i] = r.Name
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// Transition applies c if, and only if, its condition holds, as state.Store.Transition does, and
+// returns the item as written; a lost condition returns *state.ConflictError with the item as it
+// is (nil Current when there is none). An illegal or malformed change fails before anything.
+func (s *Store) Transition(_ context.Context, c state.Change) (*state.Instance, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.call("Transition"); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	s.mu.Lock()
+	cur, ok := s.items[c.InstanceID]
+	if !ok || !holds(c, cur) {
+		conflict := &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
+		if ok {
+			conflict.Current = clone(cur)
+		}
+		s.mu.Unlock()
+		return nil, conflict
+	}
+	next := apply(c, clone(cur), now)
+	s.items[c.InstanceID] = next
+	out := clone(next)
+	s.mu.Unlock()
+	s.notify()
+	return out, nil
+}
+
+// holds reports whether the condition of c holds for the item in.
+func holds(c state.Change, in *state.Instance) bool {
+	if in.State != c.From || in.Version != c.Version || in.Pool != c.Pool {
+		return false
+	}
+	if c.RunMustMatch() && in.RunID != c.RunID {
+		return false
+	}
+	if c.RunMustBeAbsent() && in.RunID != "" {
+		return false
+	}
+	if c.Assign != nil {
+		if !state.Claimable(c.Reuse, in, c.Assign.Repo) {
+			return false
+		}
+		if !c.AliveSince.IsZero() && c.From == state.Idle &&
+			(in.HeartbeatAt.IsZero() || in.HeartbeatAt.UnixMilli() < c.AliveSince.UnixMilli()) {
+			return false
+		}
+	}
+	if c.Unacknowledged && in.AckVersion >= c.Version {
+		return false
+	}
+	return true
+}
+
+// apply writes c's update on in (a copy of the item) and returns it.
+func apply(c state.Change, in *state.Instance, now time.Time) *state.Instance {
+	in.State, in.Version, in.UpdatedAt, in.StateReason = c.To, c.Version+1, stored(now), c.Reason
+	if c.To == state.Terminated {
+		in.Threshold, in.PoolStateShard = time.Time{}, ""
+		in.Assignment = state.Assignment{}
+		in.ExpiresAt = now.Add(state.TerminatedRetention).Unix()
+		if c.RunID != "" {
+			in.LastRunID = c.RunID
+		}
+	} else {
+		in.Threshold = stored(c.Threshold)
+		in.PoolStateShard = state.PoolStateShard(c.Pool, c.To, c.InstanceID)
+	}
+	switch {
+	case c.Assign != nil:
+		a := *c.Assign
+		a.RegTokenExpiresAt = stored(a.RegTokenExpiresAt)
+		a.Labels = slices.Clone(a.Labels)
+		in.Assignment = a
+		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
+		in.ServedOwners = addToSet(in.ServedOwners, state.Owner(a.Repo))
+	case c.Releases():
+		if !c.Unacknowledged {
+			in.LastRunID = c.RunID
+		}
+		in.Assignment = state.Assignment{}
+		if c.RegisterFailed {
+			in.RegisterFailures++
+		}
+	}
+	if c.To == state.Running {
+		in.RegisterFailures, in.RegToken, in.RegTokenExpiresAt = 0, "", time.Time{}
+	}
+	return in
+}
+
+// addToSet adds v to a string set (kept sorted).
+func addToSet(set []string, v string) []string {
+	if slices.Contains(set, v) {
+		return set
+	}
+	set = append(set, v)
+	slices.Sort(set)
+	return set
+}
+
+// AgentAck records, with a heartbeat at at, that instance id's agent noticed the assignment
+// written at version, only while the item is still at that version (state.Agent.Ack).
+func (s *Store) AgentAck(id string, version int64, at time.Time) error {
+	return s.agentWrite(id, "ack", version, func(in *state.Instance) {
+		in.HeartbeatAt, in.AckVersion = stored(at), version
+	})
+}
+
+// AgentHeartbeat records that instance id's agent is alive at at (state.Agent.Heartbeat) and
+// returns the item as it is after the write.
+func (s *Store) AgentHeartbeat(id string, at time.Time) (*state.Instance, error) {
+	if err := s.agentWrite(id, "heartbeat", 0, func(in *state.Instance) { in.HeartbeatAt = stored(at) }); err != nil {
+		return nil, err
+	}
+	return s.Item(id), nil
+}
+
+// AgentSignal writes sig to instance id's item, only while the item is at sig.Version
+// (state.Agent.Signal).
+func (s *Store) AgentSignal(id string, sig state.Signal) error {
+	if err := sig.Validate(); err != nil {
+		return err
+	}
+	if sig.At.IsZero() {
+		sig.At = s.now()
+	}
+	return s.agentWrite(id, "signal "+string(sig.Name), sig.Version, func(in *state.Instance) {
+		in.Signal, in.SignalRun, in.SignalVersion = sig.Name, sig.Run, sig.Version
+		in.SignalAt, in.SignalLog = stored(sig.At), state.LogTail(sig.Log, state.MaxLogTail)
+	})
+}
+
+// agentWrite applies one of the agent's writes to its own item, conditional on version (when not
+// 0). Like state.Agent's, it fails with state.ErrNotFound or state.ErrConflict.
+func (s *Store) agentWrite(id, what string, version int64, set func(*state.Instance)) error {
+	if err := s.call("Agent"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	in, ok := s.items[id]
+	switch {
+	case !ok:
+		s.mu.Unlock()
+		return fmt.Errorf("%s of %s: %w", what, id, state.ErrNotFound)
+	case version != 0 && in.Version != version:
+		holder := in.Holder()
+		s.mu.Unlock()
+		return fmt.Errorf("%s of %s: the item moved on (now %s): %w", what, id, holder, state.ErrConflict)
+	}
+	set(in)
+	s.mu.Unlock()
+	s.notify()
+	return nil
+}
