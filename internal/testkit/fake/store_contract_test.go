@@ -46,7 +46,7 @@ func dynamoBackend(t *testing.T) backend {
 	testbed.Require(t)
 	db := testbed.DynamoDB(t)
 	table := testbed.Name(t, "hangar-contract")
-	require.NoError(t, state.CreateTable(testbed.Context(t, time.Minute), db, table))
+	require.NoError(t, testbed.CreateTable(testbed.Context(t, time.Minute), db, table))
 	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
 	s, err := state.NewStore(db, table, fake.Account)
 	require.NoError(t, err)
