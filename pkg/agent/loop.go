@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
@@ -85,14 +85,14 @@ func checkAssignment(it *state.Instance, server string) error {
 // or its owner's page on server, the GitHub server the pool document pins (which workflows, who
 // may write the item, cannot change), nothing else in it. The registration token goes there, so
 // the check comes before anything is sent. Plain http passes only in the local world's builds
-// (ghapi.CheckURL).
+// (ghurl.CheckURL).
 func checkRunnerURL(raw, repo, server string) error {
 	u, err := url.Parse(raw)
 	if err != nil || repo == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Host == "" ||
-		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghapi.CheckURL(raw) != nil {
+		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghurl.CheckURL(raw) != nil {
 		return fmt.Errorf("runner URL %q: want %s/%s or %s/%s", raw, server, repo, server, state.Owner(repo))
 	}
-	if !ghapi.SameServer(raw, server) {
+	if !ghurl.SameServer(raw, server) {
 		return fmt.Errorf("runner URL %q: not on the pool's GitHub server %s; the registration token goes to no other server", raw, server)
 	}
 	return nil

@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/go-github/v66/github"
 
-	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 )
 
@@ -65,12 +64,6 @@ func ParseScope(repository, kind string) (Scope, error) {
 	}
 	return Scope{Owner: owner, Repo: name}, nil
 }
-
-// CheckURL is ghurl.CheckURL, for the callers that hold a ghapi client.
-func CheckURL(raw string) error { return ghurl.CheckURL(raw) }
-
-// SameServer is ghurl.SameServer, for the callers that hold a ghapi client.
-func SameServer(raw, server string) bool { return ghurl.SameServer(raw, server) }
 
 // IsOrg reports whether runners of the scope belong to the organisation.
 func (s Scope) IsOrg() bool { return s.Repo == "" }
