@@ -202,7 +202,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	a.Doorbell = sqs.NewFromConfig(awsCfg)
+	queues := sqs.NewFromConfig(awsCfg)
+	a.Doorbell, a.Returns = queues, queues
 	log.Info("agent starting", "version", version, "instance", id.InstanceID, "type", id.InstanceType, "az", id.AZ, "pool", pool.Name)
 	return a.Run(ctx)
 }

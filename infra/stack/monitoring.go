@@ -5,7 +5,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/metrics"
 )
 
 // newMonitoring adds the alarms (poison in a dead-letter queue, refresh failing, orphans found)
@@ -13,7 +13,7 @@ import (
 func newMonitoring(h *hangar, fns refreshFunctions) {
 	metric := func(name, pool, stat string) awscloudwatch.Metric {
 		dims := map[string]*string{"Stack": jsii.String(h.cfg.Stack), "Pool": jsii.String(pool)}
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(refresh.Namespace), MetricName: jsii.String(name),
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String(name),
 			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(5))})
 	}
 	alarm := func(id string, m awscloudwatch.IMetric, what string) {

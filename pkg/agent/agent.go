@@ -71,8 +71,19 @@ type Agent struct {
 	// one, and the agent polls its item every PollInterval instead.
 	Doorbell doorbell.Receiver
 
+	// Returns is where the agent says it has finished a label-routed job (the stack's returns
+	// queue, package jobs); nil, or a pool document without one, and the control plane learns it
+	// from the job's completed webhook alone.
+	Returns Sender
+
 	rings    chan struct{} // a ring since the last read of the item
 	listener *doorbell.Listener
+
+	// jobServed is the key of the last label-routed job this agent served (or found served by the
+	// agent before it): a job's runner serves one job, and is never started again. Owned by the
+	// reuse loop, as is returning.
+	jobServed string
+	returning returning
 
 	deadline      atomic.Int64 // latest threshold seen, Unix ms (0: none yet)
 	last          atomic.Pointer[state.Instance]

@@ -27,16 +27,28 @@ func assigned(it *state.Instance) bool {
 	return false
 }
 
-// loop is the reuse loop: wait for a run, serve it, give it back, again.
+// loop is the reuse loop: wait for a run (or a label-routed job), serve it, give it back, again.
 func (a *Agent) loop(ctx context.Context) error {
 	var failedVersion int64 // the assignment whose registration failed: not tried twice
 	for {
 		item, err := a.waitFor(ctx, func(it *state.Instance) bool {
-			return !a.draining.Load() && assigned(it) && it.Version != failedVersion
+			a.returnAgain(ctx, it)
+			return !a.draining.Load() && assigned(it) && it.Version != failedVersion && it.RunID != a.jobServed
 		}, nil)
 		if err != nil {
 			a.log.Info("agent stopping", "reason", err)
 			return err
+		}
+		if state.IsJobKey(item.RunID) {
+			if err := checkJob(item, a.cfg.Pool.GitHubURL); err != nil {
+				a.refuseAssignment(ctx, item, err)
+				failedVersion = item.Version
+				continue
+			}
+			if err := a.serveJob(ctx, item); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := checkAssignment(item, a.cfg.Pool.GitHubURL); err != nil {
 			// Never from provision, which validates all of it: someone wrote the item by hand or
@@ -105,7 +117,7 @@ const maxRunAttempt = 1000
 // run id can be named, only the log otherwise (the claim then ends at its deadline).
 func (a *Agent) refuseAssignment(ctx context.Context, it *state.Instance, cause error) {
 	a.log.Error("refusing a malformed assignment; nothing of it was used", "version", it.Version, "error", cause)
-	if state.ValidateRunID(it.RunID) != nil {
+	if state.ValidateAssignmentKey(it.RunID) != nil {
 		return
 	}
 	err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: a.now(),

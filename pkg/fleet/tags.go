@@ -41,6 +41,15 @@ func ForRun(stack, pool, run, repository string) map[string]string {
 	return map[string]string{TagStack: stack, TagPool: pool, TagRunID: run, TagRepository: repository, TagManagedBy: ManagedBy}
 }
 
+// TagJobs is "true" on instances created for label-routed jobs (each serves its own job, so
+// they carry no run or repository).
+const TagJobs = "hangar:jobs"
+
+// ForJobs returns the reserved tags of an instance created for label-routed jobs.
+func ForJobs(stack, pool string) map[string]string {
+	return map[string]string{TagStack: stack, TagPool: pool, TagManagedBy: ManagedBy, TagJobs: "true"}
+}
+
 // ForWarmPool returns the reserved tags of a warm instance.
 func ForWarmPool(stack, pool string) map[string]string {
 	return map[string]string{TagStack: stack, TagPool: pool, TagManagedBy: ManagedBy, TagWarm: "true"}

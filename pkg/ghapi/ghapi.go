@@ -1,5 +1,6 @@
 // Package ghapi is the part of the GitHub REST API Hangar uses: runner registration tokens,
-// listing and deleting self-hosted runners, for a repository or an organisation. It mints no
+// just-in-time runner configurations, listing and deleting self-hosted runners, for a repository
+// or an organisation. It mints no
 // remove token: runners leave GitHub by DeleteRunner, with the workflow's credential. It wraps
 // go-github behind a narrow interface so that provision and release depend on what they call,
 // not on the whole client.
@@ -9,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -91,7 +93,16 @@ type Client struct {
 // New returns a client for apiURL (https://api.github.com, or the GITHUB_API_URL of an enterprise
 // server) authenticated with token, bound to scope.
 func New(apiURL, token string, scope Scope) (*Client, error) {
-	gh := github.NewClient(nil).WithAuthToken(token)
+	return newClient(apiURL, github.NewClient(nil).WithAuthToken(token), scope)
+}
+
+// NewWithHTTP returns a client for apiURL bound to scope that sends its requests through hc,
+// which authenticates them (a GitHub App installation's transport: package ghapp).
+func NewWithHTTP(apiURL string, hc *http.Client, scope Scope) (*Client, error) {
+	return newClient(apiURL, github.NewClient(hc), scope)
+}
+
+func newClient(apiURL string, gh *github.Client, scope Scope) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(apiURL, "/") + "/")
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("GitHub API URL %q: want a URL such as https://api.github.com", apiURL)

@@ -129,7 +129,9 @@ func TestRecordWritesItemsThenUntags(t *testing.T) {
 	rec := &lifecycle.Recorder{Store: w.store, EC2: w.ec2}
 	at := time.Now()
 	items, err := rec.Record(cancelled, lifecycle.Launch{Pool: doc, Instances: launched, At: at,
-		Assignment: &state.Assignment{RunID: "42", RunAttempt: 1, Repo: "octo/app"}, Reason: "created for run 42"})
+		Assign: func(context.Context, string) (*state.Assignment, error) {
+			return &state.Assignment{RunID: "42", RunAttempt: 1, Repo: "octo/app"}, nil
+		}, Reason: "created for run 42"})
 	require.NoError(t, err)
 	require.Len(t, items, 2)
 	for _, l := range launched {

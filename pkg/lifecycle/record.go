@@ -34,19 +34,20 @@ type Launch struct {
 	Instances []fleet.Instance
 	// At is when they were launched; their created deadline counts from it.
 	At time.Time
-	// Assignment is the run they were created for (nil for a warm pool).
-	Assignment *state.Assignment
+	// Assign, when set, returns what each instance was created for (a run, with its registration
+	// token sealed for it; or a label-routed job each): nil for a warm pool. An instance whose
+	// assignment comes back nil is recorded warm; one that comes back with an error is recorded
+	// with what came back, and Record reports the error.
+	Assign func(ctx context.Context, instanceID string) (*state.Assignment, error)
 	// Reason is the items' state reason.
 	Reason string
-	// Token, when set, returns each instance's registration token (sealed for it, by its id).
-	Token func(ctx context.Context, instanceID string) (string, error)
 }
 
-// recordTimeout bounds the writes of one Record, which outlive the caller's context; sealTimeout
-// bounds the tokens' sealing within it.
+// recordTimeout bounds the writes of one Record, which outlive the caller's context;
+// assignTimeout bounds the assignments' completion (sealing, minting) within it.
 const (
 	recordTimeout = 30 * time.Second
-	sealTimeout   = 10 * time.Second
+	assignTimeout = 10 * time.Second
 )
 
 // Record writes the items of launched instances, in state created, in a context of its own (the
@@ -66,13 +67,10 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 				SpecHash: doc.SpecHash},
 			StateReason: l.Reason, Bell: r.Bells.URL(in.ID)}
-		if l.Assignment != nil {
-			items[i].Assignment = *l.Assignment
-		}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	tokErr := r.tokens(wctx, l, items)
+	tokErr := r.assign(wctx, l, items)
 	if err := r.Store.Create(wctx, items); err != nil {
 		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
 	}
@@ -91,27 +89,31 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 	return items, tokErr
 }
 
-// tokens sets each item's registration token, in parallel. Items whose token cannot be had are
-// still recorded (an instance must never run without its item), without a token; the error
-// says so, and the caller gives them up.
-func (r *Recorder) tokens(ctx context.Context, l Launch, items []*state.Instance) error {
-	if l.Token == nil || l.Assignment == nil {
+// assign sets each item's assignment, in parallel. Items whose assignment cannot be completed
+// are still recorded (an instance must never run without its item), with what came back; the
+// error says so, and the caller gives them up or lets them serve as warm instances.
+func (r *Recorder) assign(ctx context.Context, l Launch, items []*state.Instance) error {
+	if l.Assign == nil {
 		return nil
 	}
-	// Sealing has a deadline of its own, well inside the record's: the items must be written
-	// whatever KMS does.
-	ctx, cancel := context.WithTimeout(ctx, sealTimeout)
+	// Assigning (sealing, minting) has a deadline of its own, well inside the record's: the
+	// items must be written whatever KMS or GitHub does.
+	ctx, cancel := context.WithTimeout(ctx, assignTimeout)
 	defer cancel()
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
 		wg.Go(func() {
-			it.RegToken, errs[i] = l.Token(ctx, it.ID)
+			var a *state.Assignment
+			a, errs[i] = l.Assign(ctx, it.ID)
+			if a != nil {
+				it.Assignment = *a
+			}
 		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("registration tokens for launched instances of pool %s: %w", l.Pool.Name, err)
+		return fmt.Errorf("assignments of launched instances of pool %s: %w", l.Pool.Name, err)
 	}
 	return nil
 }

@@ -34,12 +34,17 @@ type Request struct {
 	// MinVCPU and MinMemoryMiB are lower bounds; 0 means no bound.
 	MinVCPU      int
 	MinMemoryMiB int
-	// Assign is the run the instances are claimed for; Assign.Repo is the run's repository.
+	// Assign is what the instances are claimed for (a run, or label-routed jobs); Assign.Repo is
+	// the repository they will serve, whose reuse scope decides which instances fit.
 	Assign state.Assignment
-	// Token, when set, returns the registration token for one instance (sealed for it, by its
-	// id: the caller builds the ARN from its own account, never from a message); Assign.RegToken
-	// is then set per claim, and a claim whose token cannot be had is not made.
-	Token func(ctx context.Context, instanceID string) (string, error)
+	// Personalize, when set, completes a copy of Assign for one instance just before its claim
+	// is written: its registration token sealed for it (by its id: the caller builds the ARN from
+	// its own account, never from a message), or, for label-routed jobs, the job it gets and its
+	// runner's configuration. A claim whose assignment cannot be completed is not made.
+	Personalize func(ctx context.Context, instanceID string, a *state.Assignment) error
+	// Unused, when set, is told of each assignment Personalize completed whose claim was not won
+	// (the instance had moved on), so that what was made for it can be undone.
+	Unused func(instanceID string, a state.Assignment)
 	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
 	// be given (state.Reusable; "" is state.ReuseRepository).
 	Reuse state.Reuse
@@ -81,8 +86,10 @@ func (r Request) Validate() error {
 	if r.MinMemoryMiB < 0 {
 		return fmt.Errorf("minimum memory %d MiB: want 0 or more", r.MinMemoryMiB)
 	}
-	if err := state.ValidateRunID(r.Assign.RunID); err != nil {
-		return err
+	if r.Assign.RunID != "" || r.Personalize == nil {
+		if err := state.ValidateAssignmentKey(r.Assign.RunID); err != nil {
+			return err
+		}
 	}
 	if r.ClaimDeadline.IsZero() {
 		return fmt.Errorf("claim deadline is not set")

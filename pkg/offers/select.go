@@ -246,9 +246,11 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		workers = DefaultWorkers
 	}
 	type outcome struct {
-		r   received
-		in  *state.Instance
-		err error
+		r      received
+		assign state.Assignment
+		made   bool // Personalize completed the assignment
+		in     *state.Instance
+		err    error
 	}
 	outs := make([]outcome, len(cands))
 	sem := make(chan struct{}, workers)
@@ -258,26 +260,27 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			assign := sel.req.Assign
-			if sel.req.Token != nil {
-				tok, err := sel.req.Token(ctx, r.msg.InstanceID)
-				if err != nil {
-					outs[i] = outcome{r, nil, err}
+			if sel.req.Personalize != nil {
+				if err := sel.req.Personalize(ctx, r.msg.InstanceID, &assign); err != nil {
+					outs[i] = outcome{r: r, err: err}
 					return
 				}
-				assign.RegToken = tok
 			}
 			in, err := sel.Store.Transition(ctx, state.Change{
 				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
 				Version: r.msg.Version, Assign: &assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
-				Reason: "claimed by run " + sel.req.Assign.RunID,
+				Reason: "claimed for " + state.Describe(assign.RunID),
 			})
-			outs[i] = outcome{r, in, err}
+			outs[i] = outcome{r: r, assign: assign, made: sel.req.Personalize != nil, in: in, err: err}
 		})
 	}
 	wg.Wait()
 	for _, o := range outs {
-		if in := sel.ownWin(o.r.msg, o.err); in != nil {
+		if in := sel.ownWin(o.r.msg, o.assign, o.err); in != nil {
 			o.in, o.err = in, nil
+		}
+		if o.err != nil && o.made && sel.req.Unused != nil {
+			sel.req.Unused(o.r.msg.InstanceID, o.assign)
 		}
 		switch {
 		case o.err == nil:
@@ -311,13 +314,13 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 // write whose first attempt had already been applied, and the retry's condition then failed
 // against our own result. The conflict carries the item as it is; if that is exactly what our
 // claim writes, the instance is ours.
-func (sel *selection) ownWin(m Message, err error) *state.Instance {
+func (sel *selection) ownWin(m Message, assign state.Assignment, err error) *state.Instance {
 	var conflict *state.ConflictError
 	if !errors.As(err, &conflict) || conflict.Current == nil {
 		return nil
 	}
 	cur := conflict.Current
-	if cur.State == state.Claimed && cur.RunID == sel.req.Assign.RunID && cur.ClaimID == sel.req.Assign.ClaimID &&
+	if cur.State == state.Claimed && cur.RunID == assign.RunID && cur.ClaimID == assign.ClaimID &&
 		cur.ClaimID != "" && cur.Version == m.Version+1 {
 		return cur
 	}

@@ -64,7 +64,46 @@ type Document struct {
 	Timeouts    Timeouts          `json:"timeouts"`
 	Warm        Warm              `json:"warm"`
 	Runner      Runner            `json:"runner"`
+	// Jobs makes the pool serve label-routed jobs (docs/labels.md); nil: steps only.
+	Jobs *Jobs `json:"jobs,omitempty"`
+	// ReturnsQueueURL is the stack's returns queue, where an agent says it has finished a
+	// label-routed job (empty: the stack serves no label-routed jobs).
+	ReturnsQueueURL string `json:"returnsQueueUrl,omitempty"`
 }
+
+// Scopes a pool's label-routed runners are registered in.
+const (
+	JobScopeRepository   = "repository"
+	JobScopeOrganization = "organization"
+)
+
+// Jobs is how a pool serves label-routed jobs: the labels that name it in runs-on, and where its
+// just-in-time runners are registered.
+type Jobs struct {
+	// StackLabel is the label every label-routed job must carry to be Hangar's at all (the
+	// stack's app.label, the same in every pool document of the stack).
+	StackLabel string `json:"stackLabel"`
+	// Labels name the pool (docs/labels.md, "Labels and routing").
+	Labels []string `json:"labels"`
+	// Scope is repository (the default, also when empty) or organization.
+	Scope string `json:"scope,omitempty"`
+	// RunnerGroup is the organisation runner group of organisation-scoped runners (default: the
+	// pool's runnerGroup).
+	RunnerGroup string `json:"runnerGroup,omitempty"`
+}
+
+// OrgScope reports whether the pool's just-in-time runners belong to the organisation.
+func (j *Jobs) OrgScope() bool { return j.Scope == JobScopeOrganization }
+
+// RunnerLabels are the labels every just-in-time runner of the pool carries: self-hosted, the
+// stack label and the pool's labels. Every runner of a pool carries the same, so any job routed
+// to the pool can run on any of them.
+func (j *Jobs) RunnerLabels() []string {
+	return append([]string{SelfHostedLabel, j.StackLabel}, j.Labels...)
+}
+
+// SelfHostedLabel is the label GitHub gives self-hosted runners by default, which jobs may name.
+const SelfHostedLabel = "self-hosted"
 
 // LaunchTemplate names the pool's EC2 launch template.
 type LaunchTemplate struct {

@@ -134,7 +134,74 @@ func (d *Document) Validate() error {
 	}
 	errs = append(errs, d.Warm.validate(d.Name)...)
 	errs = append(errs, d.Runner.validate(d.Name)...)
+	if d.Jobs != nil {
+		for _, p := range d.Jobs.problems(d.RunnerGroup) {
+			bad("jobs."+p.field, "%s", p.msg)
+		}
+		if u, err := url.Parse(d.ReturnsQueueURL); d.ReturnsQueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
+			bad("returnsQueueUrl", "%q: want the stack's returns queue URL (a pool serving label-routed jobs needs it)", d.ReturnsQueueURL)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// MaxJobLabels bounds a pool's job labels.
+const MaxJobLabels = 10
+
+type problem struct{ field, msg string }
+
+// problems checks a pool's label-routing settings; poolGroup is the pool's runnerGroup.
+func (j *Jobs) problems(poolGroup string) []problem {
+	var out []problem
+	if err := ValidateJobLabel(j.StackLabel); err != nil {
+		out = append(out, problem{"stackLabel", err.Error()})
+	}
+	if len(j.Labels) == 0 || len(j.Labels) > MaxJobLabels {
+		out = append(out, problem{"labels", fmt.Sprintf("%d labels: want 1 to %d", len(j.Labels), MaxJobLabels)})
+	}
+	seen := map[string]bool{}
+	for _, l := range j.Labels {
+		switch err := ValidateJobLabel(l); {
+		case err != nil:
+			out = append(out, problem{"labels", err.Error()})
+		case strings.EqualFold(l, j.StackLabel):
+			out = append(out, problem{"labels", fmt.Sprintf("%q is the stack label: every job names it; want labels that tell the pools apart", l)})
+		case seen[strings.ToLower(l)]:
+			out = append(out, problem{"labels", fmt.Sprintf("%q twice (labels compare without regard to case)", l)})
+		}
+		seen[strings.ToLower(l)] = true
+	}
+	switch j.Scope {
+	case "", JobScopeRepository:
+		if j.RunnerGroup != "" {
+			out = append(out, problem{"runnerGroup", fmt.Sprintf("%q with repository scope: runner groups are organisation runners'; want scope organization, or no runnerGroup", j.RunnerGroup)})
+		}
+	case JobScopeOrganization:
+		group := j.RunnerGroup
+		if group == "" {
+			group = poolGroup
+		}
+		if group == "" {
+			out = append(out, problem{"runnerGroup", "empty with scope organization: want the organisation runner group the runners join (limited to the pool's repositories), here or as the pool's runnerGroup"})
+		} else if err := ValidateRunnerGroup(group); err != nil {
+			out = append(out, problem{"runnerGroup", err.Error()})
+		}
+	default:
+		out = append(out, problem{"scope", fmt.Sprintf("%q: want repository or organization", j.Scope)})
+	}
+	return out
+}
+
+// Group returns the organisation runner group of the pool's just-in-time runners ("" with
+// repository scope): jobs.runnerGroup, or the pool's runnerGroup.
+func (d *Document) Group() string {
+	if d.Jobs == nil || !d.Jobs.OrgScope() {
+		return ""
+	}
+	if d.Jobs.RunnerGroup != "" {
+		return d.Jobs.RunnerGroup
+	}
+	return d.RunnerGroup
 }
 
 func (r Runner) validate(pool string) []error {

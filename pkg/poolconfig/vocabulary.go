@@ -44,6 +44,19 @@ func ValidateLabel(l string) error {
 	return nil
 }
 
+// ValidateJobLabel checks a label that routes jobs (a pool's, or the stack label): what
+// ValidateLabel accepts, but not self-hosted, which every self-hosted runner carries and so names
+// no pool.
+func ValidateJobLabel(l string) error {
+	if err := ValidateLabel(l); err != nil {
+		return err
+	}
+	if strings.EqualFold(l, SelfHostedLabel) {
+		return fmt.Errorf("%q: every self-hosted runner carries it; want a label of your own", l)
+	}
+	return nil
+}
+
 var tagKeyRe = regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`)
 
 // ValidateTag checks a user tag for instances (a pool's or a provision request's): EC2's rules

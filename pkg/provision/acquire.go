@@ -6,15 +6,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
-	"github.com/hangar-ci/hangar/pkg/awserr"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // acquire claims up to n instances from the pool and creates the rest.
@@ -33,7 +29,7 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	res, err := p.d.Claimer.Claim(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
-		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Token: p.token, Reuse: doc.Reuse,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Personalize: p.personalize, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	// Ring first: each agent reads its item the moment its doorbell rings.
 	bells := make([]string, len(res.Instances))
@@ -55,27 +51,11 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 		p.warn("claim from pool %s: %v (creating instead)", doc.Name, err)
 	}
 	if len(res.Stopped) > 0 {
-		if err := p.startStopped(ctx, res.Stopped); err != nil {
+		if err := lifecycle.StartStopped(ctx, p.d.EC2, res.Stopped); err != nil {
 			p.warn("start stopped instances %v: %v", res.Stopped, err)
 		}
 	}
 	return len(res.Instances)
-}
-
-// startStopped starts claimed stopped instances. Refresh may have stopped one a moment ago, and EC2
-// refuses to start an instance that is still stopping: that is waited out, with jittered backoff,
-// within the provision's deadline.
-func (p *provisioning) startStopped(ctx context.Context, ids []string) error {
-	backoff := wait.Backoff{Initial: time.Second, Max: 5 * time.Second}
-	for {
-		_, err := p.d.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
-		if err == nil || !awserr.IsWrongState(err) {
-			return err
-		}
-		if err := backoff.Sleep(ctx); err != nil {
-			return fmt.Errorf("still stopping when the provision's time ran out: %w", err)
-		}
-	}
 }
 
 // create launches n instances for the run with one fleet request (retried across types, zones
@@ -92,7 +72,7 @@ func (p *provisioning) create(ctx context.Context, n int) error {
 		Token:    fmt.Sprintf("hangar-%s-%d-%s-%d", p.cfg.RunID, p.cfg.RunAttempt, doc.Name, p.replaced),
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			items, err := p.record.Record(ctx, lifecycle.Launch{Pool: doc, Instances: launched, At: time.Now(),
-				Assignment: &p.assign, Token: p.token, Reason: "created for run " + p.cfg.RunID})
+				Assign: p.assignFor, Reason: "created for run " + p.cfg.RunID})
 			for _, in := range items {
 				p.add(*in, false)
 			}
@@ -103,6 +83,21 @@ func (p *provisioning) create(ctx context.Context, n int) error {
 		},
 	})
 	return err
+}
+
+// personalize gives one claim its registration token, sealed for that instance.
+func (p *provisioning) personalize(ctx context.Context, id string, a *state.Assignment) error {
+	tok, err := p.token(ctx, id)
+	a.RegToken = tok
+	return err
+}
+
+// assignFor is the run's assignment for one instance it created, with its sealed token; without a
+// token the instance is still recorded for the run, and the error says why.
+func (p *provisioning) assignFor(ctx context.Context, id string) (*state.Assignment, error) {
+	a := p.assign
+	err := p.personalize(ctx, id, &a)
+	return &a, err
 }
 
 func (p *provisioning) failedIDs() []string {

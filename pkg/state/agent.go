@@ -90,7 +90,7 @@ func (s Signal) Validate() error {
 		return fmt.Errorf("signal %q is unknown: want READY, REGISTERED, REGISTER_FAILED, DEREGISTERED, FAILED or SPOT_INTERRUPTED", s.Name)
 	}
 	if runSignals[s.Name] {
-		if err := ValidateRunID(s.Run); err != nil {
+		if err := ValidateAssignmentKey(s.Run); err != nil {
 			return fmt.Errorf("signal %s: %w", s.Name, err)
 		}
 	} else if s.Run != "" {

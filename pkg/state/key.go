@@ -26,6 +26,7 @@ var (
 	instanceIDRe = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
 	poolNameRe   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$`)
 	runIDRe      = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
+	jobKeyRe     = regexp.MustCompile(`^j([1-9][0-9]{0,16})(r[1-9])?$`)
 	accountRe    = regexp.MustCompile(`^[0-9]{12}$`)
 	regionRe     = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	partitionRe  = regexp.MustCompile(`^aws(-[a-z]+)*$`)
@@ -54,6 +55,59 @@ func ValidateRunID(run string) error {
 	}
 	if !runIDRe.MatchString(run) {
 		return fmt.Errorf("run id %q is malformed: want the workflow's github.run_id (1 to 20 decimal digits, no leading zero)", run)
+	}
+	return nil
+}
+
+// An instance serves one thing at a time, named by its item's runId: a workflow run (the steps:
+// the run id, decimal digits) or a label-routed job (j<job id>, and r<n> when the job is
+// dispatched again after another job took its runner). Both share the byRun index, the
+// transitions' run conditions and the runner names; they never collide, since a run id is digits
+// only.
+
+// JobKey returns the key under which an instance serves job id: j<id>, or j<id>r<n> for its
+// n-th dispatch after the first (n from 1 to 9).
+func JobKey(job int64, redispatch int) string {
+	if redispatch > 0 {
+		return fmt.Sprintf("j%dr%d", job, redispatch)
+	}
+	return fmt.Sprintf("j%d", job)
+}
+
+// ParseJobKey returns the job a key names and its dispatch number, or ok false for a key that
+// names no job (a run id, or anything malformed).
+func ParseJobKey(key string) (job int64, redispatch int, ok bool) {
+	m := jobKeyRe.FindStringSubmatch(key)
+	if m == nil {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscan(m[1], &job); err != nil {
+		return 0, 0, false
+	}
+	if m[2] != "" {
+		redispatch = int(m[2][1] - '0')
+	}
+	return job, redispatch, true
+}
+
+// IsJobKey reports whether key names a label-routed job rather than a workflow run.
+func IsJobKey(key string) bool { return jobKeyRe.MatchString(key) }
+
+// Describe names what a key is for, for state reasons and logs: "run 42" or "job 7 (j7)".
+func Describe(key string) string {
+	if job, _, ok := ParseJobKey(key); ok {
+		return fmt.Sprintf("job %d (%s)", job, key)
+	}
+	return "run " + key
+}
+
+// ValidateAssignmentKey checks what an item's runId may hold: a workflow run id or a job key.
+func ValidateAssignmentKey(key string) error {
+	if IsJobKey(key) {
+		return nil
+	}
+	if err := ValidateRunID(key); err != nil {
+		return fmt.Errorf("%w, or a label-routed job's key (j<job id>)", err)
 	}
 	return nil
 }

@@ -9,9 +9,9 @@ import (
 )
 
 // secretAttrs are the attributes the control plane writes but never needs to read back: the
-// sealed runner tokens. Control-plane reads leave them out (readProjection); only the agent
+// sealed runner tokens and just-in-time configurations. Control-plane reads leave them out (readProjection); only the agent
 // reads them, from its own item.
-var secretAttrs = []string{"regToken", legacyRemoveToken}
+var secretAttrs = []string{"regToken", "jitConfig", legacyRemoveToken}
 
 // legacyRemoveToken is the attribute earlier versions put a sealed runner remove token in, when a
 // run let the instance go. Nothing writes it now: every transition that clears the assignment, or

@@ -14,7 +14,7 @@ import (
 
 // ByRun returns the instances that hold run (every state but terminated), through the byRun index.
 func (s *Store) ByRun(ctx context.Context, run string) ([]Instance, error) {
-	if err := ValidateRunID(run); err != nil {
+	if err := ValidateAssignmentKey(run); err != nil {
 		return nil, err
 	}
 	key := expression.Key(AttrRunID).Equal(expression.Value(run))

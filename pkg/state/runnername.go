@@ -59,7 +59,7 @@ func (n RunnerNames) Parse(name string) (instanceID, run string, ok bool) {
 		return "", "", false
 	}
 	instanceID, run = rest[:i], rest[i+1:]
-	if ValidateInstanceID(instanceID) != nil || ValidateRunID(run) != nil {
+	if ValidateInstanceID(instanceID) != nil || ValidateAssignmentKey(run) != nil {
 		return "", "", false
 	}
 	return instanceID, run, true

@@ -19,6 +19,7 @@ type DynamoDB interface {
 	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Store reads and moves instance items. It is safe for concurrent use.
@@ -191,7 +192,7 @@ func PrepareNew(in *Instance, account Account, now time.Time) error {
 		return fmt.Errorf("create instance item %s: threshold is not set: every live state needs a deadline", in.ID)
 	}
 	if in.RunID != "" {
-		if err := ValidateRunID(in.RunID); err != nil {
+		if err := ValidateAssignmentKey(in.RunID); err != nil {
 			return fmt.Errorf("create instance item %s: %w", in.ID, err)
 		}
 		if err := validateRepo(in.Repo); err != nil {

@@ -74,7 +74,7 @@ const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
 var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels",
-	"runnerGroup", "runnerPrefix", "claimId"}
+	"runnerGroup", "runnerPrefix", "claimId", "jitConfig", "runnerId", "installation"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -97,19 +97,19 @@ func (c Change) Validate() error {
 	switch r.before {
 	case runAny:
 		if c.RunID != "" {
-			if err := ValidateRunID(c.RunID); err != nil {
+			if err := ValidateAssignmentKey(c.RunID); err != nil {
 				return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 			}
 		}
 	case runMatch, runRelease:
-		if err := ValidateRunID(c.RunID); err != nil {
+		if err := ValidateAssignmentKey(c.RunID); err != nil {
 			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 		}
 	case runSet:
 		if c.Assign == nil {
 			return fmt.Errorf("%s → %s of %s: no assignment: a claim names the run it is for", c.From, c.To, c.InstanceID)
 		}
-		if err := ValidateRunID(c.Assign.RunID); err != nil {
+		if err := ValidateAssignmentKey(c.Assign.RunID); err != nil {
 			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 		}
 		if err := validateRepo(c.Assign.Repo); err != nil {
@@ -194,6 +194,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.setOrRemove("runnerGroup", a.RunnerGroup != "", a.RunnerGroup)
 		u.setOrRemove("runnerPrefix", a.RunnerPrefix != "", a.RunnerPrefix)
 		u.setOrRemove("claimId", a.ClaimID != "", a.ClaimID)
+		u.setOrRemove("jitConfig", a.JITConfig != "", a.JITConfig)
+		u.setOrRemove("runnerId", a.RunnerID != 0, a.RunnerID)
+		u.setOrRemove("installation", a.Installation != 0, a.Installation)
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
 	case runRelease:
@@ -207,8 +210,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		}
 	}
 	if c.To == Running {
-		// Registered: the registration token has done its work and leaves the item.
-		u.remove("registerFailures", "regToken", "regTokenExpiresAt")
+		// Registered (or, for a job, started): the registration token or the just-in-time
+		// configuration has done its work and leaves the item.
+		u.remove("registerFailures", "regToken", "regTokenExpiresAt", "jitConfig")
 	}
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()

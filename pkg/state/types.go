@@ -100,7 +100,20 @@ type Assignment struct {
 	// ClaimID identifies the provision that holds the instance, so that a duplicated offer never
 	// credits one instance to two provisions of the same run.
 	ClaimID string `dynamodbav:"claimId,omitempty"`
+	// JITConfig is a label-routed job's just-in-time runner configuration, sealed for this
+	// instance like RegToken; removed when the job starts (running) or the instance is given back.
+	JITConfig string `dynamodbav:"jitConfig,omitempty"`
+	// RunnerID is GitHub's id of the just-in-time runner made for the job, which the dispatcher
+	// deletes when the runner gets no job.
+	RunnerID int64 `dynamodbav:"runnerId,omitempty"`
+	// Installation is the GitHub App installation the job came from: the dispatcher's
+	// credentials for the job's runner.
+	Installation int64 `dynamodbav:"installation,omitempty"`
 }
+
+// ServesJob reports whether the assignment is a label-routed job's (its key is j<job id>) rather
+// than a workflow run's.
+func (a Assignment) ServesJob() bool { return IsJobKey(a.RunID) }
 
 // Report is what the agent writes about itself: the latest signal and the heartbeat.
 type Report struct {

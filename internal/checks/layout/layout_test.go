@@ -72,15 +72,20 @@ const (
 	actionsToolkit = "github.com/sethvargo/go-githubactions"
 	lambdaRuntime  = "github.com/aws/aws-lambda-go"
 	githubClient   = "github.com/google/go-github"
+	appAuth        = "github.com/bradleyfalzon/ghinstallation"
 )
 
 // linkRules is what each binary may not link. The Lambda bootstrap (cmd/refresh) holds refresh
 // alone: the action's refresh step is cmd/hangar. The agent runs on the instances: neither the
 // Actions toolkit nor the Lambda runtime. The action's steps never run in Lambda.
 var linkRules = []linkRule{
-	{"cmd/refresh", []string{actionsToolkit, githubClient, module + "pkg/ghapi", module + "pkg/provision", module + "pkg/release",
-		module + "internal/wire/step"}, "the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
-	{"cmd/agent", []string{actionsToolkit, lambdaRuntime}, "the agent is neither an action step nor a Lambda"},
+	{"cmd/refresh", []string{actionsToolkit, githubClient, appAuth, module + "pkg/ghapi", module + "pkg/provision", module + "pkg/release",
+		module + "pkg/dispatch", module + "pkg/webhook", module + "internal/wire/step"},
+		"the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
+	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, module + "pkg/dispatch", module + "pkg/webhook"},
+		"the agent is neither an action step nor a Lambda, and nothing of the GitHub App reaches an instance"},
+	{"cmd/webhook", []string{actionsToolkit, module + "pkg/provision", module + "internal/wire/step"},
+		"the label-routed jobs' functions are not an action step"},
 	{"cmd/provision", []string{lambdaRuntime}, "an action step is not a Lambda"},
 	{"cmd/release", []string{lambdaRuntime}, "an action step is not a Lambda"},
 	{"cmd/hangar", []string{lambdaRuntime}, "an action step is not a Lambda"},

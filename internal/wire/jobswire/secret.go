@@ -1,0 +1,51 @@
+package jobswire
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+)
+
+// SecretsManager is the call a Secret makes.
+type SecretsManager interface {
+	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// SecretTTL is how long a secret's value is used before it is read again: a rotated secret is
+// picked up within it (at once, when an answer shows the old one is refused).
+const SecretTTL = 5 * time.Minute
+
+// Secret is one Secrets Manager secret's string value, kept in memory for SecretTTL. It is safe
+// for concurrent use.
+type Secret struct {
+	Client SecretsManager
+	ARN    string
+
+	mu    sync.Mutex
+	value string
+	at    time.Time
+}
+
+// Get returns the secret's value, read again when fresh is set or the kept one is older than
+// SecretTTL. An empty secret (the stack creates them empty) is returned as "".
+func (s *Secret) Get(ctx context.Context, fresh bool) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !fresh && !s.at.IsZero() && time.Since(s.at) < SecretTTL {
+		return s.value, nil
+	}
+	out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &s.ARN})
+	if err != nil {
+		return "", fmt.Errorf("read secret %s: %w", s.ARN, err)
+	}
+	s.at = time.Now()
+	if out.SecretString != nil {
+		s.value = *out.SecretString
+	} else {
+		s.value = string(out.SecretBinary)
+	}
+	return s.value, nil
+}

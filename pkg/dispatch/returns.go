@@ -1,0 +1,74 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hangar-ci/hangar/pkg/jobs"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// returned serves an agent's word that it has finished a job (the returns queue). The message is
+// a hint from an instance: only what the instance's item says is acted on. An item still holding
+// the job whose agent signalled DEREGISTERED for it goes back to idle (the completed webhook may
+// not have come yet; one conditional write wins) and is offered; one already given back is
+// offered now that its agent has wiped it; one whose agent FAILED is terminated.
+func (x *Dispatcher) returned(ctx context.Context, m Message) error {
+	r, err := jobs.ParseReturn(m.Body)
+	if err != nil {
+		x.d.Log.Error("dispatch: a returns message that is not one; dropped", "message", m.ID, "error", err)
+		return nil
+	}
+	it, err := x.d.Store.Get(ctx, r.InstanceID)
+	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	doc, err := x.pool(ctx, it.Pool)
+	if err != nil {
+		return err
+	}
+	holds := it.RunID == r.Key && (it.State == state.Claimed || it.State == state.Running)
+	gaveBack := it.State == state.Idle && it.RunID == "" && it.LastRunID == r.Key
+	wiped := it.Signal == state.SignalDeregistered && it.SignalRun == r.Key
+	failed := it.Signal == state.SignalFailed
+	switch {
+	case (holds || gaveBack) && failed:
+		res := x.retire.Retire(ctx, []state.Instance{*it}, lifecycle.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
+		return res.Err
+	case holds && wiped:
+		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
+			// The runner died with the agent mid-job: GitHub still lists it.
+			if err := x.deleteRunner(ctx, it.Installation, scopeOf(doc, it.Repo), it.RunnerID, 0); err != nil {
+				x.d.Log.Warn("dispatch: delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
+			}
+		}
+		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: r.Key, Reason: "its agent finished " + state.Describe(r.Key)})
+		if errors.Is(err, state.ErrConflict) {
+			return nil // the completed webhook, or a check, was first; its agent returns again
+		}
+		if err != nil {
+			return err
+		}
+		return x.offer(ctx, out)
+	case gaveBack && wiped:
+		return x.offer(ctx, it)
+	}
+	return nil
+}
+
+// offer offers an instance that has served a job to its pool, or retires it when its pool may
+// not have it again (reuse never).
+func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
+	res := x.returns.OfferOrRetire(ctx, x.pool, []*state.Instance{it})
+	for _, r := range res.Retired {
+		if r.Err != nil {
+			return fmt.Errorf("retire %s (%s): %w", it.ID, r.Reason, r.Err)
+		}
+	}
+	return res.Err
+}
