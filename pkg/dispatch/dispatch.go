@@ -213,7 +213,7 @@ type Dispatcher struct {
 	returns *lifecycle.Returner
 
 	mu       sync.Mutex
-	groups   map[string]int64               // organisation/group name → runner group id
+	groups   map[string]int64              // organisation/group name → runner group id
 	resolved map[*poolconfig.Document]bool // pool documents whose types are resolved
 }
 

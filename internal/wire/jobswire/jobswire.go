@@ -57,7 +57,7 @@ const (
 // Env is the functions' environment.
 type Env struct {
 	Stack, Role, JobsQueueURL, ReturnsQueueARN, WebhookSecretARN, AppSecretARN, GitHubAPIURL string
-	CheckAfter                                                                           time.Duration
+	CheckAfter                                                                               time.Duration
 }
 
 // EnvFrom reads the environment with getenv and checks what the role needs; the error names every
@@ -168,8 +168,10 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
 		Pools: pools, Store: store, Offers: &offers.Directory{Loader: &poolconfig.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
 		Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, EC2: ec2Client,
-		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) { return app.Client(installation, scope) },
-		SQS:    sqsClient, KMS: kms.NewFromConfig(cfg), Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
+		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
+			return app.Client(installation, scope)
+		},
+		SQS: sqsClient, KMS: kms.NewFromConfig(cfg), Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
 	})
 	return d, app, err
 }
