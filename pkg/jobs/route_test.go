@@ -101,13 +101,13 @@ func TestMessages(t *testing.T) {
 	require.Equal(t, "j7r2", back.Job.Key())
 
 	for body, want := range map[string]string{
-		`not json`: "not JSON",
-		`{"v":2,"kind":"queued","job":{}}`:                                             "version 2",
-		`{"v":1,"kind":"queued","job":{"id":1,"repo":"octo/app","installation":1}}`:    "pool name",
-		`{"v":1,"kind":"nope","job":{}}`:                                               "unknown kind",
-		`{"v":1,"kind":"queued","job":{"id":1,"repo":"x","installation":1,"pool":"p"}}`: "repository",
+		`not json`:                         "not JSON",
+		`{"v":2,"kind":"queued","job":{}}`: "version 2",
+		`{"v":1,"kind":"queued","job":{"id":1,"repo":"octo/app","installation":1}}`:                                                     "pool name",
+		`{"v":1,"kind":"nope","job":{}}`:                                                                                                "unknown kind",
+		`{"v":1,"kind":"queued","job":{"id":1,"repo":"x","installation":1,"pool":"p"}}`:                                                 "repository",
 		`{"v":1,"kind":"check","job":{"id":1,"repo":"o/r","installation":1},"instanceId":"i-0123456789abcdef0","key":"42","version":1}`: "want the job key",
-		`{"v":1,"kind":"queued","job":{"id":1},"extra":1}`:                             "unknown field",
+		`{"v":1,"kind":"queued","job":{"id":1},"extra":1}`:                                                                              "unknown field",
 	} {
 		_, err := jobs.Parse(body)
 		require.ErrorContains(t, err, want, body)
