@@ -144,6 +144,12 @@ type EC2 interface {
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
+// EC2Launcher is every EC2 call the dispatcher makes, its launcher's included.
+type EC2Launcher interface {
+	EC2
+	fleet.EC2
+}
+
 // Runners is what the dispatcher does on GitHub in one scope (ghapi.Client).
 type Runners interface {
 	GenerateJITConfig(ctx context.Context, r ghapi.JITRequest) (ghapi.JIT, error)

@@ -90,8 +90,9 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 }
 
 // redispatch places job made again: its runner took job took instead, which is not a job of the
-// same pool (whose own runner would then have served made). Nothing is done when made is running
-// or done elsewhere, or has been placed again too often.
+// same pool (whose own runner would then have served made), or (took zero) its runner was removed
+// at its bound while made still waited. Nothing is done when made is running or done elsewhere,
+// or has been placed again too often.
 func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, took jobs.Job) error {
 	_, n, _ := state.ParseJobKey(key)
 	for _, action := range []string{"in_progress", "completed"} {
@@ -121,8 +122,13 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return nil
 	}
 	msg.Job.Redispatch = n + 1
-	x.d.Log.Warn("dispatch: a job of another pool or outside the stack took a runner; placing its job again", "job", made,
-		"repository", msg.Job.Repo, "took", took.ID, "tookRepository", took.Repo, "tookLabels", took.Labels)
+	if took.ID != 0 {
+		x.d.Log.Warn("dispatch: a job of another pool or outside the stack took a runner; placing its job again", "job", made,
+			"repository", msg.Job.Repo, "took", took.ID, "tookRepository", took.Repo, "tookLabels", took.Labels)
+	} else {
+		x.d.Log.Warn("dispatch: a job's runner got no job within its bound while the job still waits; placing it again", "job", made,
+			"repository", msg.Job.Repo)
+	}
 	return x.send(ctx, []jobs.Message{msg}, nil)
 }
 
@@ -180,7 +186,8 @@ func (x *Dispatcher) cancelled(ctx context.Context, j jobs.Job) error {
 			continue
 		}
 		if held.State == state.Claimed {
-			errs = append(errs, x.removeWaiting(ctx, held, j, fmt.Sprintf("job %d ended before it started", j.ID)))
+			_, err := x.removeWaiting(ctx, held, j, fmt.Sprintf("job %d ended before it started", j.ID))
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -208,23 +215,31 @@ func (x *Dispatcher) check(ctx context.Context, msg jobs.Message) error {
 		next.Round++
 		return x.send(ctx, []jobs.Message{next}, []time.Duration{x.cfg.BootCheckEvery})
 	case state.Claimed:
-		return x.removeWaiting(ctx, it, msg.Job, fmt.Sprintf("its runner got no job within its bound (job %d)", msg.Job.ID))
+		removed, err := x.removeWaiting(ctx, it, msg.Job, fmt.Sprintf("its runner got no job within its bound (job %d)", msg.Job.ID))
+		if err != nil || !removed {
+			return err
+		}
+		// The job it was made for may still wait: its runner never took it (another job took
+		// the runner's place in GitHub's queue, or the runner was broken). It gets another.
+		made, _, _ := state.ParseJobKey(msg.Key)
+		return x.redispatch(ctx, made, msg.Key, jobs.Job{})
 	}
 	return nil
 }
 
 // removeWaiting deletes the runner of a claimed instance that is waiting for a job, and gives the
-// instance back (its agent stops the runner, wipes and returns it). GitHub refuses to delete a
-// busy runner: then it has just taken a job, and the instance goes running.
-func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jobs.Job, why string) error {
+// instance back (its agent stops the runner, wipes and returns it); it reports whether it did.
+// GitHub refuses to delete a busy runner: then it has just taken a job, and the instance goes
+// running.
+func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jobs.Job, why string) (bool, error) {
 	doc, err := x.pool(ctx, it.Pool)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if it.RunnerID != 0 && it.Installation != 0 {
 		gh, err := x.d.GitHub(it.Installation, scopeOf(doc, it.Repo))
 		if err != nil {
-			return err
+			return false, err
 		}
 		err = gh.DeleteRunner(ctx, it.RunnerID)
 		switch {
@@ -233,19 +248,23 @@ func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jo
 				Version: it.Version, RunID: it.RunID, Threshold: x.d.Now().Add(doc.Timeout(state.Running)),
 				Reason: "its runner is running a job"})
 			if errors.Is(err, state.ErrConflict) {
-				return nil
+				return false, nil
 			}
-			return err
+			return false, err
 		case err != nil && !ghapi.IsNotFound(err):
-			return err
+			return false, err
 		}
 	}
 	_, err = x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: it.RunID, Reason: why})
-	if err != nil && !errors.Is(err, state.ErrConflict) {
-		return err
+	if errors.Is(err, state.ErrConflict) {
+		return false, nil
 	}
-	x.d.Log.Info("dispatch: removed a runner that waited in vain; its instance goes back", "instance", it.ID, "key", it.RunID, "reason", why)
-	return nil
+	if err != nil {
+		return false, err
+	}
+	x.d.Log.Info("dispatch: removed a runner that waited in vain; its instance goes back", "instance", it.ID, "key", it.RunID,
+		"job", j.ID, "reason", why)
+	return true, nil
 }
 
 // unregister deletes a runner GitHub refused to delete earlier.

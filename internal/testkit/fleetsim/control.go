@@ -171,3 +171,22 @@ func (s *Simulator) MetadataURL(id string) string {
 	}
 	return ""
 }
+
+// CrashAgent kills an instance's agent at once, and everything it started with it (its runner,
+// its jobs: systemd's default KillMode kills the unit's whole cgroup), then starts it again on
+// the same machine, as systemd's Restart=always does: the restarted agent finds the instance as
+// the crash left it.
+func (s *Simulator) CrashAgent(ctx context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inst, err := s.get(id)
+	if err != nil {
+		return err
+	}
+	if inst.agent == nil {
+		return fmt.Errorf("fleetsim: the agent of %s does not run", id)
+	}
+	s.stop(inst, false)
+	s.cfg.Log.Info("fleetsim: agent crashed; restarting it", "instance", id)
+	return s.start(ctx, inst)
+}

@@ -110,6 +110,8 @@ type Options struct {
 	GitHub http.RoundTripper
 	// PoolsTTL is how long pool documents are kept (poolconfig.DefaultCacheTTL when 0).
 	PoolsTTL time.Duration
+	// EC2 replaces the dispatcher's EC2 client (tests count or break its calls through it).
+	EC2 dispatch.EC2Launcher
 }
 
 func (o *Options) defaults() {
@@ -164,7 +166,10 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		}
 		return ghapp.ParseCredentials(s)
 	}, o.GitHub)
-	ec2Client := ec2.NewFromConfig(cfg)
+	var ec2Client dispatch.EC2Launcher = ec2.NewFromConfig(cfg)
+	if o.EC2 != nil {
+		ec2Client = o.EC2
+	}
 	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
 		Pools: pools, Store: store, Offers: &offers.Directory{Loader: &poolconfig.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
 		Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, EC2: ec2Client,
