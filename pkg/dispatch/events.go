@@ -193,8 +193,9 @@ func (x *Dispatcher) cancelled(ctx context.Context, j jobs.Job) error {
 	return errors.Join(errs...)
 }
 
-// check looks at a job's runner once its bound has passed: one still waiting for a job is
-// removed and its instance given back; an instance still booting is looked at again later.
+// check looks at a job's runner once its bound has passed: one still waiting for a job (claimed,
+// or created and its runner started) is removed and its instance given back; an instance still
+// booting is looked at again later.
 func (x *Dispatcher) check(ctx context.Context, msg jobs.Message) error {
 	it, err := x.d.Store.Get(ctx, msg.InstanceID)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
@@ -206,15 +207,15 @@ func (x *Dispatcher) check(ctx context.Context, msg jobs.Message) error {
 	if it.RunID != msg.Key {
 		return nil // moved on: the job ran, or the instance went
 	}
-	switch it.State {
-	case state.Created:
+	switch {
+	case it.State == state.Created && !it.SignalFor(state.SignalRegistered, msg.Key, it.Version):
 		if x.d.Now().After(it.Threshold) {
 			return nil // refresh terminates an instance that never came up
 		}
 		next := msg
 		next.Round++
 		return x.send(ctx, []jobs.Message{next}, []time.Duration{x.cfg.BootCheckEvery})
-	case state.Claimed:
+	case it.State == state.Claimed, it.State == state.Created:
 		removed, err := x.removeWaiting(ctx, it, msg.Job, fmt.Sprintf("its runner got no job within its bound (job %d)", msg.Job.ID))
 		if err != nil || !removed {
 			return err
@@ -295,8 +296,8 @@ func (x *Dispatcher) deleteRunner(ctx context.Context, installation int64, scope
 	return err
 }
 
-// scheduleChecks sends each placed job's check, delayed by its bound: the pool's claimed timeout
-// (Config.CheckAfter), and for an instance created for it, its created timeout on top.
+// scheduleChecks sends each placed job's check, delayed by its bound (an instance created for
+// the job and still booting then is looked at again every BootCheckEvery).
 func (x *Dispatcher) scheduleChecks(ctx context.Context, doc *poolconfig.Document, placed []placement) {
 	if len(placed) == 0 {
 		return
@@ -305,13 +306,7 @@ func (x *Dispatcher) scheduleChecks(ctx context.Context, doc *poolconfig.Documen
 	delays := make([]time.Duration, len(placed))
 	for i, p := range placed {
 		msgs[i] = jobs.Message{Kind: jobs.KindCheck, Job: p.job, InstanceID: p.instance.ID, Key: p.job.Key(), Version: p.instance.Version}
-		delays[i] = x.cfg.CheckAfter
-		if delays[i] == 0 {
-			delays[i] = doc.Timeout(state.Claimed)
-		}
-		if p.instance.State == state.Created {
-			delays[i] += doc.Timeout(state.Created)
-		}
+		delays[i] = x.bound(doc)
 	}
 	if err := x.send(ctx, msgs, delays); err != nil {
 		// Without its check a runner that gets no job waits until the claimed deadline, when
@@ -359,4 +354,13 @@ func (x *Dispatcher) send(ctx context.Context, msgs []jobs.Message, delays []tim
 func cutScope(scope string) (owner, repo string, isRepo bool) {
 	owner, repo, isRepo = strings.Cut(scope, "/")
 	return owner, repo, isRepo
+}
+
+// bound is how long a job's runner may wait for a job: Config.CheckAfter, or the pool's claimed
+// timeout.
+func (x *Dispatcher) bound(doc *poolconfig.Document) time.Duration {
+	if x.cfg.CheckAfter > 0 {
+		return x.cfg.CheckAfter
+	}
+	return doc.Timeout(state.Claimed)
 }

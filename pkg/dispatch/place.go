@@ -218,7 +218,9 @@ func (x *Dispatcher) claim(ctx context.Context, doc *poolconfig.Document, claimI
 	sel := &offers.Selector{Queue: queue, Store: x.d.Store, Log: x.d.Log}
 	res, err := sel.Claim(ctx, offers.Request{
 		Count: len(group), Assign: x.base(doc, group[0].job, claimID), Reuse: doc.Reuse,
-		AliveSince: now.Add(-state.HeartbeatFresh), ClaimDeadline: now.Add(doc.Timeout(state.Claimed)),
+		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
+		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
+		AliveSince: now.Add(-state.HeartbeatFresh), ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),
 		Personalize: func(ctx context.Context, id string, a *state.Assignment) error {
 			q, ok := p.pop()
 			if !ok {

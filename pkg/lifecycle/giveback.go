@@ -53,8 +53,9 @@ type Back struct {
 
 // Idle moves one instance to idle, conditional on its state, version and run as given, with its
 // pool's idle deadline, then rings its doorbell when its agent is serving the run (an
-// acknowledged claim, or running): the agent stops its runner at once instead of on its next
-// read. A warm instance leaving created, or a claim its agent never took, has nothing to stop. It
+// acknowledged claim, running, or created for a label-routed job): the agent stops its runner at
+// once instead of on its next read. A warm instance leaving created, or a claim its agent never
+// took, has nothing to stop. It
 // returns the item written, or the store's error as is (a *state.ConflictError, holding the item
 // as someone else left it, when that write lost).
 func (r *Returner) Idle(ctx context.Context, b Back) (*state.Instance, error) {
@@ -69,7 +70,7 @@ func (r *Returner) Idle(ctx context.Context, b Back) (*state.Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.State != state.Created && !b.Unacknowledged {
+	if (in.State != state.Created || b.RunID != "") && !b.Unacknowledged {
 		if err := r.Bells.Ring(ctx, out.Bell); err != nil {
 			r.log().Warn("ring an instance given back; its agent notices on its next read", "instance", in.ID, "error", err)
 		}

@@ -95,7 +95,7 @@ func (c Change) Validate() error {
 		return fmt.Errorf("%s → %s of %s: threshold is not set: every live state needs a deadline", c.From, c.To, c.InstanceID)
 	}
 	switch r.before {
-	case runAny:
+	case runAny, runAbsentOrRelease:
 		if c.RunID != "" {
 			if err := ValidateAssignmentKey(c.RunID); err != nil {
 				return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
@@ -146,9 +146,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		And(expression.Name("version").Equal(expression.Value(c.Version))).
 		And(expression.Name("pool").Equal(expression.Value(c.Pool)))
 	switch {
-	case r.before == runMatch, r.before == runRelease, r.before == runAny && c.RunID != "":
+	case c.RunMustMatch():
 		cond = cond.And(expression.Name(AttrRunID).Equal(expression.Value(c.RunID)))
-	case r.before == runAbsent, r.before == runSet:
+	case c.RunMustBeAbsent():
 		cond = cond.And(expression.AttributeNotExists(expression.Name(AttrRunID)))
 	}
 	if r.before == runSet {
@@ -180,8 +180,8 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.set(AttrThreshold, millis(c.Threshold))
 		u.set(AttrPoolStateShard, PoolStateShard(c.Pool, c.To, c.InstanceID))
 	}
-	switch r.before {
-	case runSet:
+	switch {
+	case r.before == runSet:
 		a := c.Assign
 		u.set(AttrRunID, a.RunID)
 		u.remove(legacyRemoveToken)
@@ -199,7 +199,7 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		u.setOrRemove("installation", a.Installation != 0, a.Installation)
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
-	case runRelease:
+	case c.Releases():
 		if !c.Unacknowledged { // a claim never acknowledged served nothing: the last run stays
 			u.set("lastRunId", c.RunID)
 		}

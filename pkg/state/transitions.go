@@ -14,6 +14,9 @@ const (
 	runAbsent                 // condition attribute_not_exists(runId); stays absent
 	runSet                    // condition attribute_not_exists(runId); set from the Assignment
 	runRelease                // condition runId = the caller's RunID; removed with the assignment
+	// runAbsentOrRelease is runAbsent without a RunID (a warm instance promoted), runRelease with
+	// one (an instance created for a label-routed job whose runner got no job, given back).
+	runAbsentOrRelease
 )
 
 type edge struct{ from, to State }
@@ -27,7 +30,7 @@ type rule struct {
 // every live state may go there, with runAny.
 var transitions = map[edge]rule{
 	{Created, Running}: {runMatch, "provision"},
-	{Created, Idle}:    {runAbsent, "refresh"},
+	{Created, Idle}:    {runAbsentOrRelease, "refresh, dispatcher"},
 	{Idle, Claimed}:    {runSet, "provision"},
 	{Stopped, Claimed}: {runSet, "provision"},
 	{Claimed, Running}: {runMatch, "provision"},
@@ -72,17 +75,17 @@ func Allowed(from, to State) bool {
 // RunMustMatch reports whether the change's condition requires the item's runId to be c.RunID.
 func (c Change) RunMustMatch() bool {
 	r, _ := lookup(c.From, c.To)
-	return r.before == runMatch || r.before == runRelease || (r.before == runAny && c.RunID != "")
+	return r.before == runMatch || r.before == runRelease || ((r.before == runAny || r.before == runAbsentOrRelease) && c.RunID != "")
 }
 
 // RunMustBeAbsent reports whether the change's condition requires the item to hold no run.
 func (c Change) RunMustBeAbsent() bool {
 	r, _ := lookup(c.From, c.To)
-	return r.before == runAbsent || r.before == runSet
+	return r.before == runAbsent || r.before == runSet || (r.before == runAbsentOrRelease && c.RunID == "")
 }
 
 // Releases reports whether the change gives the run back: the assignment leaves the item.
 func (c Change) Releases() bool {
 	r, _ := lookup(c.From, c.To)
-	return r.before == runRelease
+	return r.before == runRelease || (r.before == runAbsentOrRelease && c.RunID != "")
 }
