@@ -98,7 +98,7 @@ func TestMakeCommands(t *testing.T) {
 }
 
 // TestReadmeSetup: the README's set-up is make demo and make test, nothing else, and its
-// workflow is examples/workflow.yml as it is.
+// workflows are examples/labels.yml and examples/workflow.yml as they are.
 func TestReadmeSetup(t *testing.T) {
 	readme := read(t, "README.md")
 	sh := blocks(readme, "sh")
@@ -110,8 +110,9 @@ func TestReadmeSetup(t *testing.T) {
 	}
 	require.Equal(t, []string{"make demo", "make test"}, cmds)
 	yml := blocks(readme, "yaml")
-	require.Len(t, yml, 1)
-	require.Equal(t, read(t, "examples/workflow.yml"), yml[0])
+	require.Len(t, yml, 2)
+	require.Equal(t, read(t, "examples/labels.yml"), yml[0])
+	require.Equal(t, read(t, "examples/workflow.yml"), yml[1])
 	require.Contains(t, readme, "```mermaid")
 }
 
