@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -58,7 +59,7 @@ func (g *GitHub) Runners(context.Context) ([]ghapi.Runner, error) {
 	return slices.Clone(g.runners), nil
 }
 
-// DeleteRunner removes runner id; an unknown id is an error, as GitHub's 404.
+// DeleteRunner removes runner id; an unknown id is GitHub's 404, a busy runner its 422.
 func (g *GitHub) DeleteRunner(_ context.Context, id int64) error {
 	if err := g.call("DeleteRunner"); err != nil {
 		return err
@@ -67,7 +68,10 @@ func (g *GitHub) DeleteRunner(_ context.Context, id int64) error {
 	defer g.mu.Unlock()
 	i := slices.IndexFunc(g.runners, func(r ghapi.Runner) bool { return r.ID == id })
 	if i < 0 {
-		return fmt.Errorf("delete runner %d: 404 Not Found", id)
+		return GitHubError(http.StatusNotFound, fmt.Sprintf("delete runner %d: Not Found", id))
+	}
+	if g.runners[i].Busy {
+		return GitHubError(http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner %q is still running a job", g.runners[i].Name))
 	}
 	g.runners = slices.Delete(g.runners, i, i+1)
 	return nil

@@ -26,7 +26,8 @@ type Store struct {
 	mu      sync.Mutex
 	items   map[string]*state.Instance
 	leases  map[string]lease
-	changed chan struct{} // closed and replaced on every write, for Wait
+	events  map[string]string // "<job>/<action>" → body: the webhook's records
+	changed chan struct{}     // closed and replaced on every write, for Wait
 }
 
 type lease struct {
@@ -42,7 +43,7 @@ func NewStore(account state.Account) *Store {
 // Reset forgets every item, lease, recorded call and injected error.
 func (s *Store) Reset() {
 	s.mu.Lock()
-	s.items, s.leases = map[string]*state.Instance{}, map[string]lease{}
+	s.items, s.leases, s.events = map[string]*state.Instance{}, map[string]lease{}, nil
 	s.mu.Unlock()
 	s.resetCalls()
 	s.notify()
@@ -227,7 +228,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 
 // ByRun returns the instances that hold run (every state but terminated).
 func (s *Store) ByRun(_ context.Context, run string) ([]state.Instance, error) {
-	if err := state.ValidateRunID(run); err != nil {
+	if err := state.ValidateAssignmentKey(run); err != nil {
 		return nil, err
 	}
 	if err := s.call("ByRun"); err != nil {

@@ -216,7 +216,7 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 	if h.Unacked {
 		item.Report = state.Report{Signal: state.SignalReady, SignalVersion: 4, HeartbeatAt: stored(now)}
 	} else {
-		w.GitHub.AddRunner(state.RunnerNamesOf(Stack).Name(id, h.Run), "online", item.State == state.Running)
+		w.GitHub.AddRunner(state.RunnerNamesOf(Stack).Name(id, h.Run), "online", false)
 	}
 	w.Agent.Behave(id, h.Agent)
 	w.Store.Put(item)

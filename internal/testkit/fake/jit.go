@@ -1,0 +1,76 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/google/go-github/v66/github"
+
+	"github.com/hangar-ci/hangar/pkg/ghapi"
+)
+
+// GitHubError returns an error as go-github returns GitHub's answer with status code, for
+// Inject: ghapi's classification (IsNotFound, IsBusy, IsRetryable…) sees it as it would GitHub's.
+func GitHubError(code int, message string) error {
+	return &github.ErrorResponse{Message: message, Response: &http.Response{StatusCode: code,
+		Request: &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/fake"}}}}
+}
+
+// GenerateJITConfig registers a just-in-time runner (offline) and returns a configuration that
+// names it; a name taken already answers 409, as GitHub does.
+func (g *GitHub) GenerateJITConfig(_ context.Context, r ghapi.JITRequest) (ghapi.JIT, error) {
+	if err := g.call("GenerateJITConfig"); err != nil {
+		return ghapi.JIT{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.ContainsFunc(g.runners, func(x ghapi.Runner) bool { return x.Name == r.Name }) {
+		return ghapi.JIT{}, GitHubError(http.StatusConflict, "Already exists - A runner with the name "+r.Name+" already exists.")
+	}
+	g.nextID++
+	g.runners = append(g.runners, ghapi.Runner{ID: g.nextID, Name: r.Name, Status: "offline", Labels: slices.Clone(r.Labels)})
+	return ghapi.JIT{RunnerID: g.nextID, Config: fmt.Sprintf("JITCONFIG-%d-%s", g.nextID, r.Name)}, nil
+}
+
+// RunnerGroupID returns 1 for Default and 2 for any other group.
+func (g *GitHub) RunnerGroupID(_ context.Context, name string) (int64, error) {
+	if err := g.call("RunnerGroupID"); err != nil {
+		return 0, err
+	}
+	if name == "Default" {
+		return 1, nil
+	}
+	return 2, nil
+}
+
+// RunnerByName returns the runner named name, or a 404.
+func (g *GitHub) RunnerByName(_ context.Context, name string) (ghapi.Runner, error) {
+	if err := g.call("RunnerByName"); err != nil {
+		return ghapi.Runner{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.runners {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return ghapi.Runner{}, GitHubError(http.StatusNotFound, "Not Found")
+}
+
+// SetBusy marks the runner named name busy (running a job) or not, and online while busy.
+func (g *GitHub) SetBusy(name string, busy bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, r := range g.runners {
+		if r.Name == name {
+			g.runners[i].Busy = busy
+			if busy {
+				g.runners[i].Status = "online"
+			}
+		}
+	}
+}
