@@ -346,3 +346,37 @@ func TestFakeLostClaimUndoesItsRunner(t *testing.T) {
 	require.True(t, strings.Contains(names[0], it.ID))
 	require.True(t, slices.Contains(names, state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID)))
 }
+
+// TestFakeRunnerNotStarted: an agent that could not start its job's runner (REGISTER_FAILED, after
+// cleaning up) returns the instance: it is given back, counted, and offered; its runner deleted;
+// and the job placed again. The second failure in a row retires the instance.
+func TestFakeRunnerNotStarted(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(111, ""))...))
+	w.sent(jobs.KindCheck)
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(111, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 111, "queued", body)
+	require.NoError(t, err)
+	it := w.holder(111)
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: time.Now(),
+		Log: "could not open the configuration"}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	back := w.Store.Item(it.ID)
+	require.Equal(t, state.Idle, back.State)
+	require.Equal(t, 1, back.RegisterFailures)
+	require.Equal(t, []string{it.ID}, w.Offered(t))
+	require.Empty(t, w.GitHub.RunnerNames(), "its runner deleted")
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1)
+	require.Equal(t, "j111r1", again[0].Job.Key())
+
+	require.Empty(t, w.handle(again...))
+	it = w.Store.Item(it.ID)
+	require.Equal(t, "j111r1", it.RunID, "the same instance serves the job again")
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: time.Now()}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State, "the second failure in a row retires it")
+}

@@ -486,16 +486,20 @@ func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *poolconfig.Docu
 	}
 }
 
-// createToken is the idempotency token of the CreateFleet of a set of jobs: a batch delivered
-// again after its dispatcher died gets the same instances back rather than new ones.
+// createToken is the idempotency token of the CreateFleet of a set of jobs, on one delivery of
+// their messages: a request the SDK retries gets the same instances back. A delivery after a
+// failed attempt asks anew (the earlier attempt's instances are recorded, warm, or reaped by
+// refresh as orphans when it died before recording them).
 func createToken(pool string, list []queuedJob) string {
 	keys := make([]string, len(list))
+	receives := 0
 	for i, q := range list {
 		keys[i] = q.job.Key()
+		receives = max(receives, q.msg.Receives)
 	}
 	slices.Sort(keys)
 	sum := sha256.Sum256([]byte(strings.Join(keys, ",")))
-	return fmt.Sprintf("hangar-jobs-%s-%s", pool, hex.EncodeToString(sum[:8]))
+	return fmt.Sprintf("hangar-jobs-%s-%s-%d", pool, hex.EncodeToString(sum[:8]), receives)
 }
 
 func randomID() string {

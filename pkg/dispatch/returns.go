@@ -7,6 +7,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/jobs"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -36,7 +37,12 @@ func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 	gaveBack := it.State == state.Idle && it.RunID == "" && it.LastRunID == r.Key
 	wiped := it.Signal == state.SignalDeregistered && it.SignalRun == r.Key
 	failed := it.Signal == state.SignalFailed
+	noRunner := it.Signal == state.SignalRegisterFailed && it.SignalRun == r.Key
 	switch {
+	case holds && noRunner:
+		// The agent could not start the job's runner (it cleaned up first): the instance goes
+		// back, counted (retired at the second failure in a row), and the job gets another.
+		return x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
 		res := x.retire.Retire(ctx, []state.Instance{*it}, lifecycle.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
 		return res.Err
@@ -71,4 +77,35 @@ func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
 		}
 	}
 	return res.Err
+}
+
+// notStarted gives back an instance whose agent could not start its job's runner, and places the
+// job again. Its runner is deleted first: it was made but never ran.
+func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *poolconfig.Document, key string) error {
+	if it.RunnerID != 0 && it.Installation != 0 {
+		if err := x.deleteRunner(ctx, it.Installation, scopeOf(doc, it.Repo), it.RunnerID, 0); err != nil {
+			return err
+		}
+	}
+	if it.RegisterFailures+1 >= state.MaxRegisterFailures {
+		res := x.retire.Retire(ctx, []state.Instance{*it}, lifecycle.Because(fmt.Sprintf("its agent could not start a runner %d times in a row: %s",
+			it.RegisterFailures+1, it.SignalLog)))
+		if res.Err != nil {
+			return res.Err
+		}
+	} else {
+		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: key, RegisterFailed: it.State == state.Claimed,
+			Reason: "its agent could not start the job's runner: " + it.SignalLog})
+		if errors.Is(err, state.ErrConflict) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := x.offer(ctx, out); err != nil {
+			return err
+		}
+	}
+	made, _, _ := state.ParseJobKey(key)
+	return x.redispatch(ctx, made, key, jobs.Job{})
 }
