@@ -51,7 +51,7 @@ func Main(root string, args []string, stdout, stderr io.Writer) int {
 	case args[0] == "run":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		err = run(ctx, root, stdout)
+		err = run(ctx, root, args[1:], stdout)
 	default:
 		err = fmt.Errorf("unknown command %q", args[0])
 	}
@@ -145,7 +145,15 @@ func remove(root string, args []string, out io.Writer) error {
 	return nil
 }
 
-func run(ctx context.Context, root string, out io.Writer) error {
+// run goes online and takes jobs until ctx ends: as the runner configured in root (.runner,
+// .credentials), or, given a just-in-time configuration (--jitconfig, or
+// ACTIONS_RUNNER_INPUT_JITCONFIG), as that runner, for one job (see runJIT).
+func run(ctx context.Context, root string, args []string, out io.Writer) error {
+	jit := flagValue(args, "jitconfig")
+	inputFromEnv(&jit, "JITCONFIG")
+	if jit != "" {
+		return runJIT(ctx, root, jit, out)
+	}
 	st, err := readSettings(root)
 	if err != nil {
 		return err
@@ -154,23 +162,55 @@ func run(ctx context.Context, root string, out io.Writer) error {
 	if err := readJSON(filepath.Join(root, ".credentials"), &cred); err != nil {
 		return err
 	}
-	auth := "Runner " + cred.Credential
-	status := func(s string) error {
-		return post(st.URL, fmt.Sprintf("/_fake/runners/%d/status", st.ID), auth, map[string]string{"status": s}, nil)
+	return (&session{st: st, auth: "Runner " + cred.Credential, out: out}).listen(ctx)
+}
+
+// flagValue returns the value of --name (or -name) in args, given as "--name value" or
+// "--name=value"; other arguments are ignored, as run.sh's other options are by the stand-in.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
 	}
-	if err := status("online"); err != nil {
+	return ""
+}
+
+// session is one run of the runner: online from listen's start to its end.
+type session struct {
+	st   settings
+	auth string // the runner's credential, as the Authorization header carries it
+	once bool   // a just-in-time runner: it takes one job, then ends its session
+	out  io.Writer
+}
+
+// status tells the server the runner is online or offline.
+func (r *session) status(s string) error {
+	return post(r.st.URL, fmt.Sprintf("/_fake/runners/%d/status", r.st.ID), r.auth, map[string]string{"status": s}, nil)
+}
+
+// listen goes online, then takes jobs, one at a time, until ctx ends (or, once, after its one
+// job), and goes offline. A job running when ctx ends is cancelled and reported so.
+func (r *session) listen(ctx context.Context) error {
+	if err := r.status("online"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "√ Connected to GitHub\nListening for Jobs\n")
-	defer func() { _ = status("offline") }()
+	fmt.Fprintf(r.out, "√ Connected to GitHub\n\n%s: Listening for Jobs\n", now())
+	defer func() { _ = r.status("offline") }() // a just-in-time runner is gone after its job: 404, ignored
 	for ctx.Err() == nil {
 		var job ghfake.JobAssignment
-		err := postCtx(ctx, st.URL, fmt.Sprintf("/_fake/runners/%d/next", st.ID), auth, struct{}{}, &job)
+		err := postCtx(ctx, r.st.URL, fmt.Sprintf("/_fake/runners/%d/next", r.st.ID), r.auth, struct{}{}, &job)
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case err != nil && r.once && hasStatus(err, http.StatusNotFound):
+			return fmt.Errorf("the runner registration has been deleted from the server: %w", err)
 		case err != nil:
-			fmt.Fprintln(out, "poll for jobs:", err)
+			fmt.Fprintln(r.out, "poll for jobs:", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):
@@ -179,15 +219,76 @@ func run(ctx context.Context, root string, out io.Writer) error {
 		case job.ID == 0:
 			continue
 		}
-		fmt.Fprintf(out, "Running job %d of %s\n", job.ID, job.Repo)
-		res := runJob(ctx, st, job)
-		if err := post(st.URL, fmt.Sprintf("/_fake/runners/%d/jobs/%d", st.ID, job.ID), auth, res, nil); err != nil {
-			fmt.Fprintln(out, "report job:", err)
+		fmt.Fprintf(r.out, "%s: Running job: job-%d (%s)\n", now(), job.ID, job.Repo)
+		res := r.work(ctx, job)
+		if err := post(r.st.URL, fmt.Sprintf("/_fake/runners/%d/jobs/%d", r.st.ID, job.ID), r.auth, res, nil); err != nil {
+			fmt.Fprintln(r.out, "report job:", err)
 		}
-		fmt.Fprintf(out, "Job %d completed with result: %s\n", job.ID, res.Conclusion)
+		fmt.Fprintf(r.out, "%s: Job job-%d completed with result: %s\n", now(), job.ID, result(res.Conclusion))
+		if r.once {
+			return nil
+		}
 	}
 	return nil
 }
+
+// work runs a job (runJob) while sending the server a heartbeat every ghfake.HeartbeatEvery. The
+// job is cancelled, its processes killed and its conclusion cancelled, when ctx ends (the runner
+// is stopped) or a heartbeat's answer says so (the job was cancelled on the server, or is no
+// longer this runner's).
+func (r *session) work(ctx context.Context, job ghfake.JobAssignment) ghfake.JobResult {
+	jobCtx, cancel := context.WithCancel(ctx)
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		r.heartbeats(jobCtx, job.ID, cancel)
+	}()
+	res := runJob(jobCtx, r.st, job)
+	cancelled := jobCtx.Err() != nil
+	cancel()
+	<-beating
+	if cancelled {
+		res.Conclusion = "cancelled"
+		res.Output += "\nThe operation was canceled."
+	}
+	return res
+}
+
+// heartbeats tells the server the job is still running until ctx ends, and calls cancel when the
+// server answers that the job is to stop.
+func (r *session) heartbeats(ctx context.Context, job int64, cancel func()) {
+	t := time.NewTicker(ghfake.HeartbeatEvery)
+	defer t.Stop()
+	path := fmt.Sprintf("/_fake/runners/%d/jobs/%d/heartbeat", r.st.ID, job)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var hb ghfake.Heartbeat
+		err := postCtx(ctx, r.st.URL, path, r.auth, struct{}{}, &hb)
+		if ctx.Err() == nil && (hb.Cancel || hasStatus(err, http.StatusNotFound)) {
+			cancel()
+			return
+		}
+		// Any other failure is the network's: the server takes the runner for lost if it lasts.
+	}
+}
+
+// result is how the real runner's log names a conclusion.
+func result(conclusion string) string {
+	switch conclusion {
+	case "success":
+		return "Succeeded"
+	case "cancelled":
+		return "Canceled"
+	}
+	return "Failed"
+}
+
+// now is the time as the real runner's log shows it.
+func now() string { return time.Now().UTC().Format("2006-01-02 15:04:05Z") }
 
 // runJob runs the job's command in <work>/<repo>/<repo>, as the real runner lays out checkouts,
 // after the job-started hook (see runHook): a failing hook fails the job and its command never
@@ -207,6 +308,7 @@ func runJob(ctx context.Context, st settings, job ghfake.JobAssignment) ghfake.J
 		fmt.Fprintf(&buf, "\n%v", err)
 	} else {
 		cmd := exec.CommandContext(ctx, "sh", "-c", job.Command)
+		killGroupOnCancel(cmd)
 		cmd.Dir = dir
 		cmd.Env = env
 		cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -236,6 +338,7 @@ func runHook(ctx context.Context, dir string, env []string, out io.Writer) error
 	}
 	fmt.Fprintf(out, "A job started hook has been configured by the self-hosted runner administrator\nRun '%s'\n", script)
 	cmd := exec.CommandContext(ctx, "bash", "-e", script)
+	killGroupOnCancel(cmd)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
@@ -278,12 +381,28 @@ func postCtx(ctx context.Context, runnerURL, path, auth string, body, out any) e
 			Message string `json:"message"`
 		}
 		_ = json.Unmarshal(data, &e)
-		return fmt.Errorf("http response code: %d from 'POST %s': %s", resp.StatusCode, path, e.Message)
+		return &statusError{code: resp.StatusCode, path: path, message: e.Message}
 	}
 	if out != nil && len(data) > 0 {
 		return json.Unmarshal(data, out)
 	}
 	return nil
+}
+
+// statusError is the server's refusal of a request.
+type statusError struct {
+	code          int
+	path, message string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("http response code: %d from 'POST %s': %s", e.code, e.path, e.message)
+}
+
+// hasStatus reports whether err is the server's answer code.
+func hasStatus(err error, code int) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.code == code
 }
 
 // inputFromEnv fills an unset flag from ACTIONS_RUNNER_INPUT_<name>, as the real runner does.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // QueueJob queues a job of repository repo for a runner carrying every label in labels; the
@@ -29,11 +30,58 @@ func (s *Server) QueueRunJob(repo, run string, labels []string, command string) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.jobSeq++
-	j := &Job{ID: s.jobSeq, Repo: Scope(repo), RunID: run, Labels: slices.Clone(labels), Command: command, Status: "queued", done: make(chan struct{})}
+	j := &Job{ID: s.jobSeq, Repo: Scope(repo), RunID: run, Labels: slices.Clone(labels), Command: command, Status: "queued", done: make(chan struct{}),
+		CreatedAt: s.now().UTC()}
 	s.jobs[j.ID] = j
+	s.emit(j, "queued")
 	close(s.jobWaiters) // wake runners waiting for work
 	s.jobWaiters = make(chan struct{})
 	return j.ID
+}
+
+// QueueWorkflowJob queues a job of the workflow run runID (numeric, as GitHub's run ids are) of
+// repository repo, as QueueRunJob does. It returns the job id.
+func (s *Server) QueueWorkflowJob(repo string, runID int64, labels []string, command string) int64 {
+	return s.QueueRunJob(repo, strconv.FormatInt(runID, 10), labels, command)
+}
+
+// CancelJob cancels job id, as "Cancel workflow" does: a queued job is completed at once with
+// conclusion cancelled and no runner; the runner of a job in progress learns it from its next
+// heartbeat and kills the job, which is then completed cancelled. A completed job stays as it is.
+func (s *Server) CancelJob(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return
+	}
+	switch j.Status {
+	case "queued":
+		s.complete(j, "cancelled", "The operation was canceled.")
+	case "in_progress":
+		j.cancel = true
+	}
+}
+
+// start hands job j to runner x. The caller holds s.mu.
+func (s *Server) start(j *Job, x *Runner) {
+	j.Status, j.RunnerName, j.RunnerID, j.StartedAt, j.lastBeat = "in_progress", x.Name, x.ID, s.now().UTC(), time.Now()
+	j.RunnerGroup = x.Group
+	if j.RunnerGroup == "" {
+		j.RunnerGroup = DefaultGroup
+	}
+	x.Busy, x.tookJob = true, true
+	s.running[j.ID] = j
+	s.emit(j, "in_progress")
+}
+
+// complete ends job j with conclusion; its runner, if any, is the caller's to update. The caller
+// holds s.mu.
+func (s *Server) complete(j *Job, conclusion, output string) {
+	j.Status, j.Conclusion, j.Output, j.CompletedAt = "completed", conclusion, output, s.now().UTC()
+	delete(s.running, j.ID)
+	close(j.done)
+	s.emit(j, "completed")
 }
 
 // Job returns a copy of job id.

@@ -21,32 +21,78 @@ func (s *Server) handler() http.Handler {
 		s.rest(mux, "PUT "+base+"/actions/runners/{id}/labels", s.labels("set"))
 		s.rest(mux, "DELETE "+base+"/actions/runners/{id}/labels", s.labels("clear"))
 		s.rest(mux, "DELETE "+base+"/actions/runners/{id}/labels/{name}", s.labels("remove"))
+		s.rest(mux, "POST "+base+"/actions/runners/generate-jitconfig", s.generateJITConfig)
 	}
+	s.rest(mux, "GET /orgs/{owner}/actions/runner-groups", s.listRunnerGroups)
+	mux.HandleFunc("POST /app/installations/{installation_id}/access_tokens", s.createInstallationToken)
 	s.runnerSide(mux)
 	s.jobControl(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests[kindOf(r)].Add(1)
 		s.held(r)
 		mux.ServeHTTP(w, r)
 	})
 }
 
-// rest registers an admin-authenticated REST handler.
+// rest registers a REST handler authenticated by an admin token or an installation token of the
+// App (see authorize).
 func (s *Server) rest(mux *http.ServeMux, pattern string, h func(http.ResponseWriter, *http.Request, Scope)) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		auth := r.Header.Get("Authorization")
-		cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
-		if auth == "" || !s.admin[cred] {
-			writeError(w, http.StatusUnauthorized, "Bad credentials")
-			return
-		}
 		scope := Scope(r.PathValue("owner"))
 		if repo := r.PathValue("repo"); repo != "" {
 			scope = Scope(r.PathValue("owner") + "/" + repo)
 		}
+		if !s.authorize(w, r, scope) {
+			return
+		}
+		if !scope.IsRepo() {
+			s.orgs[strings.ToLower(string(scope))] = true // only organisations have /orgs/ endpoints
+		}
 		h(w, r, scope)
 	})
+}
+
+// authorize accepts an admin token, or an unexpired installation token of an installation that
+// covers scope; otherwise it writes 401 and returns false. The caller holds s.mu.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope) bool {
+	auth := r.Header.Get("Authorization")
+	cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
+	if auth != "" && s.admin[cred] {
+		return true
+	}
+	t, ok := s.instTokens[cred]
+	if auth == "" || !ok || !s.now().Before(t.expires) {
+		writeError(w, http.StatusUnauthorized, "Bad credentials")
+		return false
+	}
+	if in := s.installationByID(t.installation); in == nil || !in.covers(scope) {
+		writeError(w, http.StatusUnauthorized, "Resource not accessible by integration")
+		return false
+	}
+	return true
+}
+
+// page returns the slice bounds of the page r asks for (per_page, page; the server's page size by
+// default) of n items, and sets the Link header to the next page when there is one.
+func (s *Server) page(w http.ResponseWriter, r *http.Request, n int) (start, end int) {
+	perPage, page := s.perPage, 1
+	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		perPage = min(v, 100)
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	start = min((page-1)*perPage, n)
+	end = min(start+perPage, n)
+	if end < n {
+		q := r.URL.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(perPage))
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
+	}
+	return start, end
 }
 
 func (s *Server) createToken(kind string) func(http.ResponseWriter, *http.Request, Scope) {
@@ -96,24 +142,10 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request, scope Scope
 	if name := r.URL.Query().Get("name"); name != "" {
 		all = slices.DeleteFunc(all, func(x *Runner) bool { return x.Name != name })
 	}
-	perPage, page := s.perPage, 1
-	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
-		perPage = min(v, 100)
-	}
-	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
-		page = v
-	}
-	start := min((page-1)*perPage, len(all))
-	end := min(start+perPage, len(all))
+	start, end := s.page(w, r, len(all))
 	out := make([]apiRunner, 0, end-start)
 	for _, x := range all[start:end] {
 		out = append(out, toAPI(x))
-	}
-	if end < len(all) {
-		q := r.URL.Query()
-		q.Set("page", strconv.Itoa(page+1))
-		q.Set("per_page", strconv.Itoa(perPage))
-		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s?%s>; rel="next"`, r.Host, r.URL.Path, q.Encode()))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "runners": out})
 }
@@ -134,8 +166,13 @@ func (s *Server) getRunner(w http.ResponseWriter, r *http.Request, scope Scope) 
 	}
 }
 
+// deleteRunner removes a runner, unless it is running a job: GitHub refuses that with 422.
 func (s *Server) deleteRunner(w http.ResponseWriter, r *http.Request, scope Scope) {
 	if x := s.find(w, r, scope); x != nil {
+		if x.Busy {
+			writeError(w, http.StatusUnprocessableEntity, "Bad request - Runner \""+x.Name+"\" is still running a job\"")
+			return
+		}
 		delete(s.runners, x.ID)
 		w.WriteHeader(http.StatusNoContent)
 	}

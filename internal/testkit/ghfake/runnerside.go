@@ -161,10 +161,20 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if x := s.authRunner(w, r); x != nil {
-			x.Status = body.Status
-			w.WriteHeader(http.StatusNoContent)
+		x := s.authRunner(w, r)
+		if x == nil {
+			return
 		}
+		if body.Status == "online" {
+			if x.JIT && x.sessions > 0 {
+				writeError(w, http.StatusConflict, fmt.Sprintf("A session for this runner already exists: the just-in-time runner %s has opened its one session; "+
+					"a just-in-time configuration runs once", x.Name))
+				return
+			}
+			x.sessions++
+		}
+		x.Status = body.Status
+		w.WriteHeader(http.StatusNoContent)
 	})
 
 	mux.HandleFunc("POST /_fake/runners/{id}/next", s.nextJob)
@@ -181,17 +191,34 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 		if x == nil {
 			return
 		}
-		id, _ := strconv.ParseInt(r.PathValue("job"), 10, 64)
-		j, ok := s.jobs[id]
-		if !ok || j.RunnerName != x.Name || j.Status != "in_progress" {
-			writeError(w, http.StatusNotFound, "no such job in progress on this runner")
+		j := s.runningOn(w, r, x)
+		if j == nil {
 			return
 		}
-		j.Status, j.Conclusion, j.Output = "completed", res.Conclusion, res.Output
+		conclusion := res.Conclusion
+		if j.cancel {
+			conclusion = "cancelled"
+		}
+		s.complete(j, conclusion, res.Output)
 		x.Busy = false
-		close(j.done)
+		if x.JIT {
+			delete(s.runners, x.ID) // GitHub removes an ephemeral runner after its job
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+
+	mux.HandleFunc("POST /_fake/runners/{id}/jobs/{job}/heartbeat", s.heartbeat)
+}
+
+// runningOn returns the job {job} that runner x is running, or writes 404. The caller holds s.mu.
+func (s *Server) runningOn(w http.ResponseWriter, r *http.Request, x *Runner) *Job {
+	id, _ := strconv.ParseInt(r.PathValue("job"), 10, 64)
+	j, ok := s.jobs[id]
+	if !ok || j.RunnerID != x.ID || j.Status != "in_progress" {
+		writeError(w, http.StatusNotFound, "no such job in progress on this runner")
+		return nil
+	}
+	return j
 }
 
 // authRunner returns the runner {id} whose credential the request carries, or writes 401/404.
@@ -211,7 +238,8 @@ func (s *Server) authRunner(w http.ResponseWriter, r *http.Request) *Runner {
 }
 
 // nextJob hands an online runner the oldest queued job it can take (same repository, or its
-// organisation; every job label among the runner's labels), waiting up to a second for one.
+// organisation; every job label among the runner's labels), waiting up to a second for one. A
+// just-in-time runner takes one job only.
 func (s *Server) nextJob(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
@@ -224,13 +252,15 @@ func (s *Server) nextJob(w http.ResponseWriter, r *http.Request) {
 		}
 		var pick *Job
 		for _, j := range s.jobs {
+			if x.JIT && x.tookJob {
+				break
+			}
 			if j.Status == "queued" && x.Scope.covers(j.Repo) && s.groupAllows(x, j.Repo) && subset(j.Labels, x.Labels) && (pick == nil || j.ID < pick.ID) {
 				pick = j
 			}
 		}
 		if pick != nil {
-			pick.Status, pick.RunnerName = "in_progress", x.Name
-			x.Busy = true
+			s.start(pick, x)
 			s.mu.Unlock()
 			writeJSON(w, http.StatusOK, JobAssignment{ID: pick.ID, Repo: string(pick.Repo), RunID: pick.RunID, Command: pick.Command})
 			return
@@ -259,11 +289,16 @@ func subset(want, have []string) bool {
 const DefaultGroup = "Default"
 
 // SetGroup creates (or changes) an organisation runner group open only to repos, as an
-// organisation owner would for a group limited to selected repositories.
+// organisation owner would for a group limited to selected repositories. Groups get ids 2, 3, …
+// in creation order (the REST API's runner_group_id; DefaultGroup is 1).
 func (s *Server) SetGroup(name string, repos ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups[name] = slices.Clone(repos)
+	if _, ok := s.groupIDs[name]; !ok {
+		s.groupSeq++
+		s.groupIDs[name] = s.groupSeq
+	}
 }
 
 // groupAllows reports whether an organisation runner's group lets repo's jobs use it.

@@ -1,6 +1,7 @@
 package ghfake
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,28 +37,40 @@ func (s Scope) covers(repo Scope) bool {
 
 // Runner is one registered self-hosted runner.
 type Runner struct {
-	ID         int64
-	Name       string
-	Scope      Scope
-	Labels     []string
-	Group      string // organisation runner group ("" for repository runners)
-	Status     string // online or offline
-	Busy       bool
+	ID     int64
+	Name   string
+	Scope  Scope
+	Labels []string
+	Group  string // organisation runner group ("" for repository runners)
+	Status string // online or offline
+	Busy   bool
+	// JIT marks a just-in-time runner (see generate-jitconfig): ephemeral, it opens one session,
+	// takes one job, and the server removes it once that job is done.
+	JIT        bool
 	credential string
+	sessions   int  // sessions opened (going online); a JIT runner may open one
+	tookJob    bool // a job was handed to it; a JIT runner takes one
 }
 
 // Job is one queued job.
 type Job struct {
-	ID         int64
-	Repo       Scope
-	RunID      string // the workflow run the job belongs to (GITHUB_RUN_ID)
-	Labels     []string
-	Command    string
-	Status     string // queued, in_progress, completed
-	Conclusion string // success or failure
-	RunnerName string
-	Output     string
-	done       chan struct{}
+	ID          int64
+	Repo        Scope
+	RunID       string // the workflow run the job belongs to (GITHUB_RUN_ID)
+	Labels      []string
+	Command     string
+	Status      string // queued, in_progress, completed
+	Conclusion  string // success, failure or cancelled
+	RunnerName  string
+	RunnerID    int64  // the runner that took the job (0 while queued, or when none did)
+	RunnerGroup string // that runner's group (DefaultGroup for repository runners)
+	Output      string
+	CreatedAt   time.Time // by the server's clock, as are StartedAt and CompletedAt
+	StartedAt   time.Time
+	CompletedAt time.Time
+	done        chan struct{}
+	lastBeat    time.Time // when its runner was last heard from (wall clock)
+	cancel      bool      // CancelJob asked for it while it ran
 }
 
 type token struct {
@@ -85,6 +99,37 @@ type Server struct {
 	now         func() time.Time
 	perPage     int
 	holds       map[string]chan struct{} // path suffix → closed when requests may go on
+
+	requests [numKinds]atomic.Int64 // requests answered, by credential kind (see Requests)
+
+	// The GitHub App (app.go).
+	app        *appKey
+	installs   map[string]*installation // by lower-case owner login
+	installSeq int64
+	instTokens map[string]instToken
+	instTTL    time.Duration
+	orgs       map[string]bool // lower-case logins known to be organisations
+
+	// Runner groups' ids (jit.go): DefaultGroup is 1, SetGroup's are 2, 3, … in creation order.
+	groupIDs map[string]int64
+	groupSeq int64
+
+	// Jobs in progress and runner liveness (liveness.go).
+	running   map[int64]*Job
+	lostAfter time.Duration
+
+	// Webhook deliveries (webhooks.go).
+	hook         *hook
+	deliveries   []Delivery
+	outbox       []outgoing
+	paused       bool
+	dropActions  map[string]bool
+	deliveryWake chan struct{} // buffered(1): the delivery loop has work
+	deliveryNews chan struct{} // closed and replaced whenever a delivery is recorded
+
+	life context.Context // ended by Close: background work stops
+	end  context.CancelFunc
+	bg   sync.WaitGroup
 }
 
 // New starts a stand-in on a random loopback port that accepts the given admin tokens. Close it
@@ -157,11 +202,19 @@ func newServer(adminTokens []string) *Server {
 	s := &Server{
 		admin: map[string]bool{}, tokens: map[string]token{}, runners: map[int64]*Runner{}, jobs: map[int64]*Job{}, groups: map[string][]string{},
 		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30, holds: map[string]chan struct{}{},
-		minted: map[string]int{},
+		minted:   map[string]int{},
+		installs: map[string]*installation{}, installSeq: firstInstallation - 1, instTokens: map[string]instToken{}, instTTL: time.Hour,
+		orgs: map[string]bool{}, groupIDs: map[string]int64{DefaultGroup: DefaultGroupID}, groupSeq: DefaultGroupID,
+		running: map[int64]*Job{}, lostAfter: 10 * time.Second,
+		dropActions: map[string]bool{}, deliveryWake: make(chan struct{}, 1), deliveryNews: make(chan struct{}),
 	}
+	s.life, s.end = context.WithCancel(context.Background())
 	for _, t := range adminTokens {
 		s.admin[t] = true
 	}
+	s.bg.Add(2)
+	go s.deliverLoop()
+	go s.watchRunners()
 	return s
 }
 
@@ -174,8 +227,13 @@ func (s *Server) HTTPClient() *http.Client {
 	return s.srv.Client()
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+// Close stops the server, and its background work: webhook deliveries in flight are abandoned
+// and queued ones never sent.
+func (s *Server) Close() {
+	s.end()
+	s.srv.Close()
+	s.bg.Wait()
+}
 
 // Handler returns the HTTP handler, for serving the stand-in on an address of one's choosing.
 func (s *Server) Handler() http.Handler { return s.handler() }
@@ -194,14 +252,16 @@ func (s *Server) SetPageSize(n int) {
 	s.perPage = n
 }
 
-// RefuseRegistrations makes every registration fail as if GitHub had refused the token.
+// RefuseRegistrations makes every registration fail as if GitHub had refused the token; every
+// generate-jitconfig fails with 503 meanwhile.
 func (s *Server) RefuseRegistrations(refuse bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.refuseReg = refuse
 }
 
-// RefuseRunners makes registrations of runners whose name starts with prefix fail.
+// RefuseRunners makes registrations of runners whose name starts with prefix fail (and
+// generate-jitconfig for such names, with 503).
 func (s *Server) RefuseRunners(prefix string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -231,7 +291,9 @@ func (s *Server) Registrations() int {
 	return s.registered
 }
 
-// Minted returns how many tokens of kind (registration or remove) were ever issued.
+// Minted returns how many tokens of kind were ever issued: registration or remove (runner
+// tokens), installation (the App's installation tokens) or jitconfig (just-in-time runner
+// configurations).
 func (s *Server) Minted(kind string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,461 @@
+package localenv
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/wire/jobswire"
+	"github.com/hangar-ci/hangar/pkg/dispatch"
+	"github.com/hangar-ci/hangar/pkg/ghapp"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/webhook"
+)
+
+// JobsOptions shape the label-routed part of a world.
+type JobsOptions struct {
+	// Label is the stack label (default hangar).
+	Label string
+	// Labels are the pool's job labels (default linux-x64).
+	Labels []string
+	// Owners are the accounts the App is installed on (default: the owner of Repo).
+	Owners []string
+	// CheckAfter is the bound of a runner waiting for a job (default one minute).
+	CheckAfter time.Duration
+	// BatchSize and BatchWindow are the jobs queue's event source mapping's (default 10 and 0):
+	// the poller takes what one receive brings, then more until BatchSize or BatchWindow.
+	BatchSize   int
+	BatchWindow time.Duration
+	// Visibility is the jobs queue's visibility timeout: how long a failed message waits before it
+	// is delivered again (default 10 s; the stack's is two minutes).
+	Visibility time.Duration
+	Log        *slog.Logger
+	// EC2, when set, wraps the dispatcher's EC2 client (tests count or break its calls).
+	EC2 func(base dispatch.EC2Launcher) dispatch.EC2Launcher
+}
+
+// Jobs is the label-routed part of a local world: the App in the GitHub stand-in, installed on
+// Owners; its webhook and private key in Secrets Manager; the webhook function's handler served on
+// a loopback address as the Function URL serves it in AWS, where the stand-in sends its
+// deliveries; the jobs and returns queues; and the dispatcher, fed by them as Lambda's event
+// source mappings feed it. The handlers are the very ones cmd/webhook runs, wired by jobswire.
+type Jobs struct {
+	e             *Env
+	AppID         int64
+	Installations map[string]int64
+	// URL is the webhook URL (the stack's WebhookUrl output).
+	URL                                       string
+	Secret                                    string
+	JobsQueueURL, JobsDLQURL, ReturnsQueueURL string
+	Ingress                                   *webhook.Handler
+	Dispatcher                                *dispatch.Dispatcher
+	App                                       *ghapp.App
+	// Metrics holds the functions' metric lines.
+	Metrics testbed.Buffer
+	// Moto and DDB are the functions' AWS traffic (counted, breakable); GitHub their GitHub API
+	// traffic.
+	Moto, DDB *awsproxy.Proxy
+	GitHub    *GitHubTraffic
+
+	batchSize   int
+	batchWindow time.Duration
+	paused      atomic.Bool
+	resume      chan struct{}
+	mu          sync.Mutex
+	batches     []int // sizes of the batches handed to the dispatcher
+	handled     atomic.Int64
+	handler     []time.Duration // the webhook handler's time per delivery
+}
+
+// appID is the local App's id.
+const appID = 4242
+
+// ServeJobs adds label-routed jobs to the world. Call it before any instance is launched: the
+// agents read the pool document (with its returns queue) when they start.
+func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
+	if e.deployed {
+		return nil, errDeployed
+	}
+	if o.Label == "" {
+		o.Label = "hangar"
+	}
+	if len(o.Labels) == 0 {
+		o.Labels = []string{"linux-x64"}
+	}
+	if len(o.Owners) == 0 {
+		owner, _, _ := strings.Cut(Repo, "/")
+		o.Owners = []string{owner}
+	}
+	if o.CheckAfter == 0 {
+		o.CheckAfter = time.Minute
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 10
+	}
+	if o.Visibility == 0 {
+		o.Visibility = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	j := &Jobs{e: e, AppID: appID, Installations: map[string]int64{}, batchSize: o.BatchSize, batchWindow: o.BatchWindow,
+		resume: make(chan struct{})}
+	jobsQ, jobsDLQ, err := e.createJobsQueue(ctx, e.Stack+"-jobs", o.Visibility, 10)
+	if err != nil {
+		return nil, err
+	}
+	returnsQ, _, err := e.createJobsQueue(ctx, e.Stack+"-returns", 30*time.Second, 5)
+	if err != nil {
+		return nil, err
+	}
+	j.JobsQueueURL, j.JobsDLQURL, j.ReturnsQueueURL = jobsQ, jobsDLQ, returnsQ
+	returnsARN, err := queueARN(ctx, sqs.NewFromConfig(e.AWS), returnsQ)
+	if err != nil {
+		return nil, err
+	}
+
+	// The App, its installations, and its two secrets.
+	key := e.GH.EnableApp(appID)
+	for _, owner := range o.Owners {
+		j.Installations[owner] = e.GH.Install(owner)
+	}
+	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
+	creds, _ := json.Marshal(ghapp.Credentials{AppID: appID, PrivateKey: string(key)})
+	webhookARN, err := e.putSecret(ctx, e.Stack+"-webhook-secret", j.Secret)
+	if err != nil {
+		return nil, err
+	}
+	appARN, err := e.putSecret(ctx, e.Stack+"-github-app", string(creds))
+	if err != nil {
+		return nil, err
+	}
+
+	// The pool serves jobs, as a redeploy with jobs in the config would make it.
+	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
+		d.Jobs = &poolconfig.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: poolconfig.JobScopeRepository}
+		d.ReturnsQueueURL = returnsQ
+	}); err != nil {
+		return nil, err
+	}
+
+	// The functions' AWS traffic goes through counting proxies, as the steps' does in the
+	// benchmarks; their GitHub traffic through a counting transport.
+	if j.Moto, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1); err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, j.Moto.Close)
+	if j.DDB, err = awsproxy.New(e.ddbURL, 2); err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, j.DDB.Close)
+	j.GitHub = &GitHubTraffic{base: e.GH.HTTPClient().Transport}
+	cfg := e.AWS.Copy()
+	cfg.BaseEndpoint = aws.String(j.Moto.URL())
+	env := jobswire.Env{Stack: e.Stack, JobsQueueURL: jobsQ, ReturnsQueueARN: returnsARN, WebhookSecretARN: webhookARN,
+		AppSecretARN: appARN, GitHubAPIURL: e.GH.URL(), CheckAfter: o.CheckAfter}
+	wo := jobswire.Options{Log: o.Log, Metrics: &j.Metrics, GitHub: j.GitHub, PoolsTTL: time.Second,
+		DynamoDB: []func(*dynamodb.Options){func(d *dynamodb.Options) {
+			d.BaseEndpoint = aws.String(j.DDB.URL())
+			d.DisableValidateResponseChecksum = true // DynamoDB Local's errors carry no CRC32
+		}}}
+	if o.EC2 != nil {
+		wo.EC2 = o.EC2(ec2.NewFromConfig(cfg))
+	}
+	env.Role = jobswire.RoleIngress
+	if j.Ingress, err = jobswire.Ingress(cfg, env, wo); err != nil {
+		return nil, err
+	}
+	env.Role = jobswire.RoleDispatch
+	if j.Dispatcher, j.App, err = jobswire.Dispatcher(ctx, cfg, env, wo); err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		j.Ingress.ServeHTTP(w, r)
+		j.mu.Lock()
+		j.handler = append(j.handler, time.Since(start))
+		j.mu.Unlock()
+	}))
+	j.URL = srv.URL
+	e.GH.SetWebhook(srv.URL, j.Secret)
+
+	pollCtx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { j.poll(pollCtx, jobsQ, dispatch.FromJobs, o.Log) })
+	wg.Go(func() { j.poll(pollCtx, returnsQ, dispatch.FromReturns, o.Log) })
+	// Last in, first out: the pollers stop before the webhook URL, the queues and the secrets go.
+	e.closers = append(e.closers, func() {
+		stop()
+		j.Resume()
+		wg.Wait()
+		srv.Close()
+	})
+	return j, nil
+}
+
+// Pause holds the dispatcher: messages pile up on the queues (a burst arriving within one
+// batching window), until Resume.
+func (j *Jobs) Pause() { j.paused.Store(true) }
+
+// Resume lets the dispatcher take the queues again.
+func (j *Jobs) Resume() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.paused.Swap(false) {
+		close(j.resume)
+		j.resume = make(chan struct{})
+	}
+}
+
+// Batches returns the sizes of the batches the dispatcher was handed from the jobs queue.
+func (j *Jobs) Batches() []int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.batches)
+}
+
+// Handled counts the messages the dispatcher has handled (from both queues).
+func (j *Jobs) Handled() int64 { return j.handled.Load() }
+
+// QueueJob queues a job of repo, run run, for a runner with labels, that runs command: the
+// stand-in delivers its queued webhook. It returns the job's id.
+func (j *Jobs) QueueJob(repo string, run int64, labels []string, command string) int64 {
+	return j.e.GH.QueueWorkflowJob(repo, run, labels, command)
+}
+
+// poll feeds one queue to the dispatcher, as a Lambda event source mapping does: a long poll,
+// then more receives until the batch is full or the window has passed, then one invocation with
+// the batch, whose partial batch response leaves the failed messages for SQS to deliver again.
+func (j *Jobs) poll(ctx context.Context, queue string, source dispatch.Source, log *slog.Logger) {
+	client := sqs.NewFromConfig(j.e.AWS)
+	for ctx.Err() == nil {
+		if j.paused.Load() {
+			j.mu.Lock()
+			resume := j.resume
+			j.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-resume:
+			}
+			continue
+		}
+		batch, handles := j.receive(ctx, client, queue, 1, source, j.batchSize)
+		if len(batch) == 0 {
+			continue
+		}
+		deadline := time.Now().Add(j.batchWindow)
+		for len(batch) < j.batchSize && time.Now().Before(deadline) && ctx.Err() == nil {
+			more, h := j.receive(ctx, client, queue, 0, source, j.batchSize-len(batch))
+			if len(more) == 0 {
+				break
+			}
+			batch = append(batch, more...)
+			for k, v := range h {
+				handles[k] = v
+			}
+		}
+		if source == dispatch.FromJobs {
+			j.mu.Lock()
+			j.batches = append(j.batches, len(batch))
+			j.mu.Unlock()
+		}
+		failed := j.Dispatcher.Handle(ctx, batch)
+		j.handled.Add(int64(len(batch)))
+		var done []sqstypes.DeleteMessageBatchRequestEntry
+		for _, m := range batch {
+			if !slices.Contains(failed, m.ID) {
+				done = append(done, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(len(done))), ReceiptHandle: aws.String(handles[m.ID])})
+			}
+		}
+		for start := 0; start < len(done); start += 10 {
+			if _, err := client.DeleteMessageBatch(context.WithoutCancel(ctx), &sqs.DeleteMessageBatchInput{QueueUrl: &queue,
+				Entries: done[start:min(start+10, len(done))]}); err != nil {
+				log.Warn("localenv: delete handled messages", "queue", queue, "error", err)
+			}
+		}
+	}
+}
+
+// receive takes up to n messages (at most 10) from queue, waiting up to wait seconds.
+func (j *Jobs) receive(ctx context.Context, client *sqs.Client, queue string, wait int32, source dispatch.Source, n int) ([]dispatch.Message, map[string]string) {
+	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queue, MaxNumberOfMessages: int32(min(n, 10)), WaitTimeSeconds: wait,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameApproximateReceiveCount}})
+	if err != nil || len(out.Messages) == 0 {
+		return nil, nil
+	}
+	batch := make([]dispatch.Message, 0, len(out.Messages))
+	handles := map[string]string{}
+	for _, m := range out.Messages {
+		receives, _ := strconv.Atoi(m.Attributes[string(sqstypes.MessageSystemAttributeNameApproximateReceiveCount)])
+		batch = append(batch, dispatch.Message{ID: aws.ToString(m.MessageId), Body: aws.ToString(m.Body), Source: source, Receives: receives})
+		handles[aws.ToString(m.MessageId)] = aws.ToString(m.ReceiptHandle)
+	}
+	return batch, handles
+}
+
+// createJobsQueue makes a queue with a dead-letter queue after maxReceives, as the stack does.
+func (e *Env) createJobsQueue(ctx context.Context, name string, visibility time.Duration, maxReceives int) (string, string, error) {
+	client := sqs.NewFromConfig(e.AWS)
+	dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
+	if err != nil {
+		return "", "", fmt.Errorf("create queue %s-dlq: %w", name, err)
+	}
+	e.closers = append(e.closers, func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl}) })
+	arn, err := queueARN(ctx, client, aws.ToString(dlq.QueueUrl))
+	if err != nil {
+		return "", "", err
+	}
+	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": arn, "maxReceiveCount": strconv.Itoa(maxReceives)})
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
+		"RedrivePolicy": string(redrive), "VisibilityTimeout": strconv.Itoa(int(visibility / time.Second))}})
+	if err != nil {
+		return "", "", fmt.Errorf("create queue %s: %w", name, err)
+	}
+	e.closers = append(e.closers, func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	return aws.ToString(q.QueueUrl), aws.ToString(dlq.QueueUrl), nil
+}
+
+func queueARN(ctx context.Context, client *sqs.Client, url string) (string, error) {
+	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return "", fmt.Errorf("the ARN of queue %s: %w", url, err)
+	}
+	return attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
+}
+
+// putSecret creates a secret holding value (removed again by Close) and returns its ARN.
+func (e *Env) putSecret(ctx context.Context, name, value string) (string, error) {
+	client := secretsmanager.NewFromConfig(e.AWS)
+	out, err := client.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)})
+	if err != nil {
+		return "", fmt.Errorf("create secret %s: %w", name, err)
+	}
+	e.closers = append(e.closers, func() {
+		_, _ = client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: out.ARN, ForceDeleteWithoutRecovery: aws.Bool(true)})
+	})
+	return aws.ToString(out.ARN), nil
+}
+
+// DeadLetters counts the messages on the jobs dead-letter queue.
+func (j *Jobs) DeadLetters(ctx context.Context) (int, error) {
+	out, err := sqs.NewFromConfig(j.e.AWS).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &j.JobsDLQURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+}
+
+// Pending counts the jobs queue's messages waiting for the dispatcher or being handled (not the
+// delayed checks).
+func (j *Jobs) Pending(ctx context.Context) int {
+	out, err := sqs.NewFromConfig(j.e.AWS).GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &j.JobsQueueURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, v := range out.Attributes {
+		k, _ := strconv.Atoi(v)
+		n += k
+	}
+	return n
+}
+
+// HandlerTimes returns the webhook handler's time for each delivery so far.
+func (j *Jobs) HandlerTimes() []time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.Clone(j.handler)
+}
+
+// GitHubTraffic is the dispatcher's transport to the GitHub stand-in: it counts requests by
+// method and path pattern, and answers the next requests with a server error on demand (GitHub
+// having a bad minute).
+type GitHubTraffic struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	ops   map[string]int
+	fails int
+	code  int
+}
+
+// RoundTrip counts the request, and fails it while failures are due.
+func (g *GitHubTraffic) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := r.Method + " " + githubOp(r.URL.Path)
+	g.mu.Lock()
+	if g.ops == nil {
+		g.ops = map[string]int{}
+	}
+	g.ops[op]++
+	fail := g.fails > 0
+	if fail {
+		g.fails--
+	}
+	code := g.code
+	g.mu.Unlock()
+	if fail {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return &http.Response{StatusCode: code, Status: http.StatusText(code), Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"message":"injected: GitHub is having a bad minute"}`)), Request: r}, nil
+	}
+	return g.base.RoundTrip(r)
+}
+
+// Fail answers the next n requests with HTTP status code.
+func (g *GitHubTraffic) Fail(n, code int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fails, g.code = n, code
+}
+
+// Take returns the requests counted since the last Take, by operation, and starts again.
+func (g *GitHubTraffic) Take() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := g.ops
+	g.ops = map[string]int{}
+	return out
+}
+
+// githubOp names a GitHub API path without its ids: /repos/{owner}/{repo}/actions/runners/{id}.
+func githubOp(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "repos":
+		parts[1], parts[2] = "{owner}", "{repo}"
+	case len(parts) >= 2 && parts[0] == "orgs":
+		parts[1] = "{org}"
+	}
+	for i, p := range parts {
+		if _, err := strconv.Atoi(p); err == nil {
+			parts[i] = "{id}"
+		}
+	}
+	return "/" + strings.Join(parts, "/")
+}
