@@ -67,14 +67,6 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	key, version := item.RunID, item.Version
 	log := a.log.With("job", key)
 	a.jobServed = key
-	if item.AckVersion >= version {
-		// Acknowledged before this agent started: the agent before it served the job, and its
-		// runner died with it (a just-in-time runner cannot be taken back). What it left was
-		// removed at start; return the instance.
-		log.Warn("the job was being served when the agent restarted; its runner is lost, the instance goes back", "version", version)
-		a.finishJob(ctx, key, version, runDirsFor(a.cfg.RunsDir, key, 0), true)
-		return nil
-	}
 	noticed := a.now()
 	log.Info("job noticed", "version", version, "state", item.State, "detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
 	switch err := a.store.Ack(ctx, version, noticed); {
@@ -182,6 +174,12 @@ func (a *Agent) returnAgain(ctx context.Context, it *state.Instance) {
 		return
 	}
 	a.sendReturn(ctx)
+}
+
+// servedBefore reports whether a job's assignment, first seen by this agent, was served by an
+// agent before it: acknowledged already, or running (the runner took a job).
+func servedBefore(it *state.Instance) bool {
+	return it.State == state.Running || it.AckVersion >= it.Version
 }
 
 // exited reports whether the runner process has ended.

@@ -40,6 +40,16 @@ func (a *Agent) loop(ctx context.Context) error {
 			return err
 		}
 		if state.IsJobKey(item.RunID) {
+			if servedBefore(item) {
+				// Served by the agent before this one, which stopped (or crashed) mid-job: the
+				// runner died with it (systemd kills the unit's cgroup), and a just-in-time runner
+				// cannot be taken back. Wipe, and return the instance.
+				a.log.Warn("the job was being served when the agent restarted; its runner is lost, the instance goes back",
+					"job", item.RunID, "version", item.Version, "state", item.State)
+				a.jobServed = item.RunID
+				a.finishJob(ctx, item.RunID, item.Version, runDirsFor(a.cfg.RunsDir, item.RunID, 0), true)
+				continue
+			}
 			if err := checkJob(item, a.cfg.Pool.GitHubURL); err != nil {
 				a.refuseAssignment(ctx, item, err)
 				failedVersion = item.Version

@@ -79,6 +79,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.BootCheckEvery == 0 {
 		c.BootCheckEvery = DefaultBootCheckEvery
+		if c.CheckAfter > 0 {
+			c.BootCheckEvery = min(c.BootCheckEvery, c.CheckAfter)
+		}
 	}
 	if c.CreateWait == 0 {
 		c.CreateWait = DefaultCreateWait

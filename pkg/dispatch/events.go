@@ -144,7 +144,7 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 	if err != nil || it == nil {
 		return err
 	}
-	if it.RunID == key && (it.State == state.Claimed || it.State == state.Running) {
+	if it.RunID == key && serving(it.State) {
 		doc, err := x.pool(ctx, it.Pool)
 		if err != nil {
 			return err

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/dispatch"
+	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -140,11 +142,12 @@ func (w *world) instanceOf(j ghfake.Job) string {
 }
 
 // settled waits until the pool has n idle instances, each wiped (DEREGISTERED for the job it
-// served) and none holding a job, and no runner of the stack is left on GitHub; it returns the
-// idle instances.
+// served) and offered, none holding a job, and no runner of the stack is left on GitHub; it
+// returns the idle instances.
 func (w *world) settled(n int, timeout time.Duration) []state.Instance {
 	w.t.Helper()
 	var idle []state.Instance
+	depth := -1
 	require.NoError(w.t, localenv.Eventually(w.ctx, timeout, fmt.Sprintf("%d idle instances, wiped, and no runner left", n),
 		func(ctx context.Context) (bool, error) {
 			var err error
@@ -162,9 +165,22 @@ func (w *world) settled(n int, timeout time.Duration) []state.Instance {
 					return false, nil
 				}
 			}
-			return len(idle) == n && len(w.ourRunners()) == 0, nil
-		}), "idle %d, runners %v", len(idle), w.ourRunners())
+			if len(idle) != n || len(w.ourRunners()) > 0 {
+				return false, nil
+			}
+			depth, err = w.depth(ctx)
+			return depth == n, err // each offered: its agent's return handled
+		}), "idle %d, offers %d, runners %v", len(idle), depth, w.ourRunners())
 	return idle
+}
+
+// depth counts the pool's offers.
+func (w *world) depth(ctx context.Context) (int, error) {
+	q, err := offers.NewQueue(sqs.NewFromConfig(w.AWS), w.Pool, w.Doc.QueueURL, w.Doc.DeadLetterQueueURL)
+	if err != nil {
+		return 0, err
+	}
+	return q.Depth(ctx)
 }
 
 // ourRunners returns the stack's runners registered on GitHub.
@@ -179,6 +195,7 @@ func (w *world) ourRunners() []string {
 }
 
 // offeredOnce checks that each of the idle instances is offered exactly once, and nothing else.
+// It hides the offers for a minute (localenv.Env.Offered): call it last.
 func (w *world) offeredOnce(idle []state.Instance) {
 	w.t.Helper()
 	offered, err := w.Offered(w.ctx)

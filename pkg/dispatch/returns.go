@@ -22,18 +22,32 @@ func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 		x.d.Log.Error("dispatch: a returns message that is not one; dropped", "message", m.ID, "error", err)
 		return nil
 	}
+	// A write that loses to the completed webhook's (or a check's) is read again: the instance
+	// is then given back, and is offered here.
+	for range 3 {
+		again, err := x.returnOnce(ctx, r)
+		if !again {
+			return err
+		}
+	}
+	return nil
+}
+
+// returnOnce acts on a return as the item now says; it reports whether its write lost and the
+// item should be read again.
+func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error) {
 	it, err := x.d.Store.Get(ctx, r.InstanceID)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	doc, err := x.pool(ctx, it.Pool)
 	if err != nil {
-		return err
+		return false, err
 	}
-	holds := it.RunID == r.Key && (it.State == state.Claimed || it.State == state.Running)
+	holds := it.RunID == r.Key && serving(it.State)
 	gaveBack := it.State == state.Idle && it.RunID == "" && it.LastRunID == r.Key
 	wiped := it.Signal == state.SignalDeregistered && it.SignalRun == r.Key
 	failed := it.Signal == state.SignalFailed
@@ -42,10 +56,10 @@ func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 	case holds && noRunner:
 		// The agent could not start the job's runner (it cleaned up first): the instance goes
 		// back, counted (retired at the second failure in a row), and the job gets another.
-		return x.notStarted(ctx, it, doc, r.Key)
+		return false, x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
 		res := x.retire.Retire(ctx, []state.Instance{*it}, lifecycle.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
-		return res.Err
+		return false, res.Err
 	case holds && wiped:
 		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
 			// The runner died with the agent mid-job: GitHub still lists it.
@@ -55,16 +69,16 @@ func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 		}
 		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: r.Key, Reason: "its agent finished " + state.Describe(r.Key)})
 		if errors.Is(err, state.ErrConflict) {
-			return nil // the completed webhook, or a check, was first; its agent returns again
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
-		return x.offer(ctx, out)
+		return false, x.offer(ctx, out)
 	case gaveBack && wiped:
-		return x.offer(ctx, it)
+		return false, x.offer(ctx, it)
 	}
-	return nil
+	return false, nil
 }
 
 // offer offers an instance that has served a job to its pool, or retires it when its pool may
@@ -108,4 +122,11 @@ func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *po
 	}
 	made, _, _ := state.ParseJobKey(key)
 	return x.redispatch(ctx, made, key, jobs.Job{})
+}
+
+// serving reports whether an instance in st, holding a job's key, is serving the job: created for
+// it or claimed (its runner waiting, or running a job whose in_progress is not handled yet), or
+// running. A short job can be over, and its agent's return here, before its in_progress is.
+func serving(st state.State) bool {
+	return st == state.Created || st == state.Claimed || st == state.Running
 }
