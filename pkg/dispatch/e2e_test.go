@@ -177,9 +177,15 @@ func TestAgentCrashMidJob(t *testing.T) {
 	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
 	w.GH.SetRunnerLostAfter(2 * time.Second)
 	job := w.queue(localenv.Repo, 1, "sleep 120")[0]
-	id := w.holding(job)
-	_, err := w.WaitItem(w.ctx, id, time.Minute, "running", func(in *state.Instance) bool { return in.State == state.Running })
-	require.NoError(t, err)
+	var id string
+	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the job running", func(ctx context.Context) (bool, error) {
+		held, err := w.Store.ByRun(ctx, state.JobKey(job, 0))
+		if err != nil || len(held) != 1 {
+			return false, err
+		}
+		id = held[0].ID
+		return held[0].State == state.Running, nil
+	}))
 	require.NoError(t, w.Sim.CrashAgent(w.ctx, id))
 	j := w.ran([]int64{job}, 2*time.Minute)[0]
 	require.Equal(t, "failure", j.Conclusion, "GitHub fails a job whose runner is lost")
