@@ -36,7 +36,7 @@ func run() error {
 	if *env.Account == "" || *env.Region == "" {
 		env = nil // environment-agnostic: account and region resolve at deploy
 	}
-	if _, err := stack.New(app, cfg, stack.Assets{AgentDir: "build", RefreshDir: "build/refresh"}, &awscdk.StackProps{Env: env}); err != nil {
+	if _, err := stack.New(app, cfg, stack.Assets{AgentDir: "build", RefreshDir: "build/refresh", WebhookDir: "build/webhook"}, &awscdk.StackProps{Env: env}); err != nil {
 		return err
 	}
 	app.Synth(nil)

@@ -25,7 +25,10 @@ type Config struct {
 	GitHub GitHub `json:"github"`
 	// Refresh is the refresh function's schedule.
 	Refresh Refresh `json:"refresh"`
-	Pools   []Pool  `json:"pools"`
+	// App is the GitHub App side of label-routed jobs (docs/labels.md): nil when no pool serves
+	// them (ApplyDefaults fills it in when some pool has jobs and the file has no app).
+	App   *App   `json:"app,omitempty"`
+	Pools []Pool `json:"pools"`
 }
 
 // GitHub says who may use the stack.
@@ -78,6 +81,8 @@ type Pool struct {
 	Timeouts            poolconfig.Timeouts `json:"timeouts,omitempty"`
 	Warm                poolconfig.Warm     `json:"warm,omitempty"`
 	Runner              poolconfig.Runner   `json:"runner,omitempty"`
+	// Jobs makes the pool serve label-routed jobs; nil: the steps only.
+	Jobs *Jobs `json:"jobs,omitempty"`
 }
 
 // VPC is a lookup of the pool's subnets, made by the CDK CLI at synth (cached in
@@ -141,14 +146,15 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w (see docs/configuration.md)", err)
 	}
-	c.applyDefaults()
+	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-func (c *Config) applyDefaults() {
+// ApplyDefaults fills in what the file leaves out; Validate then changes nothing.
+func (c *Config) ApplyDefaults() {
 	if c.Refresh.Schedule == "" {
 		c.Refresh.Schedule = DefaultSchedule
 	}
@@ -172,7 +178,9 @@ func (c *Config) applyDefaults() {
 		if r := p.InstanceRequirements; r != nil && r.Arch == "" {
 			r.Arch = p.Image.Arch
 		}
+		p.Jobs.applyDefaults(p)
 	}
+	c.applyAppDefaults()
 }
 
 var (
@@ -216,17 +224,19 @@ func (c *Config) Validate() error {
 	var names []string
 	for i := range c.Pools {
 		p := &c.Pools[i]
-		field := func(f string) string { return fmt.Sprintf("pools[%d].%s", i, f) }
 		if slices.Contains(names, p.Name) {
-			bad(field("name"), "%q: two pools have this name", p.Name)
+			bad(fmt.Sprintf("pools[%d].name", i), "%q: two pools have this name", p.Name)
 		}
 		names = append(names, p.Name)
-		errs = append(errs, p.validate(field, c.GitHub)...)
+		errs = append(errs, p.validate(i, c.GitHub, c.stackLabel())...)
 	}
+	errs = append(errs, c.validateJobs()...)
 	return errors.Join(errs...)
 }
 
-func (p *Pool) validate(field func(string) string, gh GitHub) []error {
+// validate checks pool i; stackLabel is the app's label ("" when no pool serves jobs).
+func (p *Pool) validate(i int, gh GitHub, stackLabel string) []error {
+	field := func(f string) string { return fmt.Sprintf("pools[%d].%s", i, f) }
 	var errs []error
 	bad := func(f, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field(f), fmt.Sprintf(format, a...)))
@@ -283,13 +293,53 @@ func (p *Pool) validate(field func(string) string, gh GitHub) []error {
 			bad("allowedRepositories", "%q is not among github.repositories, so its workflows could not use the pool", r)
 		}
 	}
-	// Everything the pool document says is checked by the code that reads it.
+	// Everything the pool document says is checked by the code that reads it, label-routed jobs
+	// included (labels, scope, runner group), and reported under the pool's own fields.
 	placeholders := Placeholders
 	placeholders.GitHubURL = gh.ServerURL
+	placeholders.StackLabel = stackLabel
 	if _, err := p.Document(placeholders).Parsed(); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", field("*"), err))
+		errs = append(errs, documentProblems(err, i, p.Name)...)
 	}
 	return errs
+}
+
+// stackWide are the pool document's fields that come from the stack's own settings, not the
+// pool's: their problems are reported once, at the config's field (github.serverUrl, app.label),
+// rather than once per pool.
+var stackWide = []string{"githubUrl:", "jobs.stackLabel:"}
+
+// documentProblems names the problems poolconfig finds in pool i's document ("pool "x": market:
+// ...") by the config's field ("pools[i].market: ..."); a problem of another shape keeps its
+// text under pools[i].*.
+func documentProblems(err error, i int, name string) []error {
+	var out []error
+	prefix := fmt.Sprintf("pool %q: ", name)
+	for _, e := range leaves(err) {
+		rest, ok := strings.CutPrefix(e.Error(), prefix)
+		switch {
+		case !ok:
+			out = append(out, fmt.Errorf("pools[%d].*: %w", i, e))
+		case slices.ContainsFunc(stackWide, func(f string) bool { return strings.HasPrefix(rest, f) }):
+			// reported once, by Validate, at the config's own field
+		default:
+			out = append(out, fmt.Errorf("pools[%d].%s", i, rest))
+		}
+	}
+	return out
+}
+
+// leaves returns the errors joined in err (errors.Join, nested), or err itself.
+func leaves(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
 }
 
 // coveredBy reports whether repository pattern r is within one of the allowed patterns.

@@ -21,6 +21,9 @@ type Deployed struct {
 	SpecHash                   string
 	// Subnets are the subnets a VPC lookup found, for a pool with vpc instead of subnets.
 	Subnets []poolconfig.Subnet
+	// StackLabel (the config's app.label) and ReturnsQueueURL (the stack's returns queue) go
+	// into the documents of pools that serve label-routed jobs, and no others.
+	StackLabel, ReturnsQueueURL string
 }
 
 // Placeholders are well-formed deployed values, for validating a pool before anything exists.
@@ -28,7 +31,9 @@ var Placeholders = Deployed{
 	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
 	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
 	TemplateVer: "1", TokenKey: "alias/hangar-tokens", SpecHash: "placeholder",
-	Subnets: []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
+	Subnets:         []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
+	StackLabel:      "hangar",
+	ReturnsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
 }
 
 // Doc is a pool document as the stack publishes it.
@@ -53,6 +58,12 @@ func (p *Pool) Document(d Deployed) Doc {
 	if p.VPC != nil {
 		subnets = d.Subnets
 	}
+	var jobs *poolconfig.Jobs
+	returns := ""
+	if j := p.Jobs; j != nil {
+		jobs = &poolconfig.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup}
+		returns = d.ReturnsQueueURL
+	}
 	return Doc{
 		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
@@ -61,6 +72,7 @@ func (p *Pool) Document(d Deployed) Doc {
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
+		Jobs: jobs, ReturnsQueueURL: returns,
 	}
 }
 

@@ -99,6 +99,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		Table: *h.table.t.TableName(), QueueURL: *out.queue.QueueUrl(), DeadLetterURL: *out.dlq.QueueUrl(),
 		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
 		TokenKey: *h.key.KeyArn(), SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
+		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h),
 	}).JSON()
 	if err != nil {
 		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes
@@ -124,4 +125,20 @@ func newSecurityGroup(h *hangar, p *config.Pool, vpcID string) awsec2.CfnSecurit
 			&awsec2.CfnSecurityGroup_EgressProperty{IpProtocol: jsii.String("-1"), CidrIpv6: jsii.String("::/0"), Description: jsii.String("every egress, IPv6")},
 		},
 	})
+}
+
+// stackLabel and returnsQueueURL are what the documents of pools with jobs add ("" without
+// label-routed jobs: Document leaves them out of other pools').
+func stackLabel(h *hangar) string {
+	if h.cfg.App == nil {
+		return ""
+	}
+	return h.cfg.App.Label
+}
+
+func returnsQueueURL(h *hangar) string {
+	if h.jobs == nil {
+		return ""
+	}
+	return *h.jobs.returns.QueueUrl()
 }

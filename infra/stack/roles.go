@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -20,12 +22,15 @@ const githubOIDC = "token.actions.githubusercontent.com"
 // sourceInstance is the IAM policy variable naming the instance whose role signs a request.
 const sourceInstance = "${ec2:SourceInstanceARN}"
 
-// roles are the stack's three identities.
+// roles are the stack's identities: three, and two more when it serves label-routed jobs.
 type roles struct {
 	instance awsiam.Role
 	profile  awsiam.CfnInstanceProfile
 	workflow awsiam.Role // the provision and release steps, through GitHub OIDC
 	refresh  awsiam.Role
+	// ingress and dispatch are the label-routed jobs' functions' (jobroles.go); nil when no
+	// pool serves jobs.
+	ingress, dispatch awsiam.Role
 }
 
 func newRoles(h *hangar) *roles {
@@ -61,6 +66,9 @@ func newRoles(h *hangar) *roles {
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String("Hangar refresh function"),
 	})
+	if h.cfg.ServesJobs() {
+		r.newJobRoles(h)
+	}
 	return r
 }
 
@@ -75,22 +83,8 @@ func statement(actions []string, resources []*string, conditions map[string]inte
 // grant writes every policy, once the pools exist.
 func (r *roles) grant(h *hangar) {
 	tableArn := h.table.t.TableArn()
-	indexes := h.arn("dynamodb", "table/"+h.cfg.Stack+"-instances/index/*")
-	poolDocs := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools/*")
-	poolPath := h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools")
-	var queues, templates, images, groups []*string
-	for _, p := range h.pools {
-		queues = append(queues, p.queue.QueueArn(), p.dlq.QueueArn())
-		templates = append(templates, h.arn("ec2", "launch-template/"+*p.template.Ref()))
-		images = append(images, awsArn(h, "ec2", "", "image/"+*p.image))
-		for _, g := range p.groups {
-			groups = append(groups, h.arn("ec2", "security-group/"+*g))
-		}
-	}
-	stackTag := map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
-	// Each instance's doorbell (package doorbell): a queue named for the stack and the instance,
-	// tagged with the instance's ARN.
-	bells := h.arn("sqs", doorbell.Prefix(h.cfg.Stack)+"*")
+	poolDocs, _ := poolDocuments(h)
+	bells := doorbells(h)
 
 	// The instance: its own item (the partition key is its ARN), of which it writes only the
 	// agent's attributes; its own tokens; its pool document; the agent. No EC2 action: the agent
@@ -115,10 +109,77 @@ func (r *roles) grant(h *hangar) {
 	} {
 		r.instance.AddToPolicy(s)
 	}
-	for _, ag := range h.agents {
+	for _, arch := range slices.Sorted(maps.Keys(h.agents)) { // in order: the same config, the same template
+		ag := h.agents[arch]
 		r.instance.AddToPolicy(statement([]string{"s3:GetObject"}, []*string{ag.asset.Bucket().ArnForObjects(ag.asset.S3ObjectKey())}, nil))
 	}
 
+	// The control plane: the workflows' steps, refresh and the dispatcher move instances alike,
+	// from the same statements.
+	for _, s := range controlPlane(h, r) {
+		for _, role := range r.controllers() {
+			role.AddToPolicy(s)
+		}
+	}
+	for _, role := range r.sealers() {
+		role.AddToPolicy(sealTokens(h))
+		role.AddToPolicy(startAndTerminate(h))
+	}
+	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
+	// function, and no other: not the events function, so they cannot forge EC2's events.
+	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
+	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
+		map[string]interface{}{"StringEquals": stackTag(h)}))
+	// The hourly sweep of doorbells left without a live instance lists them by name.
+	r.refresh.AddToPolicy(statement([]string{"sqs:ListQueues"}, []*string{h.arn("sqs", "*")}, nil))
+	if h.jobs != nil {
+		r.grantJobs(h)
+	}
+}
+
+// controllers are the roles that move instances through their states: the workflow role, the
+// refresh role and, with label-routed jobs, the dispatcher's.
+func (r *roles) controllers() []awsiam.Role {
+	out := []awsiam.Role{r.workflow, r.refresh}
+	if r.dispatch != nil {
+		out = append(out, r.dispatch)
+	}
+	return out
+}
+
+// sealers are the roles that hand instances their assignments (claims): they seal runner
+// credentials for an instance, start a claimed stopped instance, and terminate one that failed.
+// Refresh only stops and terminates (grant).
+func (r *roles) sealers() []awsiam.Role {
+	out := []awsiam.Role{r.workflow}
+	if r.dispatch != nil {
+		out = append(out, r.dispatch)
+	}
+	return out
+}
+
+// stackTag is the condition on an existing resource being the stack's (its hangar:stack tag).
+func stackTag(h *hangar) map[string]interface{} {
+	return map[string]interface{}{"aws:ResourceTag/" + fleet.TagStack: h.cfg.Stack}
+}
+
+// controlPlane are the statements every role that moves instances holds (controllers): the
+// table, the pools' queues and documents, the doorbells, and launches from the stack's
+// templates (launches).
+func controlPlane(h *hangar, r *roles) []awsiam.PolicyStatement {
+	tableArn := h.table.t.TableArn()
+	indexes := h.arn("dynamodb", "table/"+h.cfg.Stack+"-instances/index/*")
+	poolDocs, poolPath := poolDocuments(h)
+	var queues, templates, images, groups []*string
+	for _, p := range h.pools {
+		queues = append(queues, p.queue.QueueArn(), p.dlq.QueueArn())
+		templates = append(templates, h.arn("ec2", "launch-template/"+*p.template.Ref()))
+		images = append(images, awsArn(h, "ec2", "", "image/"+*p.image))
+		for _, g := range p.groups {
+			groups = append(groups, h.arn("ec2", "security-group/"+*g))
+		}
+	}
+	bells := doorbells(h)
 	common := []awsiam.PolicyStatement{
 		statement([]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:Query"},
 			[]*string{tableArn, indexes}, nil),
@@ -136,7 +197,7 @@ func (r *roles) grant(h *hangar) {
 		statement([]string{"ec2:CreateTags"}, []*string{h.arn("ec2", "instance/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "fleet/*")},
 			map[string]interface{}{"StringEquals": map[string]interface{}{"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}),
 		statement([]string{"ec2:DeleteTags"}, []*string{h.arn("ec2", "instance/*")}, map[string]interface{}{
-			"StringEquals":              stackTag,
+			"StringEquals":              stackTag(h),
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{fleet.TagUnrecorded}},
 		}),
 		statement([]string{"ec2:DescribeInstances", "ec2:DescribeInstanceTypes"}, []*string{jsii.String("*")}, nil),
@@ -146,30 +207,38 @@ func (r *roles) grant(h *hangar) {
 			"StringEquals": map[string]interface{}{"iam:PassedToService": "ec2.amazonaws.com"},
 		}),
 	}
-	common = append(common, launches(h, templates, images, groups)...)
-	for _, s := range common {
-		r.workflow.AddToPolicy(s)
-		r.refresh.AddToPolicy(s)
-	}
-	// The control plane seals tokens; it can never open them.
-	r.workflow.AddToPolicy(statement([]string{"kms:Encrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
-		"ForAllValues:StringEquals": map[string]interface{}{"kms:EncryptionContextKeys": []string{tokens.ContextKey}},
-	}))
-	r.workflow.AddToPolicy(statement([]string{"ec2:StartInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
-		map[string]interface{}{"StringEquals": stackTag}))
-	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
-	// function, and no other: not the events function, so they cannot forge EC2's events.
-	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
-	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
-		map[string]interface{}{"StringEquals": stackTag}))
-	// The hourly sweep of doorbells left without a live instance lists them by name.
-	r.refresh.AddToPolicy(statement([]string{"sqs:ListQueues"}, []*string{h.arn("sqs", "*")}, nil))
+	return append(common, launches(h, templates, images, groups)...)
 }
 
-// launches are the statements that let the workflows and refresh launch instances: an instant
-// EC2 Fleet (pkg/fleet) from one of the stack's launch templates, and nothing else, so that no
-// trusted repository can run a machine of its own with the instance profile (which opens every
-// token sealed for that machine, docs/security.md).
+// doorbells are the ARNs of the stack's doorbells (package doorbell): queues named for the stack
+// and the instance, tagged with the instance's ARN.
+func doorbells(h *hangar) *string { return h.arn("sqs", doorbell.Prefix(h.cfg.Stack)+"*") }
+
+// poolDocuments are the ARNs of the stack's pool documents (GetParameter) and of their path
+// (GetParametersByPath).
+func poolDocuments(h *hangar) (docs, path *string) {
+	return h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools/*"), h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools")
+}
+
+// sealTokens lets the control plane seal runner credentials for one instance each (the
+// encryption context names the instance, and nothing else); it can never open them.
+func sealTokens(h *hangar) awsiam.PolicyStatement {
+	return statement([]string{"kms:Encrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
+		"ForAllValues:StringEquals": map[string]interface{}{"kms:EncryptionContextKeys": []string{tokens.ContextKey}},
+	})
+}
+
+// startAndTerminate lets a role start the stack's claimed stopped instances and terminate the
+// stack's failed ones, and no other instance.
+func startAndTerminate(h *hangar) awsiam.PolicyStatement {
+	return statement([]string{"ec2:StartInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
+		map[string]interface{}{"StringEquals": stackTag(h)})
+}
+
+// launches are the statements that let the workflows, refresh and the dispatcher launch
+// instances: an instant EC2 Fleet (pkg/fleet) from one of the stack's launch templates, and
+// nothing else, so that no trusted repository can run a machine of its own with the instance
+// profile (which opens every token sealed for that machine, docs/security.md).
 //
 //   - ec2:CreateFleet on the stack's templates only, on instances only from them
 //     (ec2:LaunchTemplate) and tagged as the stack's; images only the pools' AMIs (a fleet's

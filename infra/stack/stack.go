@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
@@ -23,6 +25,9 @@ type Assets struct {
 	AgentDir string
 	// RefreshDir holds the refresh function's bootstrap (linux/arm64).
 	RefreshDir string
+	// WebhookDir holds the label-routed jobs' functions' bootstrap (cmd/webhook, linux/arm64);
+	// needed only when some pool has jobs.
+	WebhookDir string
 }
 
 // agent is one architecture's agent binary, uploaded as an asset.
@@ -40,6 +45,7 @@ type hangar struct {
 	table  *table
 	pools  []*pool
 	roles  *roles
+	jobs   *jobs // nil when no pool serves label-routed jobs
 }
 
 // New adds the Hangar stack described by cfg to scope.
@@ -47,8 +53,9 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 	h := &hangar{cfg: cfg, agents: map[string]agent{}}
 	h.stack = awscdk.NewStack(scope, jsii.String(cfg.Stack), props)
 	awscdk.Tags_Of(h.stack).Add(jsii.String("hangar:stack"), jsii.String(cfg.Stack), nil)
-	for arch, file := range map[string]string{"x64": "agent-linux-amd64", "arm64": "agent-linux-arm64"} {
-		path := filepath.Join(assets.AgentDir, file)
+	builds := map[string]string{"x64": "agent-linux-amd64", "arm64": "agent-linux-arm64"}
+	for _, arch := range slices.Sorted(maps.Keys(builds)) { // in order: the same config, the same cloud assembly
+		path := filepath.Join(assets.AgentDir, builds[arch])
 		sum, err := fileSHA256(path)
 		if err != nil {
 			return nil, fmt.Errorf("agent build for %s: %w (make synth builds it)", arch, err)
@@ -59,6 +66,11 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 	if _, err := os.Stat(filepath.Join(assets.RefreshDir, "bootstrap")); err != nil {
 		return nil, fmt.Errorf("refresh function build: %w (make synth builds it)", err)
 	}
+	if cfg.ServesJobs() {
+		if _, err := os.Stat(filepath.Join(assets.WebhookDir, "bootstrap")); err != nil {
+			return nil, fmt.Errorf("webhook function build (pools have jobs): %w (make synth builds it)", err)
+		}
+	}
 	h.key = awskms.NewKey(h.stack, jsii.String("RunnerTokenKey"), &awskms.KeyProps{
 		Description:       jsii.String("Hangar " + cfg.Stack + ": seals runner tokens for one instance each (encryption context instanceArn)"),
 		EnableKeyRotation: jsii.Bool(true),
@@ -67,6 +79,9 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 	})
 	h.table = newTable(h.stack, cfg.Stack)
 	h.roles = newRoles(h)
+	if cfg.ServesJobs() {
+		h.jobs = newJobs(h, assets.WebhookDir) // before the pools: their documents name the returns queue
+	}
 	for i := range cfg.Pools {
 		p, err := newPool(h, &cfg.Pools[i])
 		if err != nil {

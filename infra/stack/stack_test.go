@@ -20,9 +20,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// template is the example config's synthesized template, made once: the jsii runtime starts
-// once per test binary.
-var template map[string]any
+// template is the example config's synthesized template, and jobsTemplate testdata/hangar.jobs.yaml's
+// (label-routed jobs), made once: the jsii runtime starts once per test binary.
+var template, jobsTemplate map[string]any
 
 // assets are stand-in builds of what the stack ships.
 var assets stack.Assets
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		// Stand-in builds: the template depends on the files' hashes, not on what they are.
-		for _, f := range []string{"agent-linux-amd64", "agent-linux-arm64", "refresh/bootstrap"} {
+		for _, f := range []string{"agent-linux-amd64", "agent-linux-arm64", "refresh/bootstrap", "webhook/bootstrap"} {
 			p := filepath.Join(dir, f)
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				panic(err)
@@ -45,32 +45,48 @@ func TestMain(m *testing.M) {
 				panic(err)
 			}
 		}
-		cfg, err := config.Load("../hangar.example.yaml")
-		if err != nil {
-			panic(err)
-		}
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(filepath.Join(dir, "cdk.out"))})
-		assets = stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh")}
-		st, err := stack.New(app, cfg, assets, nil)
-		if err != nil {
-			panic(err)
-		}
-		raw := assertions.Template_FromStack(st, nil).ToJSON()
-		b, err := json.Marshal(raw)
-		if err != nil {
-			panic(err)
-		}
-		if err := json.Unmarshal(b, &template); err != nil {
-			panic(err)
-		}
+		assets = stack.Assets{AgentDir: dir, RefreshDir: filepath.Join(dir, "refresh"), WebhookDir: filepath.Join(dir, "webhook")}
+		template = synthesize("../hangar.example.yaml", filepath.Join(dir, "cdk.out"))
+		jobsTemplate = synthesize(jobsConfig, filepath.Join(dir, "cdk.out.jobs"))
 		return m.Run()
 	}()
 	os.Exit(code)
 }
 
-func resources(typ string) map[string]map[string]any {
+// synthesize returns the template of the config at path, with the stand-in assets.
+func synthesize(path, out string) map[string]any {
+	cfg, err := config.Load(path)
+	if err != nil {
+		panic(err)
+	}
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
+	st, err := stack.New(app, cfg, assets, nil)
+	if err != nil {
+		panic(err)
+	}
+	return templateOf(st)
+}
+
+// templateOf is a stack's synthesized template, as plain JSON values.
+func templateOf(st awscdk.Stack) map[string]any {
+	b, err := json.Marshal(assertions.Template_FromStack(st, nil).ToJSON())
+	if err != nil {
+		panic(err)
+	}
+	var tpl map[string]any
+	if err := json.Unmarshal(b, &tpl); err != nil {
+		panic(err)
+	}
+	return tpl
+}
+
+// resources returns the example template's resources of a type, by logical id.
+func resources(typ string) map[string]map[string]any { return resourcesIn(template, typ) }
+
+// resourcesIn returns tpl's resources of a type (their properties), by logical id.
+func resourcesIn(tpl map[string]any, typ string) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	for id, r := range template["Resources"].(map[string]any) {
+	for id, r := range tpl["Resources"].(map[string]any) {
 		if r := r.(map[string]any); r["Type"] == typ {
 			props, _ := r["Properties"].(map[string]any)
 			out[id] = props

@@ -63,7 +63,7 @@ func Deploy(ctx context.Context, cfg aws.Config, dir, artifact string, o Options
 	if err := uploadAssets(ctx, s3c, dir, m, env); err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", o.Name, err)
 	}
-	tpl, gaps, err := adapt(raw)
+	tpl, gaps, err := adapt(raw, env)
 	if err != nil {
 		return nil, fmt.Errorf("deploy %s: %w", o.Name, err)
 	}
