@@ -111,6 +111,14 @@ func run(ctx context.Context) error {
 	if _, err := e.ServeRefresh(refreshBin); err != nil {
 		return err
 	}
+	// Label-routed jobs: the stand-in plays the GitHub App, installed on the repository's owner;
+	// its webhooks reach the webhook function's handler on a loopback address (the Function URL),
+	// and the dispatcher takes the stack's jobs and returns queues as its event source mappings.
+	jobs, err := e.ServeJobs(ctx, localenv.JobsOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    the GitHub App's webhook URL: %s (the stack's %s in AWS)\n", jobs.URL, deployed.Outputs["WebhookUrl"])
 
 	var first []string
 	for i, run := range []string{"4001", "4002"} {
@@ -223,8 +231,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	tl.add("warm pool: refresh", start, fmt.Sprintf("%d idle, ready to be claimed", rep.Pools[0].Idle))
-	say("done: %d runs served by 3 machines with %d runner registrations, nothing left registered on GitHub (%d). The timeline:",
-		2, e.GH.Registrations(), len(e.GH.Runners("")))
+	if err := labelRouted(ctx, e, jobs, tl); err != nil {
+		return err
+	}
+	say("done: 2 runs and 3 label-routed jobs served, %d runner registrations, nothing left registered on GitHub (%d). The timeline:",
+		e.GH.Registrations(), len(e.GH.Runners("")))
 	fmt.Print("\n" + tl.String())
 	return nil
 }

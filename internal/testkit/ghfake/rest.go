@@ -28,11 +28,19 @@ func (s *Server) handler() http.Handler {
 	s.runnerSide(mux)
 	s.jobControl(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An enterprise server serves its API under /api/v3 (the API URL a stack pinned to it
+		// gives its dispatcher); the stand-in serves it there too, as at its root.
+		if rest, ok := strings.CutPrefix(r.URL.Path, apiPrefix); ok {
+			r.URL.Path, r.URL.RawPath = "/"+rest, ""
+		}
 		s.requests[kindOf(r)].Add(1)
 		s.held(r)
 		mux.ServeHTTP(w, r)
 	})
 }
+
+// apiPrefix is where an enterprise server serves its REST API.
+const apiPrefix = "/api/v3/"
 
 // rest registers a REST handler authenticated by an admin token or an installation token of the
 // App (see authorize).

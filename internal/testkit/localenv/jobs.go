@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -91,11 +92,11 @@ type Jobs struct {
 const appID = 4242
 
 // ServeJobs adds label-routed jobs to the world. Call it before any instance is launched: the
-// agents read the pool document (with its returns queue) when they start.
+// agents read the pool document (with its returns queue) when they start. On a Deployed world
+// the queues, the pools' jobs settings and the functions' environment are the stack's (as
+// emustack deployed it); the secrets, which the emulator cannot make, are made under the stack's
+// names, and the Function URL and the event source mappings are stood in for here.
 func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
-	if e.deployed {
-		return nil, errDeployed
-	}
 	if o.Label == "" {
 		o.Label = "hangar"
 	}
@@ -120,44 +121,33 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	}
 	j := &Jobs{e: e, AppID: appID, Installations: map[string]int64{}, batchSize: o.BatchSize, batchWindow: o.BatchWindow,
 		resume: make(chan struct{})}
-	jobsQ, jobsDLQ, err := e.createJobsQueue(ctx, e.Stack+"-jobs", o.Visibility, 10)
+	var (
+		env jobswire.Env
+		err error
+	)
+	if e.deployed {
+		env, err = e.deployedJobs(ctx, j)
+	} else {
+		env, err = e.localJobs(ctx, j, o)
+	}
 	if err != nil {
 		return nil, err
 	}
-	returnsQ, _, err := e.createJobsQueue(ctx, e.Stack+"-returns", 30*time.Second, 5)
-	if err != nil {
-		return nil, err
-	}
-	j.JobsQueueURL, j.JobsDLQURL, j.ReturnsQueueURL = jobsQ, jobsDLQ, returnsQ
-	returnsARN, err := queueARN(ctx, sqs.NewFromConfig(e.AWS), returnsQ)
-	if err != nil {
-		return nil, err
-	}
+	env.CheckAfter = o.CheckAfter
 
-	// The App, its installations, and its two secrets.
+	// The App, its installations, and the two secrets' values.
 	key := e.GH.EnableApp(appID)
 	for _, owner := range o.Owners {
 		j.Installations[owner] = e.GH.Install(owner)
 	}
 	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
 	creds, _ := json.Marshal(ghapp.Credentials{AppID: appID, PrivateKey: string(key)})
-	webhookARN, err := e.putSecret(ctx, e.Stack+"-webhook-secret", j.Secret)
-	if err != nil {
+	if env.WebhookSecretARN, err = e.putSecret(ctx, secretName(env.WebhookSecretARN, e.Stack+"-webhook-secret"), j.Secret); err != nil {
 		return nil, err
 	}
-	appARN, err := e.putSecret(ctx, e.Stack+"-github-app", string(creds))
-	if err != nil {
+	if env.AppSecretARN, err = e.putSecret(ctx, secretName(env.AppSecretARN, e.Stack+"-github-app"), string(creds)); err != nil {
 		return nil, err
 	}
-
-	// The pool serves jobs, as a redeploy with jobs in the config would make it.
-	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
-		d.Jobs = &poolconfig.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: poolconfig.JobScopeRepository}
-		d.ReturnsQueueURL = returnsQ
-	}); err != nil {
-		return nil, err
-	}
-
 	// The functions' AWS traffic goes through counting proxies, as the steps' does in the
 	// benchmarks; their GitHub traffic through a counting transport.
 	if j.Moto, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1); err != nil {
@@ -171,8 +161,6 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	j.GitHub = &GitHubTraffic{base: e.GH.HTTPClient().Transport}
 	cfg := e.AWS.Copy()
 	cfg.BaseEndpoint = aws.String(j.Moto.URL())
-	env := jobswire.Env{Stack: e.Stack, JobsQueueURL: jobsQ, ReturnsQueueARN: returnsARN, WebhookSecretARN: webhookARN,
-		AppSecretARN: appARN, GitHubAPIURL: e.GH.URL(), CheckAfter: o.CheckAfter}
 	wo := jobswire.Options{Log: o.Log, Metrics: &j.Metrics, GitHub: j.GitHub, PoolsTTL: time.Second,
 		DynamoDB: []func(*dynamodb.Options){func(d *dynamodb.Options) {
 			d.BaseEndpoint = aws.String(j.DDB.URL())
@@ -201,8 +189,8 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 
 	pollCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { j.poll(pollCtx, jobsQ, dispatch.FromJobs, o.Log) })
-	wg.Go(func() { j.poll(pollCtx, returnsQ, dispatch.FromReturns, o.Log) })
+	wg.Go(func() { j.poll(pollCtx, j.JobsQueueURL, dispatch.FromJobs, o.Log) })
+	wg.Go(func() { j.poll(pollCtx, j.ReturnsQueueURL, dispatch.FromReturns, o.Log) })
 	// Last in, first out: the pollers stop before the webhook URL, the queues and the secrets go.
 	e.closers = append(e.closers, func() {
 		stop()
@@ -211,6 +199,71 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 		srv.Close()
 	})
 	return j, nil
+}
+
+// localJobs makes what the stack makes for label-routed jobs, for a world without a deployed
+// stack: the jobs and returns queues, and the pool's jobs settings.
+func (e *Env) localJobs(ctx context.Context, j *Jobs, o JobsOptions) (jobswire.Env, error) {
+	jobsQ, jobsDLQ, err := e.createJobsQueue(ctx, e.Stack+"-jobs", o.Visibility, 10)
+	if err != nil {
+		return jobswire.Env{}, err
+	}
+	returnsQ, _, err := e.createJobsQueue(ctx, e.Stack+"-returns", 30*time.Second, 5)
+	if err != nil {
+		return jobswire.Env{}, err
+	}
+	j.JobsQueueURL, j.JobsDLQURL, j.ReturnsQueueURL = jobsQ, jobsDLQ, returnsQ
+	returnsARN, err := queueARN(ctx, sqs.NewFromConfig(e.AWS), returnsQ)
+	if err != nil {
+		return jobswire.Env{}, err
+	}
+	// The pool serves jobs, as a redeploy with jobs in the config would make it.
+	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
+		d.Jobs = &poolconfig.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: poolconfig.JobScopeRepository}
+		d.ReturnsQueueURL = returnsQ
+	}); err != nil {
+		return jobswire.Env{}, err
+	}
+	return jobswire.Env{Stack: e.Stack, JobsQueueURL: jobsQ, ReturnsQueueARN: returnsARN, GitHubAPIURL: e.GH.URL()}, nil
+}
+
+// deployedJobs reads the deployed stack's functions' environment (the stack gives each role
+// what it needs), and finds the jobs queue and its dead-letter queue by the stack's names.
+func (e *Env) deployedJobs(ctx context.Context, j *Jobs) (jobswire.Env, error) {
+	client := lambda.NewFromConfig(e.AWS)
+	vars := map[string]string{}
+	for _, fn := range []string{e.Stack + "-webhook", e.Stack + "-dispatch"} {
+		conf, err := client.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(fn)})
+		if err != nil {
+			return jobswire.Env{}, fmt.Errorf("the deployed stack's function %s (does a pool have jobs?): %w", fn, err)
+		}
+		if conf.Environment != nil {
+			for k, v := range conf.Environment.Variables {
+				vars[k] = v
+			}
+		}
+	}
+	env := jobswire.Env{Stack: e.Stack, JobsQueueURL: vars[jobswire.EnvJobsQueueURL], ReturnsQueueARN: vars[jobswire.EnvReturnsQueueARN],
+		WebhookSecretARN: vars[jobswire.EnvWebhookSecretARN], AppSecretARN: vars[jobswire.EnvAppSecretARN], GitHubAPIURL: vars[jobswire.EnvGitHubAPIURL]}
+	sqsClient := sqs.NewFromConfig(e.AWS)
+	for name, dst := range map[string]*string{e.Stack + "-jobs": &j.JobsQueueURL, e.Stack + "-jobs-dlq": &j.JobsDLQURL, e.Stack + "-returns": &j.ReturnsQueueURL} {
+		q, err := sqsClient.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		if err != nil {
+			return jobswire.Env{}, fmt.Errorf("the deployed stack's queue %s: %w", name, err)
+		}
+		*dst = aws.ToString(q.QueueUrl)
+	}
+	// The stack names its queues by SQS's canonical URLs; the emulator answers at its own.
+	env.JobsQueueURL = j.JobsQueueURL
+	return env, nil
+}
+
+// secretName is the name part of a secret's (partial) ARN, or fallback.
+func secretName(arn, fallback string) string {
+	if _, name, ok := strings.Cut(arn, ":secret:"); ok && name != "" {
+		return name
+	}
+	return fallback
 }
 
 // Pause holds the dispatcher: messages pile up on the queues (a burst arriving within one
