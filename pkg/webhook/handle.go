@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -165,23 +166,46 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	if err != nil {
 		return refuse(http.StatusBadRequest, "malformed", "workflow_job payload: %v", err)
 	}
-	first, err := store.RecordEvent(ctx, job.ID, action, body)
-	if err != nil {
-		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError
-		h.d.Log.Error("webhook: record event", "job", job.ID, "action", action, "error", err)
-		return o
+	send := func() error {
+		_, err := h.d.Queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.JobsQueueURL), MessageBody: &body})
+		return err
 	}
-	if !first {
+	var (
+		first        bool
+		recErr, sErr error
+	)
+	if kind == jobs.KindQueued {
+		// Recorded first, then queued: a second delivery must never place a job twice.
+		if first, recErr = store.RecordEvent(ctx, job.ID, action, body); recErr == nil && first {
+			sErr = send()
+		}
+	} else {
+		// The dispatcher takes a second in_progress or completed of a job for what it is (its
+		// conditional writes find the instance moved on): the record and the send go together,
+		// and a duplicate sent anyway costs it a read.
+		var wg sync.WaitGroup
+		wg.Go(func() { first, recErr = store.RecordEvent(ctx, job.ID, action, body) })
+		sErr = send()
+		wg.Wait()
+	}
+	switch {
+	case recErr != nil:
+		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError
+		h.d.Log.Error("webhook: record event", "job", job.ID, "action", action, "error", recErr)
+		return o
+	case !first && kind == jobs.KindQueued:
 		o.status, o.msg = http.StatusOK, fmt.Sprintf("duplicate: the %s event of job %d was accepted before; nothing done", action, job.ID)
 		return o
-	}
-	if _, err := h.d.Queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.JobsQueueURL), MessageBody: &body}); err != nil {
+	case !first:
+		o.status, o.msg = http.StatusOK, fmt.Sprintf("duplicate: the %s event of job %d was accepted before; the dispatcher finds nothing to do", action, job.ID)
+		return o
+	case sErr != nil:
 		// Forget the event, so that a redelivery is taken rather than taken for a duplicate.
 		if ferr := store.ForgetEvent(context.WithoutCancel(ctx), job.ID, action); ferr != nil {
 			h.d.Log.Error("webhook: forget an event that was not queued; a redelivery will be taken for a duplicate", "job", job.ID, "error", ferr)
 		}
 		o.status, o.msg, o.level = http.StatusBadGateway, "the jobs queue refused the job; redeliver it", slog.LevelError
-		h.d.Log.Error("webhook: send to the jobs queue", "job", job.ID, "error", err)
+		h.d.Log.Error("webhook: send to the jobs queue", "job", job.ID, "error", sErr)
 		return o
 	}
 	o.status = http.StatusAccepted

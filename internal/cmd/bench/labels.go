@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -43,7 +45,11 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	}
 	defer e.Close()
 	// The check fires a second after placement so that it is counted with its job.
-	j, err := e.ServeJobs(ctx, localenv.JobsOptions{CheckAfter: time.Second})
+	jo := localenv.JobsOptions{CheckAfter: time.Second}
+	if os.Getenv("HANGAR_BENCH_LOG") != "" {
+		jo.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	j, err := e.ServeJobs(ctx, jo)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +104,9 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		return float64(n) / float64(cfg.rounds)
 	}
 	handler := j.HandlerTimes()[handled:]
+	if os.Getenv("HANGAR_BENCH_LOG") != "" {
+		fmt.Fprintln(os.Stderr, "handler times:", handler)
+	}
 	p99 := percentile(handler, 99)
 	rows := []Row{
 		timed("label-routed job: webhook → runner started, warm instance", starts, jobStartTarget, false).

@@ -161,7 +161,7 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	j.GitHub = &GitHubTraffic{base: e.GH.HTTPClient().Transport}
 	cfg := e.AWS.Copy()
 	cfg.BaseEndpoint = aws.String(j.Moto.URL())
-	wo := jobswire.Options{Log: o.Log, Metrics: &j.Metrics, GitHub: j.GitHub, PoolsTTL: time.Second,
+	wo := jobswire.Options{Log: o.Log, Metrics: &j.Metrics, GitHub: j.GitHub,
 		DynamoDB: []func(*dynamodb.Options){func(d *dynamodb.Options) {
 			d.BaseEndpoint = aws.String(j.DDB.URL())
 			d.DisableValidateResponseChecksum = true // DynamoDB Local's errors carry no CRC32
