@@ -71,13 +71,9 @@ func wire(ctx context.Context, log *slog.Logger) (any, error) {
 // urlHandler adapts a Function URL's events to the webhook handler.
 func urlHandler(h *webhook.Handler) func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 	return func(ctx context.Context, e events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
-		body := []byte(e.Body)
-		if e.IsBase64Encoded {
-			b, err := base64.StdEncoding.DecodeString(e.Body)
-			if err != nil {
-				return events.LambdaFunctionURLResponse{StatusCode: http.StatusBadRequest, Body: "body: not base64\n"}, nil
-			}
-			body = b
+		body, bad := urlBody(e)
+		if bad != "" { // answered, not the function's failure
+			return events.LambdaFunctionURLResponse{StatusCode: http.StatusBadRequest, Body: bad}, nil
 		}
 		headers := http.Header{}
 		for k, v := range e.Headers {
@@ -108,4 +104,17 @@ func sqsHandler(d *dispatch.Dispatcher, returnsARN string) func(context.Context,
 		}
 		return resp, nil
 	}
+}
+
+// urlBody returns a Function URL event's body, decoded when the URL base64-encoded it, or the
+// answer to give when it cannot be.
+func urlBody(e events.LambdaFunctionURLRequest) ([]byte, string) {
+	if !e.IsBase64Encoded {
+		return []byte(e.Body), ""
+	}
+	b, err := base64.StdEncoding.DecodeString(e.Body)
+	if err != nil {
+		return nil, "body: not base64: " + err.Error() + "\n"
+	}
+	return b, ""
 }

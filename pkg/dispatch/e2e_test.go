@@ -3,8 +3,8 @@ package dispatch_test
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 

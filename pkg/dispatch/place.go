@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
@@ -522,6 +521,3 @@ func (x *Dispatcher) count(pool, name string, n int) {
 		x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack, "Pool": pool}, map[string]int{name: n})
 	}
 }
-
-// since is how long ago t was.
-func (x *Dispatcher) since(t time.Time) time.Duration { return x.d.Now().Sub(t) }

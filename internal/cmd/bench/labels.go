@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 

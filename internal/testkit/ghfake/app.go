@@ -189,6 +189,10 @@ func (s *Server) createInstallationToken(w http.ResponseWriter, r *http.Request)
 // jwtSkew is the clock drift GitHub tolerates in an App's JWT.
 const jwtSkew = 60 * time.Second
 
+// errJWT is GitHub's answer to a JWT it cannot decode or verify (its message, capitalized, is
+// GitHub's).
+var errJWT = errors.New("A JSON web token could not be decoded") //nolint:staticcheck // GitHub's own message, verbatim
+
 // verifyJWT checks an App JWT as GitHub does: RS256, signed with the key of the App its iss claim
 // names (a number, or a decimal string as ghinstallation sends), iat and exp present, exp in the
 // future and at most ten minutes after iat, by the server's clock give or take a minute. The
@@ -207,7 +211,7 @@ func (s *Server) verifyJWT(raw string) error {
 		return s.app.key, nil
 	})
 	if err != nil {
-		return errors.New("A JSON web token could not be decoded")
+		return errJWT
 	}
 	iat, errIat := numericClaim(claims["iat"])
 	exp, errExp := numericClaim(claims["exp"])

@@ -92,6 +92,7 @@ func TestAppInstallationTokens(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := rawPost(t, s, path(tc.id), tc.auth, []byte("{}"))
+			defer func() { _ = resp.Body.Close() }()
 			require.Equal(t, tc.status, resp.StatusCode)
 			var body struct {
 				Token       string            `json:"token"`
@@ -115,6 +116,7 @@ func TestAppInstallationTokens(t *testing.T) {
 
 	token := func(id int64) string {
 		resp := rawPost(t, s, path(id), "Bearer "+signJWT(t, key, "4242", time.Now(), time.Now().Add(5*time.Minute)), nil)
+		defer func() { _ = resp.Body.Close() }()
 		require.Equal(t, 201, resp.StatusCode)
 		var body struct {
 			Token string `json:"token"`
