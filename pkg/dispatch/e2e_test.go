@@ -258,3 +258,23 @@ func deliveryStatuses(w *world, job int64, action string) []int {
 	}
 	return slices.Clip(out)
 }
+
+// TestGitHubErrors: GitHub answering 5xx to the dispatcher makes the job's message fail and come
+// back, with nothing claimed or created meanwhile; the job runs, on the warm instance, once GitHub
+// answers again.
+func TestGitHubErrors(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{Visibility: 2 * time.Second})
+	first := w.ran(w.queue(localenv.Repo, 1, "echo warm up"), 2*time.Minute)[0]
+	w.settled(1, 2*time.Minute)
+
+	w.jobs.GitHub.Fail(3, 502)
+	job := w.ran(w.queue(localenv.Repo, 1, "echo despite GitHub"), 3*time.Minute)[0]
+	require.Equal(t, "success", job.Conclusion)
+	require.Equal(t, w.instanceOf(first), w.instanceOf(job), "the warm instance served it")
+	require.Equal(t, []int32{1}, w.ec2.Fleets(), "nothing created while GitHub failed")
+	dead, err := w.jobs.DeadLetters(w.ctx)
+	require.NoError(t, err)
+	require.Zero(t, dead, "the job's message came back, not to the dead-letter queue")
+	w.offeredOnce(w.settled(1, 2*time.Minute))
+}
