@@ -380,3 +380,27 @@ func TestFakeRunnerNotStarted(t *testing.T) {
 	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
 	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State, "the second failure in a row retires it")
 }
+
+// TestFakeRepositoryNoLongerAllowed: a job whose repository its pool no longer allows (the pools
+// changed after the webhook routed it) is dropped, not placed.
+func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
+	t.Parallel()
+	doc := fake.Pool(t, "linux", func(d map[string]any) {
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}}
+		d["returnsQueueUrl"] = returns
+		d["allowedRepositories"] = []string{"octo/app"}
+	})
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
+		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS, KMS: w.KMS,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w.x = x
+	idle := w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(121, "evil/app"))...), "dropped, not retried")
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State)
+	require.Empty(t, w.EC2.Fleets())
+	require.Empty(t, w.GitHub.RunnerNames())
+}

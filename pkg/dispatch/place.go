@@ -161,6 +161,19 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *poolconfig.Document, 
 		x.count(name, "JobsFailed", len(list))
 		return nil
 	}
+	// The webhook function routed each job and checked its repository; the pools may have
+	// changed since, and a job is placed only where its pool allows it now.
+	list = slices.DeleteFunc(list, func(q queuedJob) bool {
+		if doc.RepoAllowed(q.job.Repo) {
+			return false
+		}
+		x.d.Log.Error("dispatch: the pool no longer allows the job's repository; dropped", "job", q.job.ID, "repository", q.job.Repo, "pool", name)
+		x.count(name, "JobsFailed", 1)
+		return true
+	})
+	if len(list) == 0 {
+		return nil
+	}
 	if err := x.resolve(ctx, doc); err != nil {
 		x.d.Log.Error("dispatch: the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
 		return messageIDs(list)
