@@ -404,3 +404,33 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 	require.Empty(t, w.EC2.Fleets())
 	require.Empty(t, w.GitHub.RunnerNames())
 }
+
+// TestFakeOrganizationScope: an organisation-scoped pool's runners are made at the organisation,
+// in the pool's runner group (its id asked of GitHub once), and the assignment names the
+// organisation's runner URL and the group.
+func TestFakeOrganizationScope(t *testing.T) {
+	t.Parallel()
+	doc := fake.Pool(t, "linux", func(d map[string]any) {
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}, "scope": "organization", "runnerGroup": "hangar-ci"}
+		d["returnsQueueUrl"] = returns
+	})
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	var scopes []ghapi.Scope
+	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
+		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) { scopes = append(scopes, s); return w.GitHub, nil },
+		SQS:    w.SQS, KMS: w.KMS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w.x = x
+	w.AddIdle(t, fake.Idle{})
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(131, "octo/app"), w.job(132, "octo/app"))...))
+	for _, j := range []int64{131, 132} {
+		it := w.holder(j)
+		require.Equal(t, "https://github.com/octo", it.RunnerURL, "organisation runners register at the organisation")
+		require.Equal(t, "hangar-ci", it.RunnerGroup)
+	}
+	require.Contains(t, scopes, ghapi.Scope{Owner: "octo"})
+	require.Equal(t, 1, w.GitHub.Calls("RunnerGroupID"), "the group's id is asked once")
+}
