@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // endRun makes sure nothing of a run survives into the next one: kill, then clear, then check.
@@ -86,6 +88,11 @@ func (a *Agent) scrubAtStart(ctx context.Context) error {
 	trees := make([]string, len(entries))
 	for i, e := range entries {
 		trees[i] = filepath.Join(a.cfg.RunsDir, e.Name())
+		// A label-routed job the item has let go of (its completed webhook came while the
+		// agent was down) was being served here: once this scrub has ended it, the agent says so.
+		if it := a.last.Load(); it != nil && state.IsJobKey(it.LastRunID) && it.RunID == "" && e.Name() == it.LastRunID+"-0" {
+			a.interrupted = it.LastRunID
+		}
 	}
 	if len(trees) > 0 {
 		a.log.Warn("runs left by an earlier agent; removing them", "count", len(trees))

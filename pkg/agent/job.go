@@ -140,6 +140,23 @@ func (a *Agent) finishJob(ctx context.Context, key string, version int64, dirs r
 	a.sendReturn(ctx)
 }
 
+// returnInterrupted says that a job an earlier agent was serving is over on this instance (the
+// scrub at start ended it: kill, clear, check) and returns the instance, as finishJob would have.
+func (a *Agent) returnInterrupted(ctx context.Context, key string) {
+	a.log.Warn("a job was being served when the agent restarted, and its instance was given back meanwhile; the scrub ended it",
+		"job", key)
+	a.jobServed = key
+	if err := a.signalLatest(ctx, state.SignalDeregistered, key, ""); err != nil {
+		a.log.Warn("could not signal DEREGISTERED", "job", key, "error", err)
+		return
+	}
+	a.returning = returning{ret: jobs.Return{InstanceID: a.cfg.Identity.InstanceID, Key: key, Version: 1, Lost: true}}
+	if it := a.last.Load(); it != nil {
+		a.returning.ret.Version = it.Version
+	}
+	a.sendReturn(ctx)
+}
+
 // jobFailed reports a job the agent could not start a runner for (REGISTER_FAILED, after cleaning
 // up), and returns the instance: the dispatcher gives it back; the job waits for another runner.
 func (a *Agent) jobFailed(ctx context.Context, item *state.Instance, dirs runDirs, cause error) {

@@ -30,6 +30,10 @@ func assigned(it *state.Instance) bool {
 // loop is the reuse loop: wait for a run (or a label-routed job), serve it, give it back, again.
 func (a *Agent) loop(ctx context.Context) error {
 	var failedVersion int64 // the assignment whose registration failed: not tried twice
+	if key := a.interrupted; key != "" {
+		a.interrupted = ""
+		a.returnInterrupted(ctx, key)
+	}
 	for {
 		item, err := a.waitFor(ctx, func(it *state.Instance) bool {
 			a.returnAgain(ctx, it)

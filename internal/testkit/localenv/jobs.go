@@ -317,6 +317,11 @@ func (j *Jobs) poll(ctx context.Context, queue string, source dispatch.Source, l
 		if len(batch) == 0 {
 			continue
 		}
+		if j.paused.Load() {
+			// Paused while this receive waited: give the messages back for after the pause.
+			j.release(ctx, client, queue, handles)
+			continue
+		}
 		deadline := time.Now().Add(j.batchWindow)
 		for len(batch) < j.batchSize && time.Now().Before(deadline) && ctx.Err() == nil {
 			more, h := j.receive(ctx, client, queue, 0, source, j.batchSize-len(batch))
@@ -347,6 +352,19 @@ func (j *Jobs) poll(ctx context.Context, queue string, source dispatch.Source, l
 				log.Warn("localenv: delete handled messages", "queue", queue, "error", err)
 			}
 		}
+	}
+}
+
+// release makes received messages visible again at once.
+func (j *Jobs) release(ctx context.Context, client *sqs.Client, queue string, handles map[string]string) {
+	var entries []sqstypes.ChangeMessageVisibilityBatchRequestEntry
+	for _, h := range handles {
+		entries = append(entries, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(len(entries))),
+			ReceiptHandle: aws.String(h), VisibilityTimeout: 0})
+	}
+	for start := 0; start < len(entries); start += 10 {
+		_, _ = client.ChangeMessageVisibilityBatch(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &queue,
+			Entries: entries[start:min(start+10, len(entries))]})
 	}
 }
 
