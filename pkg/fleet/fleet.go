@@ -122,15 +122,25 @@ func (l *Launcher) Launch(ctx context.Context, req Request) ([]Instance, error) 
 		avail := g.available()
 		if len(avail) == 0 {
 			if err := g.nothingLeft(ctx); err != nil {
-				return g.out, err
+				return g.out, g.outOfTime(err)
 			}
 			continue
 		}
 		if err := g.round(ctx, avail, attempt); err != nil {
-			return g.out, err
+			return g.out, g.outOfTime(err)
 		}
 	}
 	return g.out, nil
+}
+
+// outOfTime reports a deadline that passed while capacity was missing (during a backoff or the
+// round after it) as what it is, no capacity, keeping the context's error in the chain.
+func (g *launching) outOfTime(err error) error {
+	if g.lastCapacity == "" || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNoCapacity) {
+		return err
+	}
+	return fmt.Errorf("launch %d of %d instances of pool %s: %w before the deadline (last: %s): %w",
+		g.req.Count-len(g.out), g.req.Count, g.req.Pool.Name, ErrNoCapacity, g.lastCapacity, err)
 }
 
 // start checks the request and lays out every (type × subnet) override.

@@ -155,4 +155,15 @@ func TestSpotFallbackThenDeadline(t *testing.T) {
 	cancel()
 	_, err = (&Launcher{EC2: none}).Launch(ctx, Request{Pool: pool("on-demand"), Count: 1})
 	require.ErrorIs(t, err, context.Canceled, "a cancelled launch stops waiting at once")
+
+	// The deadline passing during the round after a wait (a slow machine) is still no capacity.
+	late := &fakeEC2{answer: func(n int, _ *ec2.CreateFleetInput) (*ec2.CreateFleetOutput, error) {
+		if n == 1 {
+			return nil, &smithy.GenericAPIError{Code: "InsufficientInstanceCapacity"}
+		}
+		return nil, context.DeadlineExceeded
+	}}
+	_, err = (&Launcher{EC2: late, MaxBackoff: time.Millisecond}).Launch(context.Background(), Request{Pool: pool("on-demand"), Count: 1})
+	require.ErrorIs(t, err, ErrNoCapacity)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
