@@ -18,8 +18,10 @@ import (
 
 // TestBurst: 20 jobs on an empty pool are served by 20 instances created with one CreateFleet;
 // then 50 jobs queued at once over the 20 instances, now idle: each job runs once, on an instance
-// of its own (20 claimed, 30 created with one more CreateFleet); at the end all 50 instances are
-// idle, wiped, each offered once, and no runner of the stack is left on GitHub.
+// of its own (20 claimed, 30 created with one more CreateFleet; on a slow machine an instance may
+// finish its job and be offered again before the batch is placed, and take a second job instead
+// of a new instance); at the end every instance is idle, wiped, offered once, and no runner of the
+// stack is left on GitHub.
 func TestBurst(t *testing.T) {
 	t.Parallel()
 	logs := &testbed.Buffer{}
@@ -71,9 +73,12 @@ func TestBurst(t *testing.T) {
 		}
 	}
 	require.Equal(t, 20, reused, "every idle instance was claimed")
-	require.Equal(t, []int32{20, 30}, w.ec2.Fleets(), "the burst's overflow comes from one CreateFleet")
+	fleets := w.ec2.Fleets()
+	require.Len(t, fleets, 2, "the burst's overflow comes from one CreateFleet")
+	require.Equal(t, len(byInstance)-20, int(fleets[1]), "every instance created for the burst ran one of its jobs")
+	require.LessOrEqual(t, fleets[1], int32(30), "no more than the overflow was created")
 
-	w.offeredOnce(w.settled(50, 4*time.Minute))
+	w.offeredOnce(w.settled(20+int(fleets[1]), 4*time.Minute))
 	for _, j := range done {
 		again, _ := w.GH.Job(j.ID)
 		require.Equal(t, j.RunnerName, again.RunnerName, "job %d ran once", j.ID)
