@@ -418,8 +418,11 @@ func TestFakeOrganizationScope(t *testing.T) {
 	var scopes []ghapi.Scope
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
 		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
-		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) { scopes = append(scopes, s); return w.GitHub, nil },
-		SQS:    w.SQS, KMS: w.KMS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) {
+			scopes = append(scopes, s)
+			return w.GitHub, nil
+		},
+		SQS: w.SQS, KMS: w.KMS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x
