@@ -84,9 +84,9 @@ type Agent struct {
 	// reuse loop, as is returning.
 	jobServed string
 	returning returning
-	// interrupted is a label-routed job an earlier agent was serving when it stopped, and that the
-	// item has let go of meanwhile: the scrub at start ended it; the reuse loop signals it and
-	// returns the instance.
+	// interrupted is a label-routed job an earlier agent was serving when it stopped (the item
+	// may still assign it, or have let it go meanwhile): the scrub at start ended it; the reuse
+	// loop signals it and returns the instance.
 	interrupted string
 
 	deadline      atomic.Int64 // latest threshold seen, Unix ms (0: none yet)

@@ -74,12 +74,25 @@ func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) er
 
 // scrubAtStart cleans up after whatever ran before this agent started (an agent that crashed or
 // was restarted mid-run, a run released meanwhile), unless the item still assigns the run whose
-// directories are there: that run the agent resumes.
+// directories are there: that run the agent resumes. A label-routed job is never resumed: its
+// just-in-time runner died with the agent before this one and cannot be taken back, so the scrub
+// ends it whether or not the item still assigns it (the completed webhook may let it go at any
+// moment, before this agent's loop even looks), and the reuse loop says so and returns the
+// instance (interrupted).
 func (a *Agent) scrubAtStart(ctx context.Context) error {
-	if it := a.last.Load(); it != nil && assigned(it) {
+	it := a.last.Load()
+	if it != nil && assigned(it) && !state.IsJobKey(it.RunID) {
 		if _, err := os.Stat(runDirsFor(a.cfg.RunsDir, it.RunID, it.RunAttempt).base); err == nil {
 			return nil
 		}
+	}
+	var job string // the label-routed job the item assigns, or last let go of
+	switch {
+	case it == nil:
+	case state.IsJobKey(it.RunID) && assigned(it):
+		job = it.RunID
+	case state.IsJobKey(it.LastRunID) && it.RunID == "":
+		job = it.LastRunID
 	}
 	entries, err := os.ReadDir(a.cfg.RunsDir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -88,10 +101,8 @@ func (a *Agent) scrubAtStart(ctx context.Context) error {
 	trees := make([]string, len(entries))
 	for i, e := range entries {
 		trees[i] = filepath.Join(a.cfg.RunsDir, e.Name())
-		// A label-routed job the item has let go of (its completed webhook came while the
-		// agent was down) was being served here: once this scrub has ended it, the agent says so.
-		if it := a.last.Load(); it != nil && state.IsJobKey(it.LastRunID) && it.RunID == "" && e.Name() == it.LastRunID+"-0" {
-			a.interrupted = it.LastRunID
+		if job != "" && e.Name() == filepath.Base(runDirsFor(a.cfg.RunsDir, job, 0).base) {
+			a.interrupted = job
 		}
 	}
 	if len(trees) > 0 {

@@ -141,9 +141,10 @@ func (a *Agent) finishJob(ctx context.Context, key string, version int64, dirs r
 }
 
 // returnInterrupted says that a job an earlier agent was serving is over on this instance (the
-// scrub at start ended it: kill, clear, check) and returns the instance, as finishJob would have.
+// scrub at start ended it: kill, clear, check) and returns the instance, as finishJob would have,
+// whether the item still assigns the job or has let it go meanwhile.
 func (a *Agent) returnInterrupted(ctx context.Context, key string) {
-	a.log.Warn("a job was being served when the agent restarted, and its instance was given back meanwhile; the scrub ended it",
+	a.log.Warn("a job was being served when the agent restarted; its runner is lost, the scrub ended it, and the instance goes back",
 		"job", key)
 	a.jobServed = key
 	if err := a.signalLatest(ctx, state.SignalDeregistered, key, ""); err != nil {
