@@ -384,6 +384,31 @@ func TestWorkflowRole(t *testing.T) {
 	only(t, "AWS::IAM::OIDCProvider")
 }
 
+// TestOnlyTheInstanceHearsItsDoorbell: no role but the instance role may receive or delete a
+// message of a doorbell (what rings an instance may carry what only it should read): every
+// other statement that allows sqs:ReceiveMessage or sqs:DeleteMessage names queues that are not
+// the stack's doorbells, and no wildcard that would cover them.
+func TestOnlyTheInstanceHearsItsDoorbell(t *testing.T) {
+	checked := 0
+	for roles, ss := range statements(t) {
+		if strings.Contains(roles, `"InstanceRole`) {
+			continue
+		}
+		for _, s := range ss {
+			acts := actions(s)
+			if !slices.Contains(acts, "sqs:ReceiveMessage") && !slices.Contains(acts, "sqs:DeleteMessage") {
+				continue
+			}
+			checked++
+			res := js(s["Resource"])
+			require.NotContains(t, res, "_bell_", "%s may receive from doorbells: %s", roles, js(s))
+			require.NotEqual(t, `"*"`, res, "%s may receive from any queue: %s", roles, js(s))
+			require.NotRegexp(t, `:\*"|hangar\*`, res, "%s: a queue wildcard that covers the doorbells: %s", roles, js(s))
+		}
+	}
+	require.Positive(t, checked, "the workflow role receives from the pool queues: the check saw it")
+}
+
 // launchWildcards are the launch resources any of which a launch may make or use: what it makes
 // (the fleet, instance, volumes, interfaces, spot requests) and the subnets a fleet's overrides
 // name. Templates, images and security groups are named one by one.

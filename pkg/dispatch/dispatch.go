@@ -116,6 +116,7 @@ func (c Config) Validate() error {
 type Store interface {
 	lifecycle.Store
 	lifecycle.Creator
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
 	ByRun(ctx context.Context, run string) ([]state.Instance, error)

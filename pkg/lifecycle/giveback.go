@@ -11,9 +11,10 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// Transitioner writes conditional transitions.
+// Transitioner writes conditional transitions, one or a batch.
 type Transitioner interface {
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 }
 
 // Publisher offers idle instances on their pools' queues (offers.Queue, offers.Directory).
@@ -55,27 +56,42 @@ type Back struct {
 // pool's idle deadline, then rings its doorbell when its agent is serving the run (an
 // acknowledged claim, running, or created for a label-routed job): the agent stops its runner at
 // once instead of on its next read. A warm instance leaving created, or a claim its agent never
-// took, has nothing to stop. It
-// returns the item written, or the store's error as is (a *state.ConflictError, holding the item
-// as someone else left it, when that write lost).
+// took, has nothing to stop. It returns the item written, or the store's error as is (a
+// *state.ConflictError, holding the item as someone else left it, when that write lost).
 func (r *Returner) Idle(ctx context.Context, b Back) (*state.Instance, error) {
-	at := b.At
-	if at.IsZero() {
-		at = time.Now()
+	w := r.IdleAll(ctx, []Back{b})[0]
+	return w.Item, w.Err
+}
+
+// IdleAll is Idle for many instances: their writes go in one request (state.Store.TransitionAll:
+// one lost condition never blocks the others), then the doorbells of those written are rung
+// together. The outcomes are in the order of backs.
+func (r *Returner) IdleAll(ctx context.Context, backs []Back) []state.Written {
+	now := time.Now()
+	changes := make([]state.Change, len(backs))
+	befores := make([]state.Instance, len(backs))
+	for i, b := range backs {
+		at := b.At
+		if at.IsZero() {
+			at = now
+		}
+		in := b.Instance
+		changes[i] = state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
+			Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed,
+			Threshold: at.Add(b.Pool.Timeout(state.Idle)), Reason: b.Reason}
+		befores[i] = in
 	}
-	in := b.Instance
-	out, err := r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
-		Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed,
-		Threshold: at.Add(b.Pool.Timeout(state.Idle)), Reason: b.Reason})
-	if err != nil {
-		return nil, err
-	}
-	if (in.State != state.Created || b.RunID != "") && !b.Unacknowledged {
-		if err := r.Bells.Ring(ctx, out.Bell); err != nil {
-			r.log().Warn("ring an instance given back; its agent notices on its next read", "instance", in.ID, "error", err)
+	out := r.Store.TransitionAll(ctx, changes, befores)
+	var bells []string
+	for i, b := range backs {
+		if out[i].Err == nil && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged {
+			bells = append(bells, out[i].Item.Bell)
 		}
 	}
-	return out, nil
+	if err := r.Bells.Ring(ctx, bells...); err != nil {
+		r.log().Warn("ring instances given back; their agents notice on their next read", "count", len(bells), "error", err)
+	}
+	return out
 }
 
 // Offer offers idle (or stopped) instances on their pools' queues, in one request. An offer

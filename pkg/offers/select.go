@@ -33,8 +33,11 @@ const (
 type Selector struct {
 	Queue *Queue
 	Store Claimer
-	// Wait is the long-poll wait of each receive (whole seconds; DefaultWait when 0). A receive
-	// that waits this long and gets nothing ends the selection: the pool has nothing more.
+	// Wait is the long-poll wait of a receive (whole seconds; DefaultWait when 0). Each receive
+	// first asks without waiting; one that gets nothing reads the queue's counts, and only when
+	// they show offers (visible, or held by other claimers who may give them back) does it wait
+	// this long for them. A pool with nothing offered costs no wait at all; a receive that waits
+	// and gets nothing ends the selection: the pool has nothing more.
 	Wait time.Duration
 	// Visibility is how long received messages stay hidden while being claimed (DefaultVisibility
 	// when 0). Messages not used are given back sooner, when the selection ends.
@@ -50,6 +53,7 @@ type Selector struct {
 // Stats counts what a selection saw.
 type Stats struct {
 	Receives int // ReceiveMessage requests
+	Counts   int // GetQueueAttributes requests: a receive found nothing without waiting
 	Received int // messages received
 	Claimed  int // claims won
 	Lost     int // claims lost: the instance had moved on (stale message, deleted)
@@ -163,12 +167,33 @@ func (sel *selection) run(ctx context.Context) {
 }
 
 // receive returns the usable messages of one receive and how many arrived in all (poison ones
-// included).
+// included). It asks without waiting first; when that finds nothing and the queue's counts show
+// no offer at all, the pool is empty and it says so at once (0 arrived). Nothing is ever received
+// by a request that is then abandoned, so no offer is hidden from the next claimer: one that
+// arrives after the counts were read is found by the next claim.
 func (sel *selection) receive(ctx context.Context) ([]received, int, error) {
+	out, err := sel.receiveWaiting(ctx, 0)
+	if err != nil || len(out.Messages) > 0 {
+		return sel.parse(ctx, out, err)
+	}
+	sel.res.Stats.Counts++
+	visible, inFlight, err := sel.Queue.counts(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	if visible == 0 && inFlight == 0 {
+		return nil, 0, nil
+	}
 	wait := sel.Wait
 	if wait == 0 {
 		wait = DefaultWait
 	}
+	out, err = sel.receiveWaiting(ctx, wait)
+	return sel.parse(ctx, out, err)
+}
+
+// receiveWaiting is one ReceiveMessage that long-polls up to wait (none when 0).
+func (sel *selection) receiveWaiting(ctx context.Context, wait time.Duration) (*sqs.ReceiveMessageOutput, error) {
 	vis := sel.Visibility
 	if vis == 0 {
 		vis = DefaultVisibility
@@ -184,7 +209,15 @@ func (sel *selection) receive(ctx context.Context) ([]received, int, error) {
 	})
 	sel.res.Stats.Receives++
 	if err != nil {
-		return nil, 0, fmt.Errorf("receive from pool %s: %w", sel.Queue.pool, err)
+		return nil, fmt.Errorf("receive from pool %s: %w", sel.Queue.pool, err)
+	}
+	return out, nil
+}
+
+// parse sorts the messages of a receive into usable ones and poison ones (moved aside).
+func (sel *selection) parse(ctx context.Context, out *sqs.ReceiveMessageOutput, err error) ([]received, int, error) {
+	if err != nil {
+		return nil, 0, err
 	}
 	msgs := make([]received, 0, len(out.Messages))
 	for _, m := range out.Messages {

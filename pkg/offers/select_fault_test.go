@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,16 @@ func (f *fakeSQS) ReceiveMessage(_ context.Context, in *sqs.ReceiveMessageInput,
 	out := f.pending[:n]
 	f.pending = f.pending[n:]
 	return &sqs.ReceiveMessageOutput{Messages: out}, nil
+}
+
+// GetQueueAttributes counts what is left to receive (nothing is ever in flight here).
+func (f *fakeSQS) GetQueueAttributes(_ context.Context, _ *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &sqs.GetQueueAttributesOutput{Attributes: map[string]string{
+		string(types.QueueAttributeNameApproximateNumberOfMessages):           strconv.Itoa(len(f.pending)),
+		string(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible): "0",
+	}}, nil
 }
 
 func (f *fakeSQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {

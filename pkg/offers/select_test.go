@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -34,16 +35,34 @@ func TestClaimOne(t *testing.T) {
 	require.Empty(t, e.offered(), "the used message is deleted")
 }
 
-// TestClaimFromEmptyPool returns nothing after one long poll.
+// TestClaimFromEmptyPool: a pool with nothing offered answers at once, without a long poll: one
+// receive that does not wait and one read of the queue's counts. An offer made right after is
+// not swallowed by anything that claim left behind: it is visible at once, nothing is in flight,
+// and the next claim takes it with a single receive.
 func TestClaimFromEmptyPool(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	start := time.Now()
-	res, err := e.selector().Claim(testbed.Context(t, 30*time.Second), request("12", 3))
+	ctx := testbed.Context(t, 30*time.Second)
+	sel := e.selector()
+	sel.Wait = 20 * time.Second // were it to long-poll an empty pool, the claim would take 20 s
+	res, err := sel.Claim(ctx, request("12", 3))
 	require.NoError(t, err)
 	require.Empty(t, res.Instances)
-	require.Equal(t, 1, res.Stats.Receives)
-	require.Less(t, time.Since(start), 5*time.Second)
+	require.Equal(t, offers.Stats{Receives: 1, Counts: 1}, res.Stats, "no long poll")
+
+	in := e.idle(spotC7)
+	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &e.url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	require.NoError(t, err)
+	require.Equal(t, "1", out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], "the offer is visible")
+	require.Equal(t, "0", out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], "nothing holds it")
+
+	res, err = sel.Claim(ctx, request("13", 1))
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, in.ID, res.Instances[0].ID)
+	require.Equal(t, offers.Stats{Receives: 1, Received: 1, Claimed: 1}, res.Stats)
 }
 
 // TestClaimFilters: only fitting instances are claimed; the rest stay offered, once each.

@@ -24,14 +24,27 @@ type tokenSpy struct {
 }
 
 func (s *tokenSpy) Transition(ctx context.Context, c state.Change) (*state.Instance, error) {
-	if c.To == state.Running {
-		if it, err := s.read(ctx, c.InstanceID); err == nil {
-			s.mu.Lock()
-			s.seen[c.InstanceID] = it.RegToken
-			s.mu.Unlock()
-		}
-	}
+	s.look(ctx, c)
 	return s.Store.Transition(ctx, c)
+}
+
+func (s *tokenSpy) TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written {
+	for _, c := range changes {
+		s.look(ctx, c)
+	}
+	return s.Store.TransitionAll(ctx, changes, befores)
+}
+
+// look records the token stored on an item about to move to running.
+func (s *tokenSpy) look(ctx context.Context, c state.Change) {
+	if c.To != state.Running {
+		return
+	}
+	if it, err := s.read(ctx, c.InstanceID); err == nil {
+		s.mu.Lock()
+		s.seen[c.InstanceID] = it.RegToken
+		s.mu.Unlock()
+	}
 }
 
 // TestTokensSealedAndRemoved: the registration token on an item is ciphertext only its own

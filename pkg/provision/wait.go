@@ -42,7 +42,10 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		taken  error
 	)
 	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
-		var wg sync.WaitGroup
+		var (
+			wg         sync.WaitGroup
+			registered []registration
+		)
 		for id, m := range open {
 			it, ok := items[id]
 			if !ok {
@@ -52,10 +55,16 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 				taken = err
 				continue
 			}
+			if it.SignalFor(state.SignalRegistered, p.cfg.RunID, m.version) {
+				registered = append(registered, registration{m, it})
+				delete(open, id)
+				continue
+			}
 			if p.settle(ctx, &wg, m, it, &failed) {
 				delete(open, id)
 			}
 		}
+		wg.Go(func() { p.toRunning(ctx, registered, &failed) })
 		wg.Wait()
 		return len(open) == 0 || taken != nil
 	})
@@ -88,19 +97,17 @@ func (p *provisioning) takenBack(it *state.Instance) error {
 		it.ID, p.cfg.RunID, it.State, holder, it.StateReason)
 }
 
-// settle acts on one pending instance's item: registered instances move to running, failed ones
-// are dropped (in wg). It reports whether the instance is settled.
+// registration is a member whose agent has registered its runner, and the item that says so.
+type registration struct {
+	m  *member
+	it *state.Instance
+}
+
+// settle acts on one pending, unregistered instance's item: failed ones are dropped (in wg). It
+// reports whether the instance is settled.
 func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member, it *state.Instance, failed *atomic.Int64) bool {
 	id := it.ID
 	switch {
-	case it.SignalFor(state.SignalRegistered, p.cfg.RunID, m.version):
-		wg.Go(func() {
-			if err := p.toRunning(ctx, m, it); err != nil {
-				p.warn("%s registered but could not be marked running: %v", id, err)
-				failed.Add(1)
-				p.drop(ctx, it, err.Error())
-			}
-		})
 	case it.SignalFor(state.SignalRegisterFailed, p.cfg.RunID, m.version):
 		failed.Add(1)
 		p.warn("%s could not register its runner: %s", id, state.LastLine(it.SignalLog))
@@ -135,15 +142,32 @@ func heartbeatText(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// toRunning moves a registered instance to running.
-func (p *provisioning) toRunning(ctx context.Context, m *member, it *state.Instance) error {
-	out, err := p.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
-		Version: it.Version, RunID: p.cfg.RunID, Threshold: time.Now().Add(p.runtime), Reason: "runner registered for run " + p.cfg.RunID})
-	if err != nil {
-		return err
+// toRunning moves the instances registered in one round to running, in one request (a
+// transaction: state.Store.TransitionAll); one that cannot be moved is dropped, and replaced.
+func (p *provisioning) toRunning(ctx context.Context, regs []registration, failed *atomic.Int64) {
+	if len(regs) == 0 {
+		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m.inst, m.version, m.ready, m.readyAt = *out, out.Version, true, time.Since(p.start)
-	return nil
+	changes := make([]state.Change, len(regs))
+	befores := make([]state.Instance, len(regs))
+	threshold := time.Now().Add(p.runtime)
+	for i, r := range regs {
+		changes[i] = state.Change{InstanceID: r.it.ID, Pool: r.it.Pool, From: r.it.State, To: state.Running,
+			Version: r.it.Version, RunID: p.cfg.RunID, Threshold: threshold, Reason: "runner registered for run " + p.cfg.RunID}
+		befores[i] = *r.it
+	}
+	var wg sync.WaitGroup
+	for i, w := range p.d.Store.TransitionAll(ctx, changes, befores) {
+		r := regs[i]
+		if w.Err != nil {
+			p.warn("%s registered but could not be marked running: %v", r.it.ID, w.Err)
+			failed.Add(1)
+			wg.Go(func() { p.drop(ctx, r.it, w.Err.Error()) })
+			continue
+		}
+		p.mu.Lock()
+		r.m.inst, r.m.version, r.m.ready, r.m.readyAt = *w.Item, w.Item.Version, true, time.Since(p.start)
+		p.mu.Unlock()
+	}
+	wg.Wait()
 }

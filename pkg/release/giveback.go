@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -40,20 +39,7 @@ func (g *giving) giveBackAll(ctx context.Context, insts []state.Instance) {
 	if len(back) == 0 {
 		return
 	}
-	waiting := make([]*releasing, 0, len(back))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, in := range back {
-		wg.Go(func() {
-			if v, ok := g.toIdle(ctx, in); ok {
-				mu.Lock()
-				waiting = append(waiting, &releasing{inst: in, version: v})
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	g.awaitDeregistered(ctx, waiting)
+	g.awaitDeregistered(ctx, g.toIdle(ctx, back))
 }
 
 // giveBackUnacknowledged gives back claims whose agents have not acknowledged them (a provision
@@ -62,84 +48,83 @@ func (g *giving) giveBackAll(ctx context.Context, insts []state.Instance) {
 // are offered at once, with nothing to deregister. It returns those whose agents acknowledged
 // meanwhile, for the usual way back.
 func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Instance) []state.Instance {
+	backs := g.backs(ctx, insts, true, "released by run "+g.run+" before its agent took the claim")
 	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
 		acked []state.Instance
 		ready []*state.Instance
 	)
-	for _, in := range insts { // in parallel, as toIdle
-		wg.Go(func() {
-			out, cur := g.toIdleUnacknowledged(ctx, in)
-			mu.Lock()
-			defer mu.Unlock()
-			if out != nil {
-				ready = append(ready, out)
-			}
-			if cur != nil {
-				acked = append(acked, *cur)
-			}
-		})
+	for i, w := range g.returner().IdleAll(ctx, backs) {
+		in := backs[i].Instance
+		if w.Err == nil {
+			ready = append(ready, w.Item)
+			continue
+		}
+		var conflict *state.ConflictError
+		if errors.As(w.Err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
+			(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
+			acked = append(acked, *conflict.Current) // noticed meanwhile
+			continue
+		}
+		if conflict == nil {
+			g.warn("release %s: %v", in.ID, w.Err)
+		}
+		g.outcome(in, Already, w.Err.Error())
 	}
-	wg.Wait()
 	g.offer(ctx, ready)
 	return acked
 }
 
-// toIdleUnacknowledged gives one unacknowledged claim back; it returns the item written, or the
-// item as it is now when its agent acknowledged the claim meanwhile (nil, nil: neither).
-func (g *giving) toIdleUnacknowledged(ctx context.Context, in state.Instance) (written, acked *state.Instance) {
-	doc, err := g.d.Pools.Pool(ctx, in.Pool)
-	if err != nil {
-		g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
-		return nil, nil
+// backs is how insts go back to idle: each with its pool's document. An instance whose document
+// cannot be read is terminated instead (lifecycle.NotReusable).
+func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledged bool, reason string) []lifecycle.Back {
+	backs := make([]lifecycle.Back, 0, len(insts))
+	for _, in := range insts {
+		doc, err := g.d.Pools.Pool(ctx, in.Pool)
+		if err != nil {
+			g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
+			continue
+		}
+		backs = append(backs, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
 	}
-	out, err := g.returner().Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Unacknowledged: true,
-		Reason: "released by run " + g.run + " before its agent took the claim"})
-	if err == nil {
-		return out, nil
-	}
-	var conflict *state.ConflictError
-	if errors.As(err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
-		(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
-		return nil, conflict.Current // noticed meanwhile
-	}
-	if conflict == nil {
-		g.warn("release %s: %v", in.ID, err)
-	}
-	g.outcome(in, Already, err.Error())
-	return nil, nil
+	return backs
 }
 
-// toIdle moves one instance to idle, following it through a concurrent claimed → running.
-// The item carries no token for the agent: the agent stops its runner and forgets the
-// registration, and release deletes the runner through the API (cleanGitHub).
-func (g *giving) toIdle(ctx context.Context, in state.Instance) (int64, bool) {
-	doc, err := g.d.Pools.Pool(ctx, in.Pool)
-	if err != nil {
-		g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
-		return 0, false
+// toIdle moves instances to idle, all in one request, following each through a concurrent
+// claimed → running (up to three writes each); it returns those written, to wait for. The items
+// carry no token for the agents: each agent stops its runner and forgets the registration, and
+// release deletes the runners through the API (cleanGitHub).
+func (g *giving) toIdle(ctx context.Context, insts []state.Instance) []*releasing {
+	var waiting []*releasing
+	for try := 0; len(insts) > 0; try++ {
+		if try == 3 {
+			for _, in := range insts {
+				g.warn("release %s: the item kept changing; leaving it to its deadline", in.ID)
+			}
+			break
+		}
+		backs := g.backs(ctx, insts, false, "released by run "+g.run)
+		insts = nil
+		for i, w := range g.returner().IdleAll(ctx, backs) {
+			in := backs[i].Instance
+			if w.Err == nil {
+				waiting = append(waiting, &releasing{inst: in, version: w.Item.Version})
+				continue
+			}
+			var conflict *state.ConflictError
+			if !errors.As(w.Err, &conflict) || conflict.Current == nil {
+				g.warn("release %s: %v", in.ID, w.Err)
+				g.outcome(in, Already, w.Err.Error())
+				continue
+			}
+			cur := *conflict.Current
+			if cur.RunID != g.run || (cur.State != state.Running && cur.State != state.Claimed) {
+				g.outcome(cur, Already, "")
+				continue
+			}
+			insts = append(insts, cur) // it moved within the run (claimed → running): again from where it is
+		}
 	}
-	for range 3 {
-		out, err := g.returner().Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Reason: "released by run " + g.run})
-		if err == nil {
-			return out.Version, true
-		}
-		var conflict *state.ConflictError
-		if !errors.As(err, &conflict) || conflict.Current == nil {
-			g.warn("release %s: %v", in.ID, err)
-			g.outcome(in, Already, err.Error())
-			return 0, false
-		}
-		cur := *conflict.Current
-		if cur.RunID != g.run || (cur.State != state.Running && cur.State != state.Claimed) {
-			g.outcome(cur, Already, "")
-			return 0, false
-		}
-		in = cur // it moved within the run (claimed → running): try again from where it is
-	}
-	g.warn("release %s: the item kept changing; leaving it to its deadline", in.ID)
-	return 0, false
+	return waiting
 }
 
 // awaitDeregistered waits for each agent's DEREGISTERED, offering each instance to its pool as

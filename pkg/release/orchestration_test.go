@@ -134,3 +134,44 @@ func TestFakeInstanceThatMovedOnIsLeftAlone(t *testing.T) {
 	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(in.ID))
 	require.Empty(t, w.Offered(t))
 }
+
+// TestFakeTenGoBackInOneWriteAndOneLostBlocksNone: a release of ten running instances moves them
+// to idle in one transaction; when one of the ten moved on meanwhile (the transaction is
+// cancelled for it), the other nine are still written, deregistered and offered, and the one
+// that moved on is left to the run that holds it.
+func TestFakeTenGoBackInOneWriteAndOneLostBlocksNone(t *testing.T) {
+	t.Parallel()
+	for _, lose := range []bool{false, true} {
+		w := fake.NewWorld(t, nil)
+		held := make([]state.Instance, 10)
+		for i := range held {
+			held[i] = *w.AddHeld(t, fake.Held{Run: "300"})
+		}
+		if lose {
+			moved := *w.Store.Item(held[4].ID)
+			moved.RunID, moved.Version = "301", moved.Version+2
+			w.Store.Put(moved)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res := fakeReleaser(t, w, 30*time.Second).GiveBack(ctx, "300", held)
+		cancel()
+		require.Equal(t, 1, w.Store.Calls("TransitionAll"), "lose=%v: one request for the ten", lose)
+		want := make([]string, 0, len(held))
+		for i, in := range held {
+			if lose && i == 4 {
+				requireOutcome(t, res, in.ID, release.Already)
+				require.Equal(t, "301", w.Store.Item(in.ID).RunID, "left to the run that holds it")
+				continue
+			}
+			requireOutcome(t, res, in.ID, release.Returned)
+			it := w.Store.Item(in.ID)
+			require.Equal(t, state.Idle, it.State)
+			require.Equal(t, "300", it.LastRunID)
+			want = append(want, in.ID)
+		}
+		require.ElementsMatch(t, want, w.Offered(t), "lose=%v: the others idle and offered", lose)
+		if lose {
+			require.Equal(t, 9, w.Store.Calls("Transition"), "the nine others written one by one after the cancelled transaction")
+		}
+	}
+}

@@ -136,11 +136,49 @@ func (c Change) Validate() error {
 // A lost condition returns a *ConflictError carrying the item as it is; an illegal or malformed
 // change returns an error before any request.
 func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
-	if err := c.Validate(); err != nil {
+	expr, err := c.expression(s.now())
+	if err != nil {
 		return nil, err
 	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.table,
+		Key:                                 s.key(c.InstanceID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err != nil {
+		if awserr.IsConditionFailed(err) {
+			return nil, c.conflict(conditionItem(err))
+		}
+		return nil, fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
+	}
+	return unmarshalItem(out.Attributes)
+}
+
+// conflict is the error of c's lost condition, carrying old, the item the write found (none when
+// empty).
+func (c Change) conflict(old map[string]types.AttributeValue) error {
+	conflict := &ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
+	if len(old) > 0 {
+		cur, err := unmarshalItem(old)
+		if err != nil {
+			return fmt.Errorf("%s → %s of %s: lost, and the current item is unreadable: %w", c.From, c.To, c.InstanceID, err)
+		}
+		conflict.Current = cur
+	}
+	return conflict
+}
+
+// expression validates c and builds its condition and update, as written at now.
+func (c Change) expression(now time.Time) (expression.Expression, error) {
+	if err := c.Validate(); err != nil {
+		return expression.Expression{}, err
+	}
 	r, _ := lookup(c.From, c.To)
-	now := s.now()
 
 	cond := expression.Name("state").Equal(expression.Value(c.From)).
 		And(expression.Name("version").Equal(expression.Value(c.Version))).
@@ -217,31 +255,9 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()
 	if err != nil {
-		return nil, fmt.Errorf("%s → %s of %s: build expression: %w", c.From, c.To, c.InstanceID, err)
+		return expression.Expression{}, fmt.Errorf("%s → %s of %s: build expression: %w", c.From, c.To, c.InstanceID, err)
 	}
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 s.key(c.InstanceID),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err != nil {
-		if awserr.IsConditionFailed(err) {
-			conflict := &ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
-			if old := conditionItem(err); len(old) > 0 {
-				if conflict.Current, err = unmarshalItem(old); err != nil {
-					return nil, fmt.Errorf("%s → %s of %s: lost, and the current item is unreadable: %w", c.From, c.To, c.InstanceID, err)
-				}
-			}
-			return nil, conflict
-		}
-		return nil, fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
-	}
-	return unmarshalItem(out.Attributes)
+	return expr, nil
 }
 
 // update accumulates SET and REMOVE actions; expression.UpdateBuilder's methods return a new

@@ -3,7 +3,6 @@ package fake
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -30,9 +29,9 @@ func (s *Store) Transition(_ context.Context, c state.Change) (*state.Instance, 
 		s.mu.Unlock()
 		return nil, conflict
 	}
-	next := apply(c, clone(cur), now)
-	s.items[c.InstanceID] = next
-	out := clone(next)
+	next := c.Apply(*cur, now)
+	s.items[c.InstanceID] = &next
+	out := clone(&next)
 	s.mu.Unlock()
 	s.notify()
 	return out, nil
@@ -62,53 +61,6 @@ func holds(c state.Change, in *state.Instance) bool {
 		return false
 	}
 	return true
-}
-
-// apply writes c's update on in (a copy of the item) and returns it.
-func apply(c state.Change, in *state.Instance, now time.Time) *state.Instance {
-	in.State, in.Version, in.UpdatedAt, in.StateReason = c.To, c.Version+1, stored(now), c.Reason
-	if c.To == state.Terminated {
-		in.Threshold, in.PoolStateShard = time.Time{}, ""
-		in.Assignment = state.Assignment{}
-		in.ExpiresAt = now.Add(state.TerminatedRetention).Unix()
-		if c.RunID != "" {
-			in.LastRunID = c.RunID
-		}
-	} else {
-		in.Threshold = stored(c.Threshold)
-		in.PoolStateShard = state.PoolStateShard(c.Pool, c.To, c.InstanceID)
-	}
-	switch {
-	case c.Assign != nil:
-		a := *c.Assign
-		a.RegTokenExpiresAt = stored(a.RegTokenExpiresAt)
-		a.Labels = slices.Clone(a.Labels)
-		in.Assignment = a
-		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
-		in.ServedOwners = addToSet(in.ServedOwners, state.Owner(a.Repo))
-	case c.Releases():
-		if !c.Unacknowledged {
-			in.LastRunID = c.RunID
-		}
-		in.Assignment = state.Assignment{}
-		if c.RegisterFailed {
-			in.RegisterFailures++
-		}
-	}
-	if c.To == state.Running {
-		in.RegisterFailures, in.RegToken, in.RegTokenExpiresAt = 0, "", time.Time{}
-	}
-	return in
-}
-
-// addToSet adds v to a string set (kept sorted).
-func addToSet(set []string, v string) []string {
-	if slices.Contains(set, v) {
-		return set
-	}
-	set = append(set, v)
-	slices.Sort(set)
-	return set
 }
 
 // AgentAck records, with a heartbeat at at, that instance id's agent noticed the assignment
@@ -164,4 +116,77 @@ func (s *Store) agentWrite(id, what string, version int64, set func(*state.Insta
 	s.mu.Unlock()
 	s.notify()
 	return nil
+}
+
+// TransitionAll writes changes as state.Store.TransitionAll does: a batch of one is a single
+// Transition; a larger one is one "TransitionAll" call that writes every change if every
+// condition holds, and otherwise settles the lost ones as conflicts and writes the rest one by one
+// (Transition). An error injected for TransitionAll fails the whole batch; invalid or repeated
+// changes fail alone.
+func (s *Store) TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written {
+	out := make([]state.Written, len(changes))
+	var batch []int
+	seen := map[string]bool{}
+	for i, c := range changes {
+		switch err := c.Validate(); {
+		case len(befores) != len(changes):
+			out[i].Err = fmt.Errorf("transition %d instances: %d items given: want one per change", len(changes), len(befores))
+		case err != nil:
+			out[i].Err = err
+		case seen[c.InstanceID]:
+			out[i].Err = fmt.Errorf("%s → %s of %s: the instance is changed twice in one batch", c.From, c.To, c.InstanceID)
+		default:
+			seen[c.InstanceID] = true
+			batch = append(batch, i)
+		}
+	}
+	singly := func(i int) {
+		out[i].Item, out[i].Err = s.Transition(ctx, changes[i])
+	}
+	if len(batch) == 1 {
+		singly(batch[0])
+	}
+	if len(batch) < 2 {
+		return out
+	}
+	if err := s.call("TransitionAll"); err != nil {
+		for _, i := range batch {
+			out[i].Err = err
+		}
+		return out
+	}
+	now := s.now()
+	s.mu.Lock()
+	lost := map[int]bool{}
+	for _, i := range batch {
+		if cur, ok := s.items[changes[i].InstanceID]; !ok || !holds(changes[i], cur) {
+			lost[i] = true
+		}
+	}
+	if len(lost) == 0 {
+		for _, i := range batch {
+			next := changes[i].Apply(*s.items[changes[i].InstanceID], now)
+			s.items[next.ID] = &next
+			written := changes[i].Apply(befores[i], now)
+			out[i].Item = &written
+		}
+		s.mu.Unlock()
+		s.notify()
+		return out
+	}
+	for i := range lost {
+		c := changes[i]
+		conflict := &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
+		if cur, ok := s.items[c.InstanceID]; ok {
+			conflict.Current = clone(cur)
+		}
+		out[i].Err = conflict
+	}
+	s.mu.Unlock()
+	for _, i := range batch {
+		if !lost[i] {
+			singly(i)
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,9 +165,12 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 			SpecHash: w.Doc.SpecHash},
 		Report: state.Report{Signal: state.SignalReady, SignalVersion: 4, HeartbeatAt: stored(beat)}}
 	for _, r := range in.Served {
-		item.ServedRepos = addToSet(item.ServedRepos, r)
-		item.ServedOwners = addToSet(item.ServedOwners, state.Owner(r))
+		item.ServedRepos = append(item.ServedRepos, r)
+		item.ServedOwners = append(item.ServedOwners, state.Owner(r))
 	}
+	slices.Sort(item.ServedRepos)
+	slices.Sort(item.ServedOwners)
+	item.ServedRepos, item.ServedOwners = slices.Compact(item.ServedRepos), slices.Compact(item.ServedOwners)
 	if in.LastRun != "" {
 		item.Signal, item.SignalRun = state.SignalDeregistered, in.LastRun
 	}

@@ -65,3 +65,17 @@ func (t *Thief) steal(ctx context.Context) error {
 	t.stolen.Store(true)
 	return nil
 }
+
+// TransitionAll steals Target first when one of changes would move it to Before.
+func (t *Thief) TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written {
+	before := t.Before
+	if before == "" {
+		before = state.Terminated
+	}
+	for _, c := range changes {
+		if c.To == before && c.InstanceID == t.Target {
+			t.once.Do(func() { t.err = t.steal(ctx) })
+		}
+	}
+	return t.Store.TransitionAll(ctx, changes, befores)
+}

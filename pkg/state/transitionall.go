@@ -1,0 +1,122 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Written is the outcome of one change of a TransitionAll: the item as the change left it
+// (Change.Apply on the item the caller gave), or the error that kept it from being written.
+type Written struct {
+	Item *Instance
+	Err  error
+}
+
+// TransitionAll writes changes, each conditional as Transition's, in TransactWriteItems of up to
+// 100: one request moves a whole provision's or release's instances. befores are the items the
+// changes were made from (same order), so that what was written can be returned without a read.
+//
+// One lost condition never blocks the others. A transaction cancelled for some of its items
+// resolves those (a *ConflictError with the item as it is, for a lost condition) and writes the
+// rest one by one with Transition: bulk, then singles. A batch of one is a single write. A change
+// that is invalid, or that names an instance a change before it names, fails alone, before any
+// request.
+func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []Instance) []Written {
+	out := make([]Written, len(changes))
+	if len(befores) != len(changes) {
+		err := fmt.Errorf("transition %d instances: %d items given: want one per change", len(changes), len(befores))
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	now := s.now()
+	var batch []int
+	items := make([]types.TransactWriteItem, 0, min(len(changes), maxTransact))
+	seen := make(map[string]bool, len(changes))
+	flush := func() {
+		s.transact(ctx, now, changes, befores, batch, items, out)
+		batch, items = batch[:0], items[:0]
+	}
+	for i, c := range changes {
+		expr, err := c.expression(now)
+		switch {
+		case err != nil:
+			out[i].Err = err
+			continue
+		case seen[c.InstanceID]:
+			out[i].Err = fmt.Errorf("%s → %s of %s: the instance is changed twice in one batch", c.From, c.To, c.InstanceID)
+			continue
+		}
+		seen[c.InstanceID] = true
+		batch = append(batch, i)
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                           &s.table,
+			Key:                                 s.key(c.InstanceID),
+			ConditionExpression:                 expr.Condition(),
+			UpdateExpression:                    expr.Update(),
+			ExpressionAttributeNames:            expr.Names(),
+			ExpressionAttributeValues:           expr.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+		if len(batch) == maxTransact {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	return out
+}
+
+// transact writes one batch (indexes into changes, and their items) and fills out for it.
+func (s *Store) transact(ctx context.Context, now time.Time, changes []Change, befores []Instance, batch []int, items []types.TransactWriteItem, out []Written) {
+	written := func(i int) {
+		in := changes[i].Apply(befores[i], now)
+		out[i] = Written{Item: &in}
+	}
+	singly := func(i int) {
+		if in, err := s.Transition(ctx, changes[i]); err != nil {
+			out[i].Err = err
+		} else {
+			out[i].Item = in
+		}
+	}
+	if len(batch) == 1 {
+		singly(batch[0])
+		return
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		for _, i := range batch {
+			written(i)
+		}
+		return
+	}
+	var cancelled *types.TransactionCanceledException
+	if !errors.As(err, &cancelled) || len(cancelled.CancellationReasons) != len(batch) {
+		err = fmt.Errorf("transition %d instances in one transaction: %w", len(batch), err)
+		for _, i := range batch {
+			out[i].Err = err
+		}
+		return
+	}
+	// Cancelled: nothing was written. Lost conditions are settled here; every other item (no
+	// fault of its own, or a conflict with another writer in flight) is written alone.
+	for k, i := range batch {
+		r := cancelled.CancellationReasons[k]
+		if r.Code != nil && *r.Code == codeConditionFailed {
+			out[i].Err = changes[i].conflict(r.Item)
+			continue
+		}
+		singly(i)
+	}
+}
+
+// codeConditionFailed is a cancellation reason's code for an item whose condition failed.
+const codeConditionFailed = "ConditionalCheckFailed"
