@@ -28,6 +28,7 @@ type Store interface {
 	Expired(ctx context.Context, pool string, st state.State, now time.Time) ([]state.Instance, error)
 	InPoolState(ctx context.Context, pool string, st state.State) ([]state.Instance, error)
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 	Create(ctx context.Context, insts []*state.Instance) error
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
