@@ -136,19 +136,14 @@ func (c Change) Validate() error {
 // A lost condition returns a *ConflictError carrying the item as it is; an illegal or malformed
 // change returns an error before any request.
 func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
-	expr, err := c.expression(s.now())
+	u, err := s.update(c, s.now())
 	if err != nil {
 		return nil, err
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           &s.table,
-		Key:                                 s.key(c.InstanceID),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression, UpdateExpression: u.UpdateExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ReturnValues: types.ReturnValueAllNew, ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
 	})
 	if err != nil {
 		if awserr.IsConditionFailed(err) {
@@ -157,6 +152,24 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 		return nil, fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 	}
 	return unmarshalItem(out.Attributes)
+}
+
+// update is c's conditional update of its item, written at now, as one request or one item of a
+// transaction takes it; a lost condition returns the item as it is.
+func (s *Store) update(c Change, now time.Time) (*types.Update, error) {
+	expr, err := c.expression(now)
+	if err != nil {
+		return nil, err
+	}
+	return &types.Update{
+		TableName:                           &s.table,
+		Key:                                 s.key(c.InstanceID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, nil
 }
 
 // conflict is the error of c's lost condition, carrying old, the item the write found (none when

@@ -44,7 +44,7 @@ func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []I
 		batch, items = batch[:0], items[:0]
 	}
 	for i, c := range changes {
-		expr, err := c.expression(now)
+		u, err := s.update(c, now)
 		switch {
 		case err != nil:
 			out[i].Err = err
@@ -55,15 +55,7 @@ func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []I
 		}
 		seen[c.InstanceID] = true
 		batch = append(batch, i)
-		items = append(items, types.TransactWriteItem{Update: &types.Update{
-			TableName:                           &s.table,
-			Key:                                 s.key(c.InstanceID),
-			ConditionExpression:                 expr.Condition(),
-			UpdateExpression:                    expr.Update(),
-			ExpressionAttributeNames:            expr.Names(),
-			ExpressionAttributeValues:           expr.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}})
+		items = append(items, types.TransactWriteItem{Update: u})
 		if len(batch) == maxTransact {
 			flush()
 		}
