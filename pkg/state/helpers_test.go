@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,8 @@ type countingDB struct {
 	state.DynamoDB
 	calls atomic.Int64
 	items atomic.Int64 // items returned by Query (ScannedCount)
+	// loseAnswer makes the next TransactWriteItems apply, then fail as if its answer was lost.
+	loseAnswer atomic.Bool
 }
 
 func (c *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -37,7 +40,11 @@ func (c *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInpu
 }
 func (c *countingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	c.calls.Add(1)
-	return c.DynamoDB.TransactWriteItems(ctx, in, o...)
+	out, err := c.DynamoDB.TransactWriteItems(ctx, in, o...)
+	if err == nil && c.loseAnswer.CompareAndSwap(true, false) {
+		return nil, errors.New("read tcp: connection reset by peer (the transaction was applied)")
+	}
+	return out, err
 }
 func (c *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, o ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	c.calls.Add(1)

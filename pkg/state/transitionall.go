@@ -23,7 +23,10 @@ type Written struct {
 //
 // One lost condition never blocks the others. A transaction cancelled for some of its items
 // resolves those (a *ConflictError with the item as it is, for a lost condition) and writes the
-// rest one by one with Transition: bulk, then singles. A batch of one is a single write. A change
+// rest one by one with Transition: bulk, then singles. A transaction whose fate is unknown (its
+// answer lost after the SDK's retries) is followed by singles too; an item it did write is known
+// by its conflict, which finds the item exactly as the change leaves it. A batch of one is a
+// single write. A change
 // that is invalid, or that names an instance a change before it names, fails alone, before any
 // request.
 func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []Instance) []Written {
@@ -92,9 +95,22 @@ func (s *Store) transact(ctx context.Context, now time.Time, changes []Change, b
 	}
 	var cancelled *types.TransactionCanceledException
 	if !errors.As(err, &cancelled) || len(cancelled.CancellationReasons) != len(batch) {
-		err = fmt.Errorf("transition %d instances in one transaction: %w", len(batch), err)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("transition %d instances in one transaction: %w", len(batch), err)
+			for _, i := range batch {
+				out[i].Err = err
+			}
+			return
+		}
+		// The transaction's fate is unknown (the SDK's retries ran out, or its answer was lost):
+		// each item is written alone, and one the transaction did write is known by its conflict,
+		// which finds the item exactly as the change leaves it.
 		for _, i := range batch {
-			out[i].Err = err
+			singly(i)
+			var conflict *ConflictError
+			if errors.As(out[i].Err, &conflict) && conflict.Current != nil && leftBy(changes[i], befores[i], now, conflict.Current) {
+				out[i] = Written{Item: conflict.Current}
+			}
 		}
 		return
 	}
@@ -108,6 +124,13 @@ func (s *Store) transact(ctx context.Context, now time.Time, changes []Change, b
 		}
 		singly(i)
 	}
+}
+
+// leftBy reports whether cur is the item as c, written at about now on before, leaves it: its
+// state, version, run and reason.
+func leftBy(c Change, before Instance, now time.Time, cur *Instance) bool {
+	want := c.Apply(before, now)
+	return cur.State == want.State && cur.Version == want.Version && cur.RunID == want.RunID && cur.StateReason == want.StateReason
 }
 
 // codeConditionFailed is a cancellation reason's code for an item whose condition failed.

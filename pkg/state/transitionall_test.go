@@ -107,6 +107,26 @@ func TestTransitionAll(t *testing.T) {
 		}
 	})
 
+	t.Run("a transaction whose answer is lost is known by what it wrote", func(t *testing.T) {
+		t.Parallel()
+		s, db := newStore(t)
+		insts := make([]*state.Instance, 10)
+		for i := range insts {
+			insts[i] = reach(t, s, state.Claimed, run)
+		}
+		cs, befores := changes(insts, state.Running)
+		db.loseAnswer.Store(true)
+		before := db.calls.Load()
+		got := s.TransitionAll(testbed.Context(t, 30*time.Second), cs, befores)
+		require.Equal(t, int64(1+10), db.calls.Load()-before, "the transaction, then each item alone")
+		for i, w := range got {
+			require.NoError(t, w.Err, "item %d: the transaction wrote it", i)
+			require.Equal(t, state.Running, w.Item.State)
+			require.Equal(t, insts[i].Version+1, w.Item.Version, "written once")
+		}
+		matchesTable(t, s, got, nil)
+	})
+
 	t.Run("an invalid or repeated change fails alone, before any request", func(t *testing.T) {
 		t.Parallel()
 		s, db := newStore(t)
