@@ -94,10 +94,25 @@ func queued(js ...jobs.Job) []jobs.Message {
 // holder returns the item holding job's key.
 func (w *fakeWorld) holder(job int64) *state.Instance {
 	w.t.Helper()
-	held, err := w.Store.ByRun(context.Background(), state.JobKey(job, 0))
+	return w.holderOf(state.JobKey(job, 0))
+}
+
+// holderOf is holder for a job's key.
+func (w *fakeWorld) holderOf(key string) *state.Instance {
+	w.t.Helper()
+	held, err := w.Store.ByRun(context.Background(), key)
 	require.NoError(w.t, err)
-	require.Len(w.t, held, 1, "one instance holds job %d", job)
-	return w.Store.Item(held[0].ID)
+	require.Len(w.t, held, 1, "one instance holds %s", key)
+	// The fake agent answers the assignment on its own goroutine: wait for its REGISTERED, so
+	// that what a test writes next is not overwritten by it.
+	id := held[0].ID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(w.t, w.Store.Wait(ctx, func(items map[string]*state.Instance) bool {
+		it := items[id]
+		return it == nil || it.RunID != key || it.SignalFor(state.SignalRegistered, key, it.Version)
+	}), "the agent of %s answers %s", id, key)
+	return w.Store.Item(id)
 }
 
 // checks returns the checks the dispatcher sent itself.
@@ -374,8 +389,9 @@ func TestFakeRunnerNotStarted(t *testing.T) {
 	require.Equal(t, "j111r1", again[0].Job.Key())
 
 	require.Empty(t, w.handle(again...))
-	it = w.Store.Item(it.ID)
-	require.Equal(t, "j111r1", it.RunID, "the same instance serves the job again")
+	again1 := w.holderOf("j111r1")
+	require.Equal(t, it.ID, again1.ID, "the same instance serves the job again")
+	it = again1
 	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: time.Now()}))
 	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
 	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State, "the second failure in a row retires it")
