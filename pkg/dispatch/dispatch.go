@@ -223,8 +223,10 @@ type Dispatcher struct {
 	returns *lifecycle.Returner
 
 	mu       sync.Mutex
-	groups   map[string]int64              // organisation/group name → runner group id
 	resolved map[*poolconfig.Document]bool // pool documents whose types are resolved
+	// groupsMu is held while a runner group's id is looked up, so that it is asked once.
+	groupsMu sync.Mutex
+	groups   map[string]int64 // organisation/group name → runner group id
 }
 
 // New returns a dispatcher; it makes no request.

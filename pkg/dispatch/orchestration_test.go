@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,10 +432,15 @@ func TestFakeOrganizationScope(t *testing.T) {
 		d["returnsQueueUrl"] = returns
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
-	var scopes []ghapi.Scope
+	var (
+		mu     sync.Mutex // the placements of a batch make their clients at once
+		scopes []ghapi.Scope
+	)
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
 		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
 		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			scopes = append(scopes, s)
 			return w.GitHub, nil
 		},
@@ -450,6 +456,8 @@ func TestFakeOrganizationScope(t *testing.T) {
 		require.Equal(t, "https://github.com/octo", it.RunnerURL, "organisation runners register at the organisation")
 		require.Equal(t, "hangar-ci", it.RunnerGroup)
 	}
+	mu.Lock()
 	require.Contains(t, scopes, ghapi.Scope{Owner: "octo"})
+	mu.Unlock()
 	require.Equal(t, 1, w.GitHub.Calls("RunnerGroupID"), "the group's id is asked once")
 }

@@ -453,22 +453,20 @@ func (c *clientCache) get(ctx context.Context, doc *poolconfig.Document, j jobs.
 	return gh, id, err
 }
 
-// groupID returns the id of an organisation's runner group, asked of GitHub once per process.
+// groupID returns the id of an organisation's runner group, asked of GitHub once per process:
+// the placements of one batch that need it at once wait for the first to ask.
 func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string) (int64, error) {
 	key := strings.ToLower(org) + "/" + name
-	x.mu.Lock()
-	id, ok := x.groups[key]
-	x.mu.Unlock()
-	if ok {
+	x.groupsMu.Lock()
+	defer x.groupsMu.Unlock()
+	if id, ok := x.groups[key]; ok {
 		return id, nil
 	}
 	id, err := gh.RunnerGroupID(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	x.mu.Lock()
 	x.groups[key] = id
-	x.mu.Unlock()
 	return id, nil
 }
 
