@@ -46,13 +46,18 @@ func TestTransitionAll(t *testing.T) {
 		}
 	}
 
-	t.Run("ten in one request, as the table has them", func(t *testing.T) {
-		t.Parallel()
-		s, db := newStore(t)
-		insts := make([]*state.Instance, 10)
+	claimedN := func(t *testing.T, s *state.Store, n int) []*state.Instance {
+		insts := make([]*state.Instance, n)
 		for i := range insts {
 			insts[i] = reach(t, s, state.Claimed, run)
 		}
+		return insts
+	}
+
+	t.Run("ten in one request, as the table has them", func(t *testing.T) {
+		t.Parallel()
+		s, db := newStore(t)
+		insts := claimedN(t, s, 10)
 		cs, befores := changes(insts, state.Running)
 		before := db.calls.Load()
 		got := s.TransitionAll(testbed.Context(t, 30*time.Second), cs, befores)
@@ -83,10 +88,7 @@ func TestTransitionAll(t *testing.T) {
 	t.Run("one lost condition of ten blocks no other", func(t *testing.T) {
 		t.Parallel()
 		s, db := newStore(t)
-		insts := make([]*state.Instance, 10)
-		for i := range insts {
-			insts[i] = reach(t, s, state.Claimed, run)
-		}
+		insts := claimedN(t, s, 10)
 		// Another writer moves the fourth on first: the batch's view of it is stale.
 		moved := move(t, s, insts[3], state.Idle, run)
 		cs, befores := changes(insts, state.Running)
@@ -110,10 +112,7 @@ func TestTransitionAll(t *testing.T) {
 	t.Run("a transaction whose answer is lost is known by what it wrote", func(t *testing.T) {
 		t.Parallel()
 		s, db := newStore(t)
-		insts := make([]*state.Instance, 10)
-		for i := range insts {
-			insts[i] = reach(t, s, state.Claimed, run)
-		}
+		insts := claimedN(t, s, 10)
 		cs, befores := changes(insts, state.Running)
 		db.loseAnswer.Store(true)
 		before := db.calls.Load()
