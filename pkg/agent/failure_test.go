@@ -103,11 +103,13 @@ func TestDynamoDBUnreachableThenBack(t *testing.T) {
 func TestSelfTerminationWithDynamoDBDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Baked: true, AgentArgs: []string{"--terminate-grace", "1s"}})
-	id := e.launch(time.Now().Add(4 * time.Second))
+	// The deadline leaves a busy machine time to boot the instance and the agent to initialise
+	// (a few seconds here, more under load): past it before READY, the agent ends at once.
+	id := e.launch(time.Now().Add(20 * time.Second))
 	e.waitSignal(id, state.SignalReady, "", 1) // the agent has read its deadline
 	require.NoError(t, e.Sim.SetDynamoDB(id, false))
 
-	e.waitTerminated(id, 30*time.Second)
+	e.waitTerminated(id, time.Minute)
 	require.Contains(t, e.Sim.AgentLog(id), "past its deadline")
 }
 
