@@ -26,37 +26,25 @@ type Written struct {
 // rest one by one with Transition: bulk, then singles. A transaction whose fate is unknown (its
 // answer lost after the SDK's retries) is followed by singles too; an item it did write is known
 // by its conflict, which finds the item exactly as the change leaves it. A batch of one is a
-// single write. A change
-// that is invalid, or that names an instance a change before it names, fails alone, before any
-// request.
+// single write. A change that BatchErrors refuses fails alone, before any request.
 func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []Instance) []Written {
 	out := make([]Written, len(changes))
-	if len(befores) != len(changes) {
-		err := fmt.Errorf("transition %d instances: %d items given: want one per change", len(changes), len(befores))
-		for i := range out {
-			out[i].Err = err
-		}
-		return out
-	}
 	now := s.now()
 	var batch []int
 	items := make([]types.TransactWriteItem, 0, min(len(changes), maxTransact))
-	seen := make(map[string]bool, len(changes))
 	flush := func() {
 		s.transact(ctx, now, changes, befores, batch, items, out)
 		batch, items = batch[:0], items[:0]
 	}
-	for i, c := range changes {
-		u, err := s.update(c, now)
-		switch {
-		case err != nil:
+	for i, err := range BatchErrors(changes, befores) {
+		var u *types.Update
+		if err == nil {
+			u, err = s.update(changes[i], now)
+		}
+		if err != nil {
 			out[i].Err = err
 			continue
-		case seen[c.InstanceID]:
-			out[i].Err = fmt.Errorf("%s → %s of %s: the instance is changed twice in one batch", c.From, c.To, c.InstanceID)
-			continue
 		}
-		seen[c.InstanceID] = true
 		batch = append(batch, i)
 		items = append(items, types.TransactWriteItem{Update: u})
 		if len(batch) == maxTransact {
@@ -67,6 +55,27 @@ func (s *Store) TransitionAll(ctx context.Context, changes []Change, befores []I
 		flush()
 	}
 	return out
+}
+
+// BatchErrors returns, for each change of a batch, what keeps it out before any request (nil for
+// none): the change is invalid, it names an instance a change before it names (a transaction may
+// touch an item once), or befores does not hold one item per change.
+func BatchErrors(changes []Change, befores []Instance) []error {
+	errs := make([]error, len(changes))
+	seen := make(map[string]bool, len(changes))
+	for i, c := range changes {
+		switch err := c.Validate(); {
+		case len(befores) != len(changes):
+			errs[i] = fmt.Errorf("transition %d instances: %d items given: want one per change", len(changes), len(befores))
+		case err != nil:
+			errs[i] = err
+		case seen[c.InstanceID]:
+			errs[i] = fmt.Errorf("%s → %s of %s: the instance is changed twice in one batch", c.From, c.To, c.InstanceID)
+		default:
+			seen[c.InstanceID] = true
+		}
+	}
+	return errs
 }
 
 // transact writes one batch (indexes into changes, and their items) and fills out for it.

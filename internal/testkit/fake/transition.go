@@ -126,19 +126,12 @@ func (s *Store) agentWrite(id, what string, version int64, set func(*state.Insta
 func (s *Store) TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written {
 	out := make([]state.Written, len(changes))
 	var batch []int
-	seen := map[string]bool{}
-	for i, c := range changes {
-		switch err := c.Validate(); {
-		case len(befores) != len(changes):
-			out[i].Err = fmt.Errorf("transition %d instances: %d items given: want one per change", len(changes), len(befores))
-		case err != nil:
+	for i, err := range state.BatchErrors(changes, befores) {
+		if err != nil {
 			out[i].Err = err
-		case seen[c.InstanceID]:
-			out[i].Err = fmt.Errorf("%s → %s of %s: the instance is changed twice in one batch", c.From, c.To, c.InstanceID)
-		default:
-			seen[c.InstanceID] = true
-			batch = append(batch, i)
+			continue
 		}
+		batch = append(batch, i)
 	}
 	singly := func(i int) {
 		out[i].Item, out[i].Err = s.Transition(ctx, changes[i])
