@@ -26,7 +26,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -34,7 +33,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 var version = "dev"
@@ -197,8 +195,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
 	}
-	opener := tokens.Opener{KMS: kms.NewFromConfig(awsCfg), Key: pool.TokenKey, InstanceARN: id.ARN()}
-	a, err := agent.New(cfg, store, opener, ec2.NewFromConfig(awsCfg), md, log)
+	a, err := agent.New(cfg, store, ec2.NewFromConfig(awsCfg), md, log)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,6 @@ type Deployed struct {
 	Table                      string
 	QueueURL, DeadLetterURL    string
 	TemplateID, TemplateVer    string
-	TokenKey                   string
 	SpecHash                   string
 	// Subnets are the subnets a VPC lookup found, for a pool with vpc instead of subnets.
 	Subnets []poolconfig.Subnet
@@ -30,7 +29,7 @@ type Deployed struct {
 var Placeholders = Deployed{
 	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
 	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
-	TemplateVer: "1", TokenKey: "alias/hangar-tokens", SpecHash: "placeholder",
+	TemplateVer: "1", SpecHash: "placeholder",
 	Subnets:         []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
 	StackLabel:      "hangar",
 	ReturnsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
@@ -67,7 +66,7 @@ func (p *Pool) Document(d Deployed) Doc {
 	return Doc{
 		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
-		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, TokenKey: d.TokenKey, GitHubURL: d.GitHubURL,
+		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, GitHubURL: d.GitHubURL,
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,

@@ -101,7 +101,7 @@ func TestDeployIntoEmulators(t *testing.T) {
 			functions = append(functions, aws.ToString(r.PhysicalResourceId))
 		}
 	}
-	for _, want := range []string{"AWS::DynamoDB::Table", "AWS::KMS::Key", "AWS::SQS::Queue", "AWS::EC2::LaunchTemplate", "AWS::SSM::Parameter",
+	for _, want := range []string{"AWS::DynamoDB::Table", "AWS::SQS::Queue", "AWS::EC2::LaunchTemplate", "AWS::SSM::Parameter",
 		"AWS::Lambda::Function", "AWS::Events::Rule", "AWS::IAM::Role", "AWS::IAM::InstanceProfile", "AWS::EC2::SecurityGroup"} {
 		require.Contains(t, types, want, "created")
 	}

@@ -98,7 +98,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		Partition: *h.stack.Partition(), Region: *h.stack.Region(), Account: *h.stack.Account(),
 		Table: *h.table.t.TableName(), QueueURL: *out.queue.QueueUrl(), DeadLetterURL: *out.dlq.QueueUrl(),
 		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
-		TokenKey: *h.key.KeyArn(), SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
+		SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
 		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h),
 	}).JSON()
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // githubOIDC is GitHub Actions' OIDC issuer.
@@ -87,7 +86,7 @@ func (r *roles) grant(h *hangar) {
 	bells := doorbells(h)
 
 	// The instance: its own item (the partition key is its ARN), of which it writes only the
-	// agent's attributes; its own tokens; its pool document; the agent. No EC2 action: the agent
+	// agent's attributes; its own doorbell, which alone brings it runner secrets; its pool document; the agent. No EC2 action: the agent
 	// ends its instance by powering it off (the launch template makes that a termination), so a
 	// compromised instance can end no other.
 	agentAttrs := append([]string{state.AttrARN, "version"}, state.AgentAttributes...)
@@ -97,12 +96,9 @@ func (r *roles) grant(h *hangar) {
 		statement([]string{"dynamodb:UpdateItem"}, []*string{tableArn}, map[string]interface{}{
 			"ForAllValues:StringEquals": map[string]interface{}{"dynamodb:LeadingKeys": []string{sourceInstance}, "dynamodb:Attributes": agentAttrs},
 		}),
-		statement([]string{"kms:Decrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
-			"StringEquals": map[string]interface{}{"kms:EncryptionContext:" + tokens.ContextKey: sourceInstance},
-		}),
 		statement([]string{"ssm:GetParameter"}, []*string{poolDocs}, nil),
-		// Its own doorbell only: hearing another's rings would tell it nothing, but silencing
-		// them would slow that instance down.
+		// Its own doorbell only: another's carries that instance's runner secrets (hand-overs),
+		// and silencing it would slow that instance down.
 		statement([]string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, []*string{bells}, map[string]interface{}{
 			"StringEquals": map[string]interface{}{"aws:ResourceTag/" + doorbell.TagKey: sourceInstance},
 		}),
@@ -121,8 +117,7 @@ func (r *roles) grant(h *hangar) {
 			role.AddToPolicy(s)
 		}
 	}
-	for _, role := range r.sealers() {
-		role.AddToPolicy(sealTokens(h))
+	for _, role := range r.claimers() {
 		role.AddToPolicy(startAndTerminate(h))
 	}
 	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
@@ -147,10 +142,10 @@ func (r *roles) controllers() []awsiam.Role {
 	return out
 }
 
-// sealers are the roles that hand instances their assignments (claims): they seal runner
-// credentials for an instance, start a claimed stopped instance, and terminate one that failed.
-// Refresh only stops and terminates (grant).
-func (r *roles) sealers() []awsiam.Role {
+// claimers are the roles that hand instances their assignments (claims, with the runner secret
+// sent to the instance's doorbell): they start a claimed stopped instance and terminate one that
+// failed. Refresh only stops and terminates (grant).
+func (r *roles) claimers() []awsiam.Role {
 	out := []awsiam.Role{r.workflow}
 	if r.dispatch != nil {
 		out = append(out, r.dispatch)
@@ -218,14 +213,6 @@ func doorbells(h *hangar) *string { return h.arn("sqs", doorbell.Prefix(h.cfg.St
 // (GetParametersByPath).
 func poolDocuments(h *hangar) (docs, path *string) {
 	return h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools/*"), h.arn("ssm", "parameter/hangar/"+h.cfg.Stack+"/pools")
-}
-
-// sealTokens lets the control plane seal runner credentials for one instance each (the
-// encryption context names the instance, and nothing else); it can never open them.
-func sealTokens(h *hangar) awsiam.PolicyStatement {
-	return statement([]string{"kms:Encrypt"}, []*string{h.key.KeyArn()}, map[string]interface{}{
-		"ForAllValues:StringEquals": map[string]interface{}{"kms:EncryptionContextKeys": []string{tokens.ContextKey}},
-	})
 }
 
 // startAndTerminate lets a role start the stack's claimed stopped instances and terminate the

@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3assets"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
@@ -40,7 +39,6 @@ type agent struct {
 type hangar struct {
 	stack  awscdk.Stack
 	cfg    *config.Config
-	key    awskms.Key
 	agents map[string]agent // by arch: x64, arm64
 	table  *table
 	pools  []*pool
@@ -71,12 +69,6 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 			return nil, fmt.Errorf("webhook function build (pools have jobs): %w (make synth builds it)", err)
 		}
 	}
-	h.key = awskms.NewKey(h.stack, jsii.String("RunnerTokenKey"), &awskms.KeyProps{
-		Description:       jsii.String("Hangar " + cfg.Stack + ": seals runner tokens for one instance each (encryption context instanceArn)"),
-		EnableKeyRotation: jsii.Bool(true),
-		Alias:             jsii.String("alias/" + cfg.Stack + "-runner-tokens"),
-		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
-	})
 	h.table = newTable(h.stack, cfg.Stack)
 	h.roles = newRoles(h)
 	if cfg.ServesJobs() {

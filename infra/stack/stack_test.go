@@ -122,10 +122,13 @@ func TestTable(t *testing.T) {
 	require.Equal(t, 2, strings.Count(gsis, `"ProjectionType":"ALL"`))
 }
 
-func TestTokenKey(t *testing.T) {
-	p := only(t, "AWS::KMS::Key")
-	require.Equal(t, true, p["EnableKeyRotation"])
-	require.Equal(t, "alias/hangar-runner-tokens", only(t, "AWS::KMS::Alias")["AliasName"])
+// TestNoTokenKey: runner secrets ride the doorbells, so the stack holds no key to seal them with
+// and no role may use KMS.
+func TestNoTokenKey(t *testing.T) {
+	require.Empty(t, resources("AWS::KMS::Key"))
+	for roles, ss := range statements(t) {
+		require.NotContains(t, js(ss), `"kms:`, roles)
+	}
 }
 
 func TestQueuesEncrypted(t *testing.T) {
@@ -163,7 +166,7 @@ func TestPoolDocument(t *testing.T) {
 	p := only(t, "AWS::SSM::Parameter")
 	require.Equal(t, poolconfig.ParameterName("hangar", "linux-x64"), p["Name"])
 	doc := js(p["Value"])
-	for _, want := range []string{`\"tokenKey\"`, `\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`,
+	for _, want := range []string{`\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`,
 		`\"githubUrl\":\"https://github.com\"`} {
 		require.Contains(t, doc, want)
 	}
@@ -339,9 +342,7 @@ func TestInstanceRole(t *testing.T) {
 	}
 	require.NotContains(t, update, `"state"`, "the agent never writes the state")
 	require.NotContains(t, update, `"runId"`)
-	require.Contains(t, js(find("kms:Decrypt")["Condition"]), `"kms:EncryptionContext:instanceArn":"${ec2:SourceInstanceARN}"`)
 	require.NotContains(t, all, `"ec2:`, "no EC2 action: the agent ends its own instance by powering it off")
-	require.NotContains(t, all, `"kms:Encrypt"`)
 	bell := find("sqs:ReceiveMessage")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, actions(bell), "its doorbell: receive and delete rings, nothing else")
 	require.Contains(t, js(bell["Resource"]), `":hangar_bell_*"`, "only the stack's doorbells")
@@ -355,8 +356,6 @@ func TestInstanceRole(t *testing.T) {
 func TestWorkflowRole(t *testing.T) {
 	ss := policyOf(t, "WorkflowRole")
 	all := js(ss)
-	require.Contains(t, all, `"kms:Encrypt"`)
-	require.NotContains(t, all, "kms:Decrypt", "the control plane can seal tokens, never open them")
 	require.Contains(t, all, `"iam:PassedToService":"ec2.amazonaws.com"`)
 	require.Contains(t, all, `"aws:RequestTag/hangar:stack":"hangar"`, "launches are tagged as the stack's")
 	require.Contains(t, all, `"aws:ResourceTag/hangar:stack":"hangar"`, "starts and terminations only of the stack's instances")

@@ -23,11 +23,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, at time.Time) (*state.Instance, error)
 	Signal(ctx context.Context, sig state.Signal) error
 	Ack(ctx context.Context, version int64, at time.Time) error
-}
-
-// Tokens opens the runner tokens the control plane sealed for this instance (tokens.Opener).
-type Tokens interface {
-	Open(ctx context.Context, sealed string) (string, error)
+	Ask(ctx context.Context, version int64, n int, at time.Time) error
 }
 
 // EC2 is the part of the EC2 client the agent uses: terminating its own instance.
@@ -52,9 +48,10 @@ func (a *Agent) readBackoff() wait.Backoff {
 
 // Agent runs one instance. Create it with New and call Run once.
 type Agent struct {
-	cfg     Config
-	store   Store
-	tokens  Tokens
+	cfg   Config
+	store Store
+	// mailbox holds the hand-overs (runner secrets) the doorbell brought, in memory only.
+	mailbox *doorbell.Mailbox
 	ec2     EC2
 	md      Metadata
 	log     *slog.Logger
@@ -98,7 +95,7 @@ type Agent struct {
 }
 
 // New returns an agent for cfg (defaults applied, then validated).
-func New(cfg Config, store Store, tokens Tokens, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
+func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
@@ -107,10 +104,7 @@ func New(cfg Config, store Store, tokens Tokens, ec2Client EC2, md Metadata, log
 		log = slog.Default()
 	}
 	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
-	if tokens == nil {
-		return nil, errors.New("agent: no token opener: runner tokens arrive sealed with KMS")
-	}
-	return &Agent{cfg: cfg, store: store, tokens: tokens, ec2: ec2Client, md: md, log: log, http: downloadClient(),
+	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), ec2: ec2Client, md: md, log: log, http: downloadClient(),
 		rings: make(chan struct{}, 1)}, nil
 }
 
@@ -135,11 +129,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.watchdog(ctx) })
 	wg.Go(func() { a.watchSpot(ctx) })
 	if a.Doorbell != nil && item.Bell != "" {
-		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log}
+		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox}
 		wg.Go(func() { a.listener.Listen(ctx, a.ring) })
 		a.log.Info("listening to the doorbell", "url", item.Bell)
 	} else {
-		a.log.Info("no doorbell: polling the item", "every", a.cfg.PollInterval)
+		a.log.Warn("no doorbell: polling the item; no runner secret can reach this instance, so it serves no run", "every", a.cfg.PollInterval)
 	}
 
 	if err := a.init(ctx); err != nil {

@@ -10,12 +10,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // refusingHeartbeats is a store whose heartbeats always fail while reads work.
 type refusingHeartbeats struct {
-	heartbeats, gets atomic.Int64
+	heartbeats, gets, asks atomic.Int64
 }
 
 func (s *refusingHeartbeats) Get(context.Context) (*state.Instance, error) {
@@ -32,6 +33,11 @@ func (s *refusingHeartbeats) Signal(context.Context, state.Signal) error { retur
 
 func (s *refusingHeartbeats) Ack(context.Context, int64, time.Time) error { return nil }
 
+func (s *refusingHeartbeats) Ask(context.Context, int64, int, time.Time) error {
+	s.asks.Add(1)
+	return nil
+}
+
 // TestRefusedHeartbeatDoesNotBlind: a refused heartbeat falls back to a plain read, so the poll
 // still sees the item, and the heartbeat is tried again an interval later, not on every poll.
 func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
@@ -39,7 +45,7 @@ func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
 	store := &refusingHeartbeats{}
 	cfg := validConfig()
 	cfg.HeartbeatInterval = time.Hour
-	a, err := New(cfg, store, plainTokens{}, nil, nil, nil)
+	a, err := New(cfg, store, nil, nil, nil)
 	require.NoError(t, err)
 	for range 5 {
 		item, err := a.poll(context.Background())
@@ -49,13 +55,6 @@ func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
 	require.Equal(t, int64(1), store.heartbeats.Load(), "one heartbeat per interval, refused or not")
 	require.Equal(t, int64(5), store.gets.Load(), "every poll read the item")
 	require.NotZero(t, a.deadline.Load(), "the deadline was learned despite the refused heartbeat")
-}
-
-// plainTokens opens nothing: the heartbeat tests never register a runner.
-type plainTokens struct{}
-
-func (plainTokens) Open(context.Context, string) (string, error) {
-	return "", errors.New("no tokens here")
 }
 
 // ackingStore hands out one claimed assignment and answers acknowledgements with ackErr.
@@ -76,17 +75,9 @@ func (s *ackingStore) Signal(context.Context, state.Signal) error {
 	return nil
 }
 
-// countingTokens counts the tokens opened: a registration starts with one.
-type countingTokens struct{ opened atomic.Int64 }
-
-func (c *countingTokens) Open(context.Context, string) (string, error) {
-	c.opened.Add(1)
-	return "", errors.New("no tokens here")
-}
-
 // TestNothingServedBeforeTheAcknowledgement: an assignment whose acknowledgement is refused
-// (given back meanwhile) or fails (DynamoDB unreachable) is not served: no token opened, no
-// signal written. Release may give back an unacknowledged claim at any moment.
+// (given back meanwhile) or fails (DynamoDB unreachable) is not served: its token is not taken
+// from the mailbox, none is asked for, no signal is written. Release may give back an unacknowledged claim at any moment.
 func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
 	t.Parallel()
 	for name, ackErr := range map[string]error{
@@ -96,18 +87,20 @@ func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			store := &ackingStore{ackErr: ackErr}
-			toks := &countingTokens{}
 			cfg := validConfig()
-			a, err := New(cfg, store, toks, nil, nil, nil)
+			a, err := New(cfg, store, nil, nil, nil)
 			require.NoError(t, err)
 			item := &state.Instance{ID: "i-0123456789abcdef0", State: state.Claimed, Version: 7, Threshold: time.Now().Add(time.Hour),
 				Assignment: state.Assignment{RunID: "4242", RunAttempt: 1, Repo: "octo/app", RunnerURL: "https://github.com/octo/app",
-					RegToken: "sealed", RunnerPrefix: "hangar-test-"}}
+					RunnerPrefix: "hangar-test-"}}
+			a.mailbox.Put(doorbell.HandOver{Run: "4242", Version: 7, Kind: doorbell.KindRegistration, Secret: "token"})
 			failed, err := a.serve(context.Background(), item)
 			require.NoError(t, err)
 			require.False(t, failed, "not a failed registration: nothing was tried")
 			require.Equal(t, int64(1), store.acks.Load())
-			require.Zero(t, toks.opened.Load(), "the registration token was not opened")
+			_, held := a.mailbox.Take("4242", 7, doorbell.KindRegistration)
+			require.True(t, held, "the registration token was not taken")
+			require.Zero(t, store.asks.Load(), "nor asked for")
 			require.Zero(t, store.signals.Load(), "no signal about the run")
 		})
 	}

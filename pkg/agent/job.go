@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/jobs"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
@@ -47,9 +48,6 @@ func checkJob(it *state.Instance, server string) error {
 	if !state.IsJobKey(it.RunID) {
 		return fmt.Errorf("job key %q: want j<job id>", it.RunID)
 	}
-	if it.JITConfig == "" {
-		return errors.New("the job's assignment holds no runner configuration")
-	}
 	if err := (jobGuard{Repo: it.Repo}).check(); err != nil {
 		return err
 	}
@@ -85,8 +83,14 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 		return nil
 	}
 	defer cg.close()
-	config, err := a.tokens.Open(ctx, item.JITConfig)
-	if err != nil {
+	config, err := a.handOver(ctx, item, doorbell.KindJIT)
+	switch {
+	case errors.Is(err, errMovedOn):
+		log.Info("not serving the job", "version", version, "error", err)
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
 		a.jobFailed(ctx, item, dirs, fmt.Errorf("the runner configuration: %w", err))
 		return nil
 	}

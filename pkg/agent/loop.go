@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -177,8 +178,14 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
 	if !configuredFor(dirs.runner, name) {
-		regToken, err := a.tokens.Open(ctx, item.RegToken)
-		if err != nil {
+		regToken, err := a.handOver(ctx, item, doorbell.KindRegistration)
+		switch {
+		case errors.Is(err, errMovedOn):
+			log.Info("not serving the assignment", "version", version, "error", err)
+			return false, nil
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case err != nil:
 			return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the registration token: %w", err))
 		}
 		if err := dirs.make(a.cfg.RunnerDir, a.user); err != nil {

@@ -40,7 +40,7 @@ func (r *recorder) requests() []string {
 }
 
 // TestRewrittenRunnerURL: a repository that may write items (the workflow role) rewrites a
-// claimed item's runner URL to a host of its own, keeping the run's sealed registration token.
+// claimed item's runner URL to a host of its own; the run's registration token is handed over.
 // The agent refuses it before sending anything: REGISTER_FAILED naming the URL and the pool's
 // GitHub server, not one request at that host, no runner registered. The instance then serves an
 // honest claim.
@@ -54,13 +54,10 @@ func TestRewrittenRunnerURL(t *testing.T) {
 	owner, name, _ := strings.Cut(repo, "/")
 	tok, _, err := e.GitHub.Actions.CreateRegistrationToken(e.ctx, owner, name)
 	require.NoError(t, err)
-	sealed, err := e.Seal(e.ctx, id, tok.GetToken())
-	require.NoError(t, err)
 	redirected := evil.URL + "/" + repo
 	claimed := e.transition(state.Change{InstanceID: id, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: "2301", RunAttempt: 1, Repo: repo, RunnerURL: redirected, RunnerPrefix: e.RunnerNames().Prefix(),
-			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time}})
-	require.NoError(t, e.Ring(e.ctx, claimed))
+		Assign: &state.Assignment{RunID: "2301", RunAttempt: 1, Repo: repo, RunnerURL: redirected, RunnerPrefix: e.RunnerNames().Prefix()}})
+	require.NoError(t, e.HandOver(e.ctx, claimed, tok.GetToken()))
 
 	failed := e.waitSignal(id, state.SignalRegisterFailed, "2301", claimed.Version)
 	require.Contains(t, failed.SignalLog, `runner URL "`+redirected+`"`, "the refusal names the URL")

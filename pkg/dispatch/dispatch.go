@@ -32,7 +32,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Defaults of a Config.
@@ -180,9 +179,8 @@ type Deps struct {
 	EC2      EC2
 	GitHub   GitHub
 	SQS      SQS
-	// KMS seals each runner configuration for its instance alone.
-	KMS tokens.Encrypter
-	// Bells rings the instances claimed or given back and makes the doorbells of those created.
+	// Bells makes the doorbells of the instances created, hands each instance placed its
+	// just-in-time runner configuration through its doorbell, and rings those given back.
 	Bells   *doorbell.Bells
 	Log     *slog.Logger
 	Metrics *metrics.Writer
@@ -194,7 +192,7 @@ type Deps struct {
 func (d *Deps) validate() error {
 	var missing []string
 	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Store": d.Store != nil, "Offers": d.Offers != nil,
-		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil, "KMS": d.KMS != nil} {
+		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil, "Bells": d.Bells.On()} {
 		if !set {
 			missing = append(missing, name)
 		}

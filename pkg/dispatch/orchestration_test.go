@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/dispatch"
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/jobs"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -47,7 +49,7 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
 		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
-		SQS:    w.SQS, KMS: w.KMS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SQS:    w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x
@@ -133,8 +135,8 @@ func (w *fakeWorld) sent(kind jobs.Kind) []jobs.Message {
 }
 
 // TestFakePlacement: a batch of jobs claims the idle instances its repository may use, one job
-// each with a runner made for that instance and sealed for it, and creates the rest with one
-// CreateFleet; every job's check is sent.
+// each with a runner made for that instance, whose configuration reaches that instance's doorbell
+// alone, and creates the rest with one CreateFleet; every job's check is sent.
 func TestFakePlacement(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
@@ -161,7 +163,23 @@ func TestFakePlacement(t *testing.T) {
 	for id, j := range held {
 		require.Contains(t, names, state.RunnerNamesOf(fake.Stack).Name(id, state.JobKey(j, 0)), "runners are named for their instance and job")
 	}
-	require.Equal(t, 3, w.KMS.Calls("Encrypt"), "each configuration sealed for its instance")
+	configs := map[string]bool{}
+	for id := range held {
+		it := w.Store.Item(id)
+		var got []doorbell.HandOver
+		for _, body := range w.SQS.Bodies(it.Bell) {
+			var h doorbell.HandOver
+			require.NoError(t, json.Unmarshal([]byte(body), &h), "a doorbell message of %s", id)
+			got = append(got, h)
+		}
+		require.Len(t, got, 1, "one hand-over to %s's doorbell", id)
+		require.Equal(t, doorbell.KindJIT, got[0].Kind)
+		require.Equal(t, it.RunID, got[0].Run, "for the job the item holds")
+		require.Equal(t, it.Version, got[0].Version, "at the version the placement wrote")
+		require.NotEmpty(t, got[0].Secret)
+		configs[got[0].Secret] = true
+	}
+	require.Len(t, configs, 3, "each instance its own configuration")
 	require.Len(t, w.sent(jobs.KindCheck), 3, "each job's check is sent")
 }
 
@@ -410,7 +428,7 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
 		Pools: &poolconfig.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
-		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS, KMS: w.KMS,
+		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS, Bells: w.Bells,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -444,7 +462,7 @@ func TestFakeOrganizationScope(t *testing.T) {
 			scopes = append(scopes, s)
 			return w.GitHub, nil
 		},
-		SQS: w.SQS, KMS: w.KMS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SQS: w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/jobs"
@@ -19,7 +20,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // queuedJob is a queued job and the message it came in.
@@ -251,25 +251,22 @@ func (x *Dispatcher) claim(ctx context.Context, doc *poolconfig.Document, claimI
 				return
 			}
 			x.unmint(ctx, clients, q.(queuedJob).job, doc, a.RunnerID)
+			clients.configs.Delete(id)
 			p.push(q.(queuedJob), nil)
 		},
 	})
 	if err != nil && !errors.Is(err, errNoJob) {
 		x.d.Log.Warn("dispatch: claim from the pool; creating what is missing", "pool", doc.Name, "error", err)
 	}
-	bells := make([]string, 0, len(res.Instances))
 	var placed []placement
 	for _, in := range res.Instances {
 		q, ok := jobOf.Load(in.ID)
 		if !ok {
 			continue // cannot happen: every claim won was personalized
 		}
-		bells = append(bells, in.Bell)
 		placed = append(placed, placement{job: q.(queuedJob).job, instance: in, reused: true})
 	}
-	if err := x.d.Bells.Ring(ctx, bells...); err != nil {
-		x.d.Log.Warn("dispatch: ring claimed instances; their agents notice on their next read", "error", err)
-	}
+	x.handOver(ctx, clients, placed)
 	if len(res.Stopped) > 0 {
 		if err := lifecycle.StartStopped(ctx, x.d.EC2, res.Stopped); err != nil {
 			x.d.Log.Warn("dispatch: start claimed stopped instances", "instances", res.Stopped, "error", err)
@@ -277,7 +274,7 @@ func (x *Dispatcher) claim(ctx context.Context, doc *poolconfig.Document, claimI
 	}
 	left, perr := p.left()
 	if perr != nil {
-		// GitHub or KMS failed for this repository's jobs: new instances would fail the same way.
+		// GitHub failed for this repository's jobs: new instances would fail the same way.
 		return placed, nil, left
 	}
 	return placed, left, nil
@@ -330,6 +327,9 @@ func (x *Dispatcher) create(ctx context.Context, doc *poolconfig.Document, claim
 	if err != nil {
 		x.d.Log.Error("dispatch: create instances for jobs", "pool", doc.Name, "jobs", len(rest), "error", err)
 	}
+	// The doorbells exist (Record makes them): each configuration waits there for its instance's
+	// agent, which takes it when it has booted.
+	x.handOver(ctx, clients, placed)
 	left, _ := p.left()
 	return placed, left
 }
@@ -342,7 +342,8 @@ func (x *Dispatcher) base(doc *poolconfig.Document, j jobs.Job, claimID string) 
 }
 
 // personalize completes the assignment of job j to instance id: the job's key, and a just-in-time
-// runner made for that instance, its configuration sealed for the instance alone.
+// runner made for that instance, whose configuration is kept in memory (clients.configs) until
+// it is handed to the instance alone through its doorbell (handOver): never in the table.
 func (x *Dispatcher) personalize(ctx context.Context, doc *poolconfig.Document, clients *clientCache, j jobs.Job, id string, a *state.Assignment) error {
 	*a = x.base(doc, j, a.ClaimID)
 	a.RunID, a.Installation = j.Key(), j.Installation
@@ -355,13 +356,28 @@ func (x *Dispatcher) personalize(ctx context.Context, doc *poolconfig.Document, 
 	if err != nil {
 		return err
 	}
-	sealed, err := tokens.Sealer{KMS: x.d.KMS, Key: doc.TokenKey}.Seal(ctx, doc.StateAccount().ARN(id), jit.Config)
-	if err != nil {
-		x.unmint(ctx, clients, j, doc, jit.RunnerID)
-		return err
-	}
-	a.JITConfig, a.RunnerID = sealed, jit.RunnerID
+	clients.configs.Store(id, jit.Config)
+	a.RunnerID = jit.RunnerID
 	return nil
+}
+
+// handOver sends each placed instance its job's just-in-time configuration, through its doorbell,
+// for the assignment its item holds (the job's key and the version the placement wrote). A
+// hand-over that fails is only logged: the agent fails the job's start when nothing comes
+// (agent.jobHandOverWait), and the job is placed again, as when its runner could not start.
+func (x *Dispatcher) handOver(ctx context.Context, clients *clientCache, placed []placement) {
+	ds := make([]doorbell.Delivery, 0, len(placed))
+	for _, pl := range placed {
+		config, ok := clients.configs.LoadAndDelete(pl.instance.ID)
+		if !ok {
+			continue
+		}
+		ds = append(ds, doorbell.Delivery{URL: pl.instance.Bell, HandOver: doorbell.HandOver{Run: pl.instance.RunID,
+			Version: pl.instance.Version, Kind: doorbell.KindJIT, Secret: config.(string)}})
+	}
+	if err := x.d.Bells.HandOver(ctx, ds...); err != nil {
+		x.d.Log.Warn("dispatch: hand the runner configurations over; a job whose agent gets none is placed again", "error", err)
+	}
 }
 
 // mint makes a just-in-time runner. A runner of the same name exists only when an earlier attempt
@@ -424,11 +440,13 @@ func scopeOf(doc *poolconfig.Document, repo string) ghapi.Scope {
 }
 
 // clientCache keeps one batch's GitHub clients, by installation and scope, with the scope's
-// runner group id.
+// runner group id, and the just-in-time configurations made with them until they are handed over.
 type clientCache struct {
 	x       *Dispatcher
 	mu      sync.Mutex
 	clients map[string]Runners
+	// configs maps an instance id to the configuration made for it (in memory only).
+	configs sync.Map
 }
 
 func (c *clientCache) get(ctx context.Context, doc *poolconfig.Document, j jobs.Job) (Runners, int64, error) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -21,13 +22,16 @@ import (
 // role's receive permission is conditioned on aws:ResourceTag/hangar:instance-arn.
 const TagKey = "hangar:instance-arn"
 
-// Body is a ring's whole message.
+// Body is a plain ring's whole message.
 const Body = "read your item"
 
-// Queue attributes of a doorbell: a ring older than a minute is worthless (the agent has read its
-// item since, with a heartbeat); a receive waits up to 20 s by default.
+// Queue attributes of a doorbell: a message is kept five minutes at most, long enough for a
+// hand-over sent to an instance that is still booting (a plain ring that old is merely one read
+// of the item too many); a receive waits up to 20 s by default.
 const (
-	retentionSeconds = "60"
+	// Retention is how long a doorbell keeps a message nobody received.
+	Retention        = 5 * time.Minute
+	retentionSeconds = "300"
 	waitSeconds      = "20"
 	// concurrency bounds the requests one call has in flight.
 	concurrency = 16

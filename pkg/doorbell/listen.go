@@ -32,6 +32,9 @@ type Listener struct {
 	// Wait is each receive's long poll (whole seconds, at most 20; DefaultWait when 0).
 	Wait time.Duration
 	Log  *slog.Logger
+	// Mailbox keeps the hand-overs the doorbell brings (nil: they are dropped, and the doorbell
+	// only rings).
+	Mailbox *Mailbox
 
 	healthy atomic.Bool
 }
@@ -41,7 +44,8 @@ type Listener struct {
 func (l *Listener) Healthy() bool { return l.healthy.Load() }
 
 // Listen long-polls the doorbell until ctx ends, calling ring the moment it rings (before the
-// ring's message is deleted: deleting is bookkeeping). A receive that fails marks the listener
+// ring's message is deleted: deleting is bookkeeping). A hand-over is put in the mailbox before
+// ring is called, so the read of the item the ring causes finds it there. A receive that fails marks the listener
 // unhealthy, calls ring (the control plane deletes a doorbell when it ends the instance, and the
 // agent must read its item then) and is tried again after a jittered, capped backoff.
 func (l *Listener) Listen(ctx context.Context, ring func()) {
@@ -79,6 +83,12 @@ func (l *Listener) Listen(ctx context.Context, ring func()) {
 		l.healthy.Store(true)
 		if len(out.Messages) == 0 {
 			continue
+		}
+		for _, m := range out.Messages {
+			if h, ok := parseHandOver(aws.ToString(m.Body)); ok && l.Mailbox != nil {
+				l.Mailbox.Put(h)
+				l.log().Info("hand-over received", "run", h.Run, "version", h.Version, "kind", h.Kind)
+			}
 		}
 		ring()
 		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))

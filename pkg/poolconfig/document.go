@@ -10,8 +10,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// SchemaVersion is the version of Document this code reads.
-const SchemaVersion = 1
+// SchemaVersion is the version of Document this code reads. Version 2: runner secrets ride the
+// doorbells, and the document names no KMS key (tokenKey) any more.
+const SchemaVersion = 2
 
 // Markets a pool may launch in.
 const (
@@ -35,8 +36,6 @@ type Document struct {
 	Account       string `json:"account"`
 	Table         string `json:"table"`
 	QueueURL      string `json:"queueUrl"`
-	// TokenKey is the KMS key runner tokens are sealed with for each instance (pkg/tokens).
-	TokenKey string `json:"tokenKey"`
 	// GitHubURL is the GitHub server the pool serves (default https://github.com; an enterprise
 	// server's https://<host>): provision refuses a workflow of another server and writes runner
 	// URLs on this one, and the agent sends a registration token to no other server. Workflows

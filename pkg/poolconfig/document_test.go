@@ -54,7 +54,7 @@ func TestParseRefusesBadFields(t *testing.T) {
 		mut  func(m map[string]any)
 		want string
 	}{
-		{"schema", func(m map[string]any) { m["schemaVersion"] = 2 }, "schemaVersion: 2"},
+		{"schema", func(m map[string]any) { m["schemaVersion"] = 3 }, "schemaVersion: 3"},
 		{"name", func(m map[string]any) { m["name"] = "Linux X64" }, `pool name "Linux X64" is malformed`},
 		{"account", func(m map[string]any) { m["account"] = "abc" }, `account "abc" is malformed`},
 		{"region", func(m map[string]any) { m["region"] = "mars" }, `region "mars" is malformed`},
@@ -181,7 +181,7 @@ func TestParseRequirements(t *testing.T) {
 
 func TestParseReportsAllProblemsAtOnce(t *testing.T) {
 	t.Parallel()
-	_, err := Parse([]byte(`{"schemaVersion":1,"name":"p"}`))
+	_, err := Parse([]byte(`{"schemaVersion":2,"name":"p"}`))
 	require.Error(t, err)
 	for _, field := range []string{"table", "queueUrl", "launchTemplate.id", "specHash", "instanceTypes", "subnets", "market"} {
 		require.Contains(t, err.Error(), field)

@@ -31,7 +31,7 @@ func TestLoadFromSSM(t *testing.T) {
 	m["name"] = "arm64"
 	b, _ := json.Marshal(m)
 	put("arm64", b)
-	put("broken", []byte(`{"schemaVersion":1,"name":"broken"}`))
+	put("broken", []byte(`{"schemaVersion":2,"name":"broken"}`))
 
 	d, err := poolconfig.Load(ctx, client, stack, "linux-x64")
 	require.NoError(t, err)

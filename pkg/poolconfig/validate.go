@@ -13,7 +13,6 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 var (
@@ -51,9 +50,6 @@ func (d *Document) Validate() error {
 	}
 	if u, err := url.Parse(d.QueueURL); d.QueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
 		bad("queueUrl", "%q: want the pool queue's URL", d.QueueURL)
-	}
-	if err := tokens.ValidateKey(d.TokenKey); err != nil {
-		bad("tokenKey", "%v (the KMS key runner tokens are sealed with)", err)
 	}
 	if err := ghurl.CheckServer(d.GitHubURL); err != nil {
 		bad("githubUrl", "%v (the GitHub server the pool's runners register with)", err)

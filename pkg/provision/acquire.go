@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
@@ -29,16 +30,10 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	res, err := p.d.Claimer.Claim(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
-		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Personalize: p.personalize, Reuse: doc.Reuse,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
-	// Ring first: each agent reads its item the moment its doorbell rings.
-	bells := make([]string, len(res.Instances))
-	for i, in := range res.Instances {
-		bells[i] = in.Bell
-	}
-	if err := p.d.Bells.Ring(ctx, bells...); err != nil {
-		p.d.Log.Warn("ring claimed instances; their agents notice on their next read", "error", err)
-	}
+	// Hand over first: the token rings each doorbell, and each agent reads its item at once.
+	p.handOver(ctx, res.Instances...)
 	for _, in := range res.Instances {
 		ack := state.AckTimeout
 		if slices.Contains(res.Stopped, in.ID) {
@@ -76,6 +71,9 @@ func (p *provisioning) create(ctx context.Context, n int) error {
 			for _, in := range items {
 				p.add(*in, false)
 			}
+			// The doorbells exist now (Record makes them): the token waits there for the agents,
+			// which ask for it again should it expire before they boot.
+			p.handOver(ctx, items...)
 			if err == nil {
 				p.d.Log.Info("created instances", "count", len(items), "pool", doc.Name)
 			}
@@ -85,19 +83,28 @@ func (p *provisioning) create(ctx context.Context, n int) error {
 	return err
 }
 
-// personalize gives one claim its registration token, sealed for that instance.
-func (p *provisioning) personalize(ctx context.Context, id string, a *state.Assignment) error {
-	tok, err := p.token(ctx, id)
-	a.RegToken = tok
-	return err
+// assignFor is the run's assignment for one instance it created (its token follows through the
+// doorbell).
+func (p *provisioning) assignFor(context.Context, string) (*state.Assignment, error) {
+	a := p.assign
+	return &a, nil
 }
 
-// assignFor is the run's assignment for one instance it created, with its sealed token; without a
-// token the instance is still recorded for the run, and the error says why.
-func (p *provisioning) assignFor(ctx context.Context, id string) (*state.Assignment, error) {
-	a := p.assign
-	err := p.personalize(ctx, id, &a)
-	return &a, err
+// handOver sends the run's registration token to the doorbell of each instance, for the
+// assignment the item holds (its run and version). A hand-over that fails is only logged: the
+// agent asks for the token it lacks, and the wait answers (answerAsks).
+func (p *provisioning) handOver(ctx context.Context, items ...*state.Instance) {
+	ds := make([]doorbell.Delivery, 0, len(items))
+	for _, in := range items {
+		if in.RunID != p.cfg.RunID {
+			continue
+		}
+		ds = append(ds, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+			Kind: doorbell.KindRegistration, Secret: p.token.Value, ExpiresAt: p.token.ExpiresAt}})
+	}
+	if err := p.d.Bells.HandOver(ctx, ds...); err != nil {
+		p.d.Log.Warn("hand the registration token over; the agents ask again for what they lack", "error", err)
+	}
 }
 
 func (p *provisioning) failedIDs() []string {

@@ -2,7 +2,6 @@ package provision_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -35,7 +34,7 @@ func fakeDeps(t *testing.T, w *fake.World) provision.Deps {
 		release.Deps{Store: w.Store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.Pools, Runners: state.RunnerNamesOf(fake.Stack), Log: quiet})
 	require.NoError(t, err)
 	return provision.Deps{Pool: w.Doc, Store: w.Store, Claimer: w.Selector(t), Queue: w.Queue(t), Launcher: w.Launcher,
-		EC2: w.EC2, GitHub: w.GitHub, Releaser: rel, KMS: w.KMS, Log: quiet}
+		EC2: w.EC2, GitHub: w.GitHub, Releaser: rel, Bells: w.Bells, Log: quiet}
 }
 
 func fakeConfig(w *fake.World, run string, n int) provision.Config {
@@ -144,14 +143,14 @@ func TestFakeRollbackLeavesNothingClaimed(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
 	idle := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100"})
-	// The claim's token is sealed; the created instance's is not: its launch is recorded without
-	// one and the provision fails.
-	w.KMS.Inject("Encrypt", nil, errors.New("KMS is down"))
+	// The claim wins; the launch of the second instance fails for good (a bad image), and the
+	// provision fails.
+	w.EC2.Inject("CreateFleet", fake.APIError("InvalidAMIID.NotFound", "The image id '[ami-0bad]' does not exist"))
 
 	_, err := fakeRun(t, w, fakeConfig(w, "200", 2))
 	var perr *provision.Error
 	require.ErrorAs(t, err, &perr)
-	require.ErrorContains(t, err, "KMS is down")
+	require.ErrorContains(t, err, "ami-0bad")
 
 	held, err := w.Store.ByRun(context.Background(), "200")
 	require.NoError(t, err)
@@ -160,15 +159,8 @@ func TestFakeRollbackLeavesNothingClaimed(t *testing.T) {
 	require.Equal(t, state.Idle, it.State, "the claimed instance is given back")
 	require.Equal(t, []string{idle.ID}, w.Offered(t), "and offered again")
 
-	var created []string
-	for id, in := range w.Store.Items() {
-		if id != idle.ID {
-			created = append(created, id)
-			require.Equal(t, state.Terminated, in.State, "the created instance is terminated")
-		}
-	}
-	require.Len(t, created, 1)
-	require.Equal(t, created, w.EC2.InState(ec2types.InstanceStateNameTerminated))
+	require.Len(t, w.Store.Items(), 1, "nothing was created")
+	require.Empty(t, w.EC2.InState(ec2types.InstanceStateNameTerminated))
 }
 
 func TestFakeCapacityFallsBackToAnotherType(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Store is the part of the state store provision uses.
@@ -82,10 +81,9 @@ type Deps struct {
 	EC2      EC2
 	GitHub   GitHub
 	Releaser Releaser
-	// KMS seals each instance's registration token for that instance alone.
-	KMS tokens.Encrypter
-	// Bells rings the instances provision claims or gives back, and makes the doorbells of those
-	// it creates (nil: none; their agents poll their items).
+	// Bells makes the doorbells of the instances provision creates, hands each instance it
+	// claims or creates the run's registration token through its doorbell, and rings those it
+	// gives back. Without doorbells no token can reach an instance, so no runner registers.
 	Bells *doorbell.Bells
 	Log   *slog.Logger
 	// Mask is called with every secret before it could reach a log.
@@ -97,7 +95,7 @@ func (d *Deps) validate() error {
 	var missing []string
 	for name, set := range map[string]bool{"Store": d.Store != nil, "Claimer": d.Claimer != nil, "Queue": d.Queue != nil,
 		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "Releaser": d.Releaser != nil,
-		"KMS": d.KMS != nil} {
+		"Bells": d.Bells.On()} {
 		if !set {
 			missing = append(missing, name)
 		}
@@ -166,6 +164,9 @@ type member struct {
 	// ackWithin the bound it was given (zero for created instances, which boot first).
 	ackBy     time.Time
 	ackWithin time.Duration
+	// answered is the agent's last request for the token (state.Report.Asks) provision has
+	// answered by handing the token over again.
+	answered int
 }
 
 // provisioning is one provision in progress.
@@ -184,8 +185,8 @@ type provisioning struct {
 	failed   []string // instances that failed this provision: never claimed again
 	res      *Result
 	replaced int
-	token    func(ctx context.Context, instanceID string) (string, error) // the run's registration token, sealed per instance
-	group    string                                                       // the org runner group, set by check
+	token    ghapi.Token // the run's registration token, handed to each instance through its doorbell
+	group    string      // the org runner group, set by check
 }
 
 // Run provisions cfg.Count instances for cfg.RunID.
@@ -227,14 +228,11 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	if d.Mask != nil {
 		d.Mask(tok.Value)
 	}
-	sealer := tokens.Sealer{KMS: d.KMS, Key: d.Pool.TokenKey}
-	account := d.Pool.StateAccount()
-	p.token = func(ctx context.Context, id string) (string, error) {
-		return sealer.Seal(ctx, account.ARN(id), tok.Value)
-	}
-	// The assignment carries no token: each instance gets its own, sealed for it (p.token).
+	// The assignment carries no token: the token reaches each instance through its doorbell
+	// alone (handOver), never the table.
+	p.token = tok
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
-		RunnerURL: cfg.RunnerScope().RunnerURL(d.Pool.GitHubURL), RegTokenExpiresAt: tok.ExpiresAt, Labels: cfg.Labels,
+		RunnerURL: cfg.RunnerScope().RunnerURL(d.Pool.GitHubURL), Labels: cfg.Labels,
 		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
 
 	if err := p.provision(ctx); err != nil {

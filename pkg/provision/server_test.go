@@ -6,19 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/ghapi"
 	"github.com/hangar-ci/hangar/pkg/provision"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
-// callCounter counts every call provision makes to GitHub and to KMS.
+// callCounter counts every call provision makes to GitHub.
 type callCounter struct {
 	provision.GitHub
-	kms   tokens.Encrypter
 	calls atomic.Int64
 }
 
@@ -37,14 +34,9 @@ func (c *callCounter) DeleteRunner(ctx context.Context, id int64) error {
 	return c.GitHub.DeleteRunner(ctx, id)
 }
 
-func (c *callCounter) Encrypt(ctx context.Context, in *kms.EncryptInput, o ...func(*kms.Options)) (*kms.EncryptOutput, error) {
-	c.calls.Add(1)
-	return c.kms.Encrypt(ctx, in, o...)
-}
-
 // TestServerNotThePools: a workflow whose GITHUB_SERVER_URL is not the GitHub server its pool
 // pins (githubUrl) is refused with an error naming the input, its value and the pool's server,
-// before anything changes: no GitHub or KMS call, no EC2 call, no claim, no launch. The pool's
+// before anything changes: no GitHub call, no EC2 call, no claim, no launch. The pool's
 // own server is then served, with runner URLs on it.
 func TestServerNotThePools(t *testing.T) {
 	t.Parallel()
@@ -55,12 +47,12 @@ func TestServerNotThePools(t *testing.T) {
 		cfg.RegistrationTimeout = 10 * time.Second
 		deps, err := e.w.Provision(e.ctx, cfg.Pool)
 		require.NoError(t, err)
-		counter := &callCounter{GitHub: deps.GitHub, kms: deps.KMS}
-		deps.GitHub, deps.KMS = counter, counter
+		counter := &callCounter{GitHub: deps.GitHub}
+		deps.GitHub = counter
 		_, err = provision.Run(e.ctx, cfg, deps)
 		require.Error(t, err, server)
 		require.Contains(t, err.Error(), `GITHUB_SERVER_URL: "`+server+`": pool `+e.Pool+` serves the GitHub server `+e.GH.URL()+` only`)
-		require.Zero(t, counter.calls.Load(), "no GitHub or KMS call")
+		require.Zero(t, counter.calls.Load(), "no GitHub call")
 		require.Zero(t, e.ec2.Total(), "no EC2 call")
 		held, err := e.Store.ByRun(e.ctx, "7931")
 		require.NoError(t, err)

@@ -62,7 +62,9 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			}
 			if p.settle(ctx, &wg, m, it, &failed) {
 				delete(open, id)
+				continue
 			}
+			p.answerAsk(ctx, &wg, m, it)
 		}
 		wg.Go(func() { p.toRunning(ctx, registered, &failed) })
 		wg.Wait()
@@ -96,6 +98,22 @@ func (p *provisioning) takenBack(it *state.Instance) error {
 	return fmt.Errorf("%s is no longer held for run %s (it is %s, holding %s: %s): a release of the run took it back, so no runner is wanted any more",
 		it.ID, p.cfg.RunID, it.State, holder, it.StateReason)
 }
+
+// answerAsk hands the token over again when the member's agent has asked for it (state.Agent.Ask:
+// it restarted, or the doorbell lost the message) since provision last answered, up to the
+// agent's own bound on asks. The agent asks about the assignment's version; an ask about another
+// version is not this provision's to answer.
+func (p *provisioning) answerAsk(ctx context.Context, wg *sync.WaitGroup, m *member, it *state.Instance) {
+	if it.AskVersion != m.version || it.Asks <= m.answered || m.answered >= maxAnswers {
+		return
+	}
+	m.answered = it.Asks
+	p.d.Log.Info("the agent asked for the registration token again; handing it over", "instance", it.ID, "asks", it.Asks)
+	wg.Go(func() { p.handOver(ctx, it) })
+}
+
+// maxAnswers bounds how often provision hands one instance its token again.
+const maxAnswers = 5
 
 // registration is a member whose agent has registered its runner, and the item that says so.
 type registration struct {

@@ -19,7 +19,7 @@ import (
 
 // AgentAttributes are the only attributes the agent writes (docs/design.md §2). The instance
 // role's policy allows UpdateItem on these alone.
-var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "ackVersion", "agentVersion"}
+var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "ackVersion", "askVersion", "asks", "agentVersion"}
 
 // MaxLogTail is the most of a log the agent stores with a signal.
 const MaxLogTail = 4096
@@ -150,6 +150,23 @@ func (a *Agent) Ack(ctx context.Context, version int64, at time.Time) error {
 	// (Change.Unacknowledged) must never be served.
 	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version)))
 	_, err := a.write(ctx, "ack", cond, u, types.ReturnValueNone)
+	return err
+}
+
+// Ask records, with a heartbeat, the agent's n-th request for the hand-over of the assignment
+// written at version, which its doorbell has not brought: the control plane that holds the
+// secret sends it again once per request (design §5a). Conditional on the item still being at
+// version, like Ack.
+func (a *Agent) Ask(ctx context.Context, version int64, n int, at time.Time) error {
+	if version < 1 || n < 1 {
+		return fmt.Errorf("ask of %s: version %d, request %d: want the version of the assignment noticed and a request count from 1", a.id, version, n)
+	}
+	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
+	u.set(attrAckVersion, version)
+	u.set("askVersion", version)
+	u.set("asks", n)
+	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version)))
+	_, err := a.write(ctx, "ask", cond, u, types.ReturnValueNone)
 	return err
 }
 

@@ -113,30 +113,24 @@ func TestLogTail(t *testing.T) {
 	require.True(t, strings.HasPrefix(long, "é"))
 }
 
-// TestControlPlaneReadsLeaveTokensOut: the control plane's reads project the sealed tokens away;
-// only the agent's read of its own item returns them.
-func TestControlPlaneReadsLeaveTokensOut(t *testing.T) {
+// TestAskIsConditionalOnTheVersion: the agent's request for a hand-over is written with its
+// acknowledgement, counts, and is refused once the item has left the version it asks about.
+func TestAskIsConditionalOnTheVersion(t *testing.T) {
 	t.Parallel()
 	s, db := newStore(t)
 	ctx := testbed.Context(t, 30*time.Second)
 	in := reach(t, s, state.Claimed, "91")
-	got, err := s.Get(ctx, in.ID)
-	require.NoError(t, err)
-	require.Empty(t, got.RegToken)
-	require.Equal(t, "91", got.RunID, "everything else is read")
-	many, err := s.GetMany(ctx, []string{in.ID})
-	require.NoError(t, err)
-	require.Empty(t, many[in.ID].RegToken)
-	byRun, err := s.ByRun(ctx, "91")
-	require.NoError(t, err)
-	require.Len(t, byRun, 1)
-	require.Empty(t, byRun[0].RegToken)
-
 	agent, err := state.NewAgent(db, s.Table(), in.ARN, "test")
 	require.NoError(t, err)
-	own, err := agent.Get(ctx)
+	require.NoError(t, agent.Ask(ctx, in.Version, 1, time.Now()))
+	require.NoError(t, agent.Ask(ctx, in.Version, 2, time.Now()))
+	got, err := s.Get(ctx, in.ID)
 	require.NoError(t, err)
-	require.Equal(t, "AREGTOKEN", own.RegToken)
+	require.Equal(t, in.Version, got.AskVersion)
+	require.Equal(t, 2, got.Asks)
+	require.Equal(t, in.Version, got.AckVersion, "an ask acknowledges the assignment too")
+	require.ErrorIs(t, agent.Ask(ctx, in.Version-1, 3, time.Now()), state.ErrConflict, "a version the item has left")
+	require.ErrorContains(t, agent.Ask(ctx, in.Version, 0, time.Now()), "request count from 1")
 }
 
 // TestUnacknowledgedGiveBack: a claim is given back unacknowledged only while its agent has not

@@ -26,7 +26,6 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	switch {
 	case c.Assign != nil:
 		a := *c.Assign
-		a.RegTokenExpiresAt = storedTime(a.RegTokenExpiresAt)
 		a.Labels = slices.Clone(a.Labels)
 		in.Assignment = a
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
@@ -41,7 +40,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 		}
 	}
 	if c.To == Running {
-		in.RegisterFailures, in.RegToken, in.RegTokenExpiresAt, in.JITConfig = 0, "", time.Time{}, ""
+		in.RegisterFailures = 0
 	}
 	return in
 }

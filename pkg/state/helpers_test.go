@@ -94,7 +94,7 @@ func create(t *testing.T, s *state.Store, run string) *state.Instance {
 
 func assign(run string) *state.Assignment {
 	return &state.Assignment{RunID: run, RunAttempt: 1, Repo: "octo/app", RunnerURL: "https://github.com/octo/app",
-		RegToken: "AREGTOKEN", RegTokenExpiresAt: later(time.Hour), Labels: []string{"linux"}}
+		Labels: []string{"linux"}}
 }
 
 // move applies one transition and fails the test if it does not succeed.

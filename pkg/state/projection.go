@@ -8,18 +8,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 )
 
-// secretAttrs are the attributes the control plane writes but never needs to read back: the
-// sealed runner tokens and just-in-time configurations. Control-plane reads leave them out (readProjection); only the agent
-// reads them, from its own item.
-var secretAttrs = []string{"regToken", "jitConfig", legacyRemoveToken}
+// legacySecrets are the attributes earlier versions put runner secrets in, sealed with KMS: the
+// registration token (and its expiry), a just-in-time configuration, a remove token. Nothing
+// writes them now: secrets ride the doorbell (package doorbell, design §5a). Every claim, every
+// transition that clears the assignment or reaches running, and every termination removes them
+// from items written before, and no control-plane read asks for them.
+var legacySecrets = []string{"regToken", "regTokenExpiresAt", "jitConfig", "removeToken"}
 
-// legacyRemoveToken is the attribute earlier versions put a sealed runner remove token in, when a
-// run let the instance go. Nothing writes it now: every transition that clears the assignment, or
-// terminates the instance, removes it from items written before.
-const legacyRemoveToken = "removeToken"
-
-// readProjection is every attribute of an item but the secrets, for control-plane reads.
-var readProjection = projection(reflect.TypeFor[Instance](), secretAttrs)
+// readProjection is every attribute of an item, for control-plane reads (named, so that nothing
+// else an item may hold is read).
+var readProjection = projection(reflect.TypeFor[Instance](), legacySecrets)
 
 // projection lists the attribute names of t's fields (embedded structs flattened) but skip.
 func projection(t reflect.Type, skip []string) expression.ProjectionBuilder {

@@ -211,7 +211,7 @@ func PrepareNew(in *Instance, account Account, now time.Time) error {
 		in.LaunchedAt = now
 	}
 	// Leave the caller holding exactly what a read returns: UTC, millisecond precision.
-	for _, t := range []*time.Time{&in.Threshold, &in.UpdatedAt, &in.LaunchedAt, &in.RegTokenExpiresAt} {
+	for _, t := range []*time.Time{&in.Threshold, &in.UpdatedAt, &in.LaunchedAt} {
 		*t = storedTime(*t)
 	}
 	return nil

@@ -73,8 +73,8 @@ const (
 const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
-var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "regToken", "regTokenExpiresAt", "labels",
-	"runnerGroup", "runnerPrefix", "claimId", "jitConfig", "runnerId", "installation"}
+var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "labels",
+	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -221,7 +221,8 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 	u.setOrRemove("stateReason", c.Reason != "", c.Reason)
 	if c.To == Terminated {
 		// Leave both indexes, drop tokens, keep the run for audit; TTL removes the item later.
-		u.remove(AttrThreshold, AttrPoolStateShard, legacyRemoveToken)
+		u.remove(AttrThreshold, AttrPoolStateShard)
+		u.remove(legacySecrets...)
 		u.remove(assignmentAttrs...)
 		u.set(AttrTTL, now.Add(TerminatedRetention).Unix())
 		if c.RunID != "" {
@@ -235,17 +236,14 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 	case r.before == runSet:
 		a := c.Assign
 		u.set(AttrRunID, a.RunID)
-		u.remove(legacyRemoveToken)
+		u.remove(legacySecrets...)
 		u.setOrRemove("runAttempt", a.RunAttempt != 0, a.RunAttempt)
 		u.setOrRemove("repo", a.Repo != "", a.Repo)
 		u.setOrRemove("runnerUrl", a.RunnerURL != "", a.RunnerURL)
-		u.setOrRemove("regToken", a.RegToken != "", a.RegToken)
-		u.setOrRemove("regTokenExpiresAt", !a.RegTokenExpiresAt.IsZero(), millis(a.RegTokenExpiresAt))
 		u.setOrRemove("labels", len(a.Labels) > 0, a.Labels)
 		u.setOrRemove("runnerGroup", a.RunnerGroup != "", a.RunnerGroup)
 		u.setOrRemove("runnerPrefix", a.RunnerPrefix != "", a.RunnerPrefix)
 		u.setOrRemove("claimId", a.ClaimID != "", a.ClaimID)
-		u.setOrRemove("jitConfig", a.JITConfig != "", a.JITConfig)
 		u.setOrRemove("runnerId", a.RunnerID != 0, a.RunnerID)
 		u.setOrRemove("installation", a.Installation != 0, a.Installation)
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
@@ -255,15 +253,16 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 			u.set("lastRunId", c.RunID)
 		}
 		u.remove(assignmentAttrs...)
-		u.remove(legacyRemoveToken)
+		u.remove(legacySecrets...)
 		if c.RegisterFailed {
 			u.b = u.b.Add(expression.Name("registerFailures"), expression.Value(1))
 		}
 	}
 	if c.To == Running {
-		// Registered (or, for a job, started): the registration token or the just-in-time
-		// configuration has done its work and leaves the item.
-		u.remove("registerFailures", "regToken", "regTokenExpiresAt", "jitConfig")
+		// Registered (or, for a job, started). Secrets never reach the table (they ride the
+		// doorbell); an item written by an earlier version may still hold one, which goes now.
+		u.remove("registerFailures")
+		u.remove(legacySecrets...)
 	}
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()

@@ -64,7 +64,7 @@ func TestLegalTransitions(t *testing.T) {
 			}
 			// Every transition starts from an item carrying a remove token, as earlier versions
 			// left one: a claim, a release and a termination remove it.
-			plantRemoveToken(t, db, s, in.ARN)
+			plantLegacySecrets(t, db, s, in.ARN)
 			got, err := s.Transition(testbed.Context(t, 30*time.Second), c)
 			require.NoError(t, err)
 			require.Equal(t, tc.to, got.State)
@@ -75,7 +75,6 @@ func TestLegalTransitions(t *testing.T) {
 			if tc.to == state.Terminated {
 				require.True(t, got.Threshold.IsZero(), "terminated keeps no deadline")
 				require.Empty(t, got.PoolStateShard, "terminated leaves the pool index")
-				require.Empty(t, got.RegToken)
 				require.InDelta(t, time.Now().Add(state.TerminatedRetention).Unix(), got.ExpiresAt, 60)
 			} else {
 				require.Equal(t, c.Threshold.UnixMilli(), got.Threshold.UnixMilli())
@@ -86,14 +85,12 @@ func TestLegalTransitions(t *testing.T) {
 				require.Equal(t, *wantAssign, got.Assignment)
 			}
 			if tc.wantRun == "" {
-				require.Empty(t, got.RegToken, "a run's token leaves with the run")
 				require.Empty(t, got.Labels)
 			}
-			if tc.to == state.Terminated || tc.to == state.Claimed || (tc.fromRun && tc.to == state.Idle) {
-				require.False(t, hasRemoveToken(t, db, s, in.ARN), "no remove token is left on the item")
+			if tc.to == state.Terminated || tc.to == state.Claimed || tc.to == state.Running || (tc.fromRun && tc.to == state.Idle) {
+				require.Empty(t, legacySecrets(t, db, s, in.ARN), "no secret an earlier version wrote is left on the item")
 			}
-			// What the store returned is what is stored (a control-plane read leaves the sealed
-			// tokens out).
+			// What the store returned is what is stored.
 			stored, err := s.Get(testbed.Context(t, 10*time.Second), in.ID)
 			require.NoError(t, err)
 			require.Equal(t, withoutTokens(*got), *stored)
@@ -219,28 +216,36 @@ func TestOneClaimWins(t *testing.T) {
 	}
 }
 
-// plantRemoveToken writes a sealed remove token on the item, as earlier versions of release did.
-func plantRemoveToken(t *testing.T, db *countingDB, s *state.Store, arn string) {
+// legacySecretNames are the attributes earlier versions sealed runner secrets into.
+var legacySecretNames = []string{"regToken", "regTokenExpiresAt", "jitConfig", "removeToken"}
+
+// plantLegacySecrets writes sealed secrets on the item, as earlier versions did (a registration
+// token and a just-in-time configuration with a claim, a remove token with a release).
+func plantLegacySecrets(t *testing.T, db *countingDB, s *state.Store, arn string) {
 	t.Helper()
 	_, err := db.UpdateItem(testbed.Context(t, 10*time.Second), &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()),
-		Key:                       map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}},
-		UpdateExpression:          aws.String("SET removeToken = :t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "AREMOVETOKEN"}}})
+		Key:              map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}},
+		UpdateExpression: aws.String("SET regToken = :t, regTokenExpiresAt = :n, jitConfig = :t, removeToken = :t"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "ASEALEDSECRET"},
+			":n": &types.AttributeValueMemberN{Value: "1"}}})
 	require.NoError(t, err)
 }
 
-// hasRemoveToken reads the item as stored and reports whether it carries a remove token.
-func hasRemoveToken(t *testing.T, db *countingDB, s *state.Store, arn string) bool {
+// legacySecrets reads the item as stored and returns the legacy secret attributes it carries.
+func legacySecrets(t *testing.T, db *countingDB, s *state.Store, arn string) []string {
 	t.Helper()
 	out, err := db.GetItem(testbed.Context(t, 10*time.Second), &dynamodb.GetItemInput{TableName: aws.String(s.Table()),
 		Key: map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}}, ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
-	_, ok := out.Item["removeToken"]
-	return ok
+	var held []string
+	for _, n := range legacySecretNames {
+		if _, ok := out.Item[n]; ok {
+			held = append(held, n)
+		}
+	}
+	return held
 }
 
-// withoutTokens is in as a control-plane read returns it.
-func withoutTokens(in state.Instance) state.Instance {
-	in.RegToken = ""
-	return in
-}
+// withoutTokens is in as a control-plane read returns it (every attribute the item holds: no
+// secret is written any more).
+func withoutTokens(in state.Instance) state.Instance { return in }

@@ -86,13 +86,11 @@ type Spec struct {
 // Assignment is what an instance needs to serve a run; it is set when the instance is claimed (or
 // created for a run) and removed when the run gives it back.
 type Assignment struct {
-	RunID             string    `dynamodbav:"runId,omitempty"`
-	RunAttempt        int       `dynamodbav:"runAttempt,omitempty"`
-	Repo              string    `dynamodbav:"repo,omitempty"`
-	RunnerURL         string    `dynamodbav:"runnerUrl,omitempty"`
-	RegToken          string    `dynamodbav:"regToken,omitempty"`
-	RegTokenExpiresAt time.Time `dynamodbav:"regTokenExpiresAt,omitempty"`
-	Labels            []string  `dynamodbav:"labels,omitempty"`
+	RunID      string   `dynamodbav:"runId,omitempty"`
+	RunAttempt int      `dynamodbav:"runAttempt,omitempty"`
+	Repo       string   `dynamodbav:"repo,omitempty"`
+	RunnerURL  string   `dynamodbav:"runnerUrl,omitempty"`
+	Labels     []string `dynamodbav:"labels,omitempty"`
 	// RunnerGroup is the organisation runner group the runner joins (org scope only).
 	RunnerGroup string `dynamodbav:"runnerGroup,omitempty"`
 	// RunnerPrefix starts the runner's name (RunnerNames): it names the stack.
@@ -100,9 +98,6 @@ type Assignment struct {
 	// ClaimID identifies the provision that holds the instance, so that a duplicated offer never
 	// credits one instance to two provisions of the same run.
 	ClaimID string `dynamodbav:"claimId,omitempty"`
-	// JITConfig is a label-routed job's just-in-time runner configuration, sealed for this
-	// instance like RegToken; removed when the job starts (running) or the instance is given back.
-	JITConfig string `dynamodbav:"jitConfig,omitempty"`
 	// RunnerID is GitHub's id of the just-in-time runner made for the job, which the dispatcher
 	// deletes when the runner gets no job.
 	RunnerID int64 `dynamodbav:"runnerId,omitempty"`
@@ -125,7 +120,12 @@ type Report struct {
 	HeartbeatAt   time.Time  `dynamodbav:"heartbeatAt,omitempty"`
 	// AckVersion is the item version of the last assignment the agent noticed: provision's proof
 	// of life after a claim, free of clock skew.
-	AckVersion   int64  `dynamodbav:"ackVersion,omitempty"`
+	AckVersion int64 `dynamodbav:"ackVersion,omitempty"`
+	// AskVersion and Asks are the agent's request for the hand-over of the assignment at
+	// AskVersion, which its doorbell did not bring (a restart, a lost message): Asks counts the
+	// requests, so a control plane that holds the secret answers each one once (design §5a).
+	AskVersion   int64  `dynamodbav:"askVersion,omitempty"`
+	Asks         int    `dynamodbav:"asks,omitempty"`
 	AgentVersion string `dynamodbav:"agentVersion,omitempty"`
 }
 

@@ -311,17 +311,15 @@ func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Ti
 			others = append(others, sqstypes.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String("m" + strconv.Itoa(len(others)%10)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
 		}
 	}
-	sealed, err := s.e.Seal(ctx, id, tok.GetToken())
-	if err != nil {
-		return 0, err
-	}
 	in, err := s.e.Store.Transition(ctx, state.Change{InstanceID: id, Pool: s.e.Pool, From: offer.State(), To: state.Claimed, Version: offer.Version,
-		Assign: &state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo, RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix(),
-			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time},
+		Assign: &state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo, RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix()},
 		Threshold: time.Now().Add(time.Minute), Reason: "claimed by the bench"})
 	took := time.Since(released)
 	if err != nil {
 		return 0, fmt.Errorf("claim %s after its release: %w", id, err)
+	}
+	if err := s.e.HandOver(ctx, in, tok.GetToken()); err != nil {
+		return 0, fmt.Errorf("hand %s its token: %w", id, err)
 	}
 	if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &s.e.Doc.QueueURL, ReceiptHandle: &handle}); err != nil {
 		return 0, fmt.Errorf("delete the offer claimed: %w", err)

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +32,9 @@ type agentCase struct {
 	want   []string // in the REGISTER_FAILED signal's log
 	// gap, when set, is a product gap this case shows today (see gapCheck): reported, not fixed here.
 	gap string
+	// foreignHandOver sends the token to the doorbell for another run than the item's (a holder
+	// of the control-plane role's attempt to make the agent use a token not meant for the claim).
+	foreignHandOver bool
 }
 
 // agentCases are the item-shape cases an agent reads. The last ones show product gaps.
@@ -42,27 +43,23 @@ func agentCases() []agentCase {
 		{name: "runner prefix with shell characters", run: "4601",
 			change: func(_ *world, it map[string]ddbtypes.AttributeValue) { it["runnerPrefix"] = s("hangar-$(reboot)-") },
 			want:   []string{`runner name prefix "hangar-$(reboot)-": want hangar-<stack>- as provision writes it`}},
-		{name: "registration token that is not ciphertext", run: "4602",
+		{name: "registration token written on the item, the hand-over for another run", run: "4602", foreignHandOver: true,
 			change: func(_ *world, it map[string]ddbtypes.AttributeValue) { it["regToken"] = s("AREGPLAINTEXTTOKEN") },
-			want:   []string{"the registration token: open a token: not base64 KMS ciphertext"}},
-		{name: "registration token sealed for another instance", run: "4603",
-			change: func(w *world, it map[string]ddbtypes.AttributeValue) { it["regToken"] = s(w.agent.foreignToken) },
-			want:   []string{"the registration token: open a token for arn:aws:ec2:"}},
+			want:   []string{"the registration token: the assignment's secret did not reach this instance's doorbell"}},
 		{name: "label smuggling a bare label", run: "4604",
 			change: func(_ *world, it map[string]ddbtypes.AttributeValue) {
 				it["labels"] = &ddbtypes.AttributeValueMemberL{Value: []ddbtypes.AttributeValue{s("gpu,self-hosted")}}
 			},
 			want: []string{`"gpu,self-hosted": want 1 to 64 of letters, digits, '.', '_' and '-'`}},
 		{name: "run id climbing out of the runs directory", run: "",
-			change: func(w *world, it map[string]ddbtypes.AttributeValue) { it["regToken"] = s("not-a-token") },
+			change: func(w *world, it map[string]ddbtypes.AttributeValue) {},
 			want:   []string{"run id"}},
 	}
 }
 
 // agentInstance is the live instance the agent cases run against.
 type agentInstance struct {
-	id           string
-	foreignToken string // a registration token sealed for another instance
+	id string
 }
 
 // startAgentInstance launches the agent cases' instance; it boots while the world comes up.
@@ -94,11 +91,6 @@ func (w *world) warmAgentInstance(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.Transition(w.ctx, state.Change{InstanceID: w.agent.id, From: state.Created, To: state.Idle, Version: in.Version})
 	require.NoError(t, err)
-	tok, _, err := w.GitHub.Actions.CreateRegistrationToken(w.ctx, "octo", "app")
-	require.NoError(t, err)
-	other := slices.Sorted(maps.Keys(w.idle))[0]
-	w.agent.foreignToken, err = w.Seal(w.ctx, other, tok.GetToken())
-	require.NoError(t, err)
 }
 
 // version reads a raw item's version.
@@ -111,14 +103,13 @@ func version(t *testing.T, it map[string]ddbtypes.AttributeValue) int64 {
 	return x
 }
 
-// assign writes a claim of run onto the agent instance's idle item, as provision would (a fresh
-// registration token sealed for it), spoiled by change; it returns the version written.
-func (w *world) assign(t *testing.T, run string, change func(*world, map[string]ddbtypes.AttributeValue)) int64 {
+// assign writes a claim of run onto the agent instance's idle item, as provision would, spoiled
+// by change, and hands a fresh registration token to the instance's doorbell (for another run when
+// foreign is set); it returns the version written.
+func (w *world) assign(t *testing.T, run string, change func(*world, map[string]ddbtypes.AttributeValue), foreign bool) int64 {
 	t.Helper()
 	id := w.agent.id
 	tok, _, err := w.GitHub.Actions.CreateRegistrationToken(w.ctx, "octo", "app")
-	require.NoError(t, err)
-	sealed, err := w.Seal(w.ctx, id, tok.GetToken())
 	require.NoError(t, err)
 	it := w.rawItem(t, id)
 	require.Equal(t, s(string(state.Idle)), it["state"], "the agent instance is idle between cases")
@@ -126,10 +117,15 @@ func (w *world) assign(t *testing.T, run string, change func(*world, map[string]
 	it["state"], it["version"], it["poolStateShard"] = s(string(state.Claimed)), n(v), s(state.PoolStateShard(w.Pool, state.Claimed, id))
 	it["threshold"] = n(time.Now().Add(5 * time.Minute).UnixMilli())
 	it["runId"], it["runAttempt"], it["repo"], it["runnerUrl"] = s(run), n(1), s(localenv.Repo), s(w.RunnerURL())
-	it["runnerPrefix"], it["regToken"] = s(w.RunnerNames().Prefix()), s(sealed)
+	it["runnerPrefix"] = s(w.RunnerNames().Prefix())
 	change(w, it)
 	w.putItem(t, it)
-	w.ring(t)
+	claimed, err := w.Store.Get(w.ctx, id)
+	require.NoError(t, err)
+	if foreign {
+		claimed.RunID = "4699"
+	}
+	require.NoError(t, w.HandOver(w.ctx, claimed, tok.GetToken()))
 	t.Cleanup(func() { // a case that failed half-way leaves the instance idle for the next
 		if it := w.rawItem(t, id); it["runId"] != nil && it["runId"].(*ddbtypes.AttributeValueMemberS).Value == run {
 			w.unassign(t)
@@ -145,7 +141,7 @@ func (w *world) unassign(t *testing.T) int64 {
 	id := w.agent.id
 	it := w.rawItem(t, id)
 	v := version(t, it) + 1
-	for _, k := range []string{"runId", "runAttempt", "repo", "runnerUrl", "runnerPrefix", "regToken", "labels", "claimId"} {
+	for _, k := range []string{"runId", "runAttempt", "repo", "runnerUrl", "runnerPrefix", "regToken", "labels", "claimId"} { // regToken: a case plants one
 		delete(it, k)
 	}
 	it["state"], it["version"], it["poolStateShard"] = s(string(state.Idle)), n(v), s(state.PoolStateShard(w.Pool, state.Idle, id))
@@ -174,7 +170,7 @@ func (w *world) agentRun(c agentCase) func(t *testing.T) {
 			return
 		}
 		before := len(w.GH.Runners(""))
-		v := w.assign(t, c.run, c.change)
+		v := w.assign(t, c.run, c.change, c.foreignHandOver)
 		in, err := w.WaitItem(w.ctx, w.agent.id, time.Minute, "the agent's answer to run "+c.run, func(in *state.Instance) bool {
 			return in.SignalRun == c.run && in.SignalVersion >= v && (in.Signal == state.SignalRegisterFailed || in.Signal == state.SignalRegistered)
 		})
@@ -229,7 +225,7 @@ func (w *world) traversalRun(t *testing.T, c agentCase) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(rel, ".."), rel)
 	logBefore := len(w.Sim.AgentLog(w.agent.id))
-	v := w.assign(t, rel, c.change)
+	v := w.assign(t, rel, c.change, c.foreignHandOver)
 	gone := false
 	err = localenv.Eventually(w.ctx, time.Minute, "the agent's answer to run id "+rel, func(ctx context.Context) (bool, error) {
 		if _, err := os.Stat(sentinel + "-1"); errors.Is(err, fs.ErrNotExist) {

@@ -35,7 +35,8 @@ type poolDocCase struct {
 func poolDocCases() []poolDocCase {
 	return []poolDocCase{
 		{name: "unknown field (a typo)", change: map[string]any{"instanceType": "c7i.large"}, want: []string{`unknown field "instanceType"`}},
-		{name: "schema version from the future", change: map[string]any{"schemaVersion": 2}, want: []string{"schemaVersion: 2: this Hangar reads version 1"}},
+		{name: "schema version from the future", change: map[string]any{"schemaVersion": 3}, want: []string{"schemaVersion: 3: this Hangar reads version 2"}},
+		{name: "schema version of a stack that sealed tokens", change: map[string]any{"schemaVersion": 1}, want: []string{"schemaVersion: 1: this Hangar reads version 2"}},
 		{name: "market unknown", change: map[string]any{"market": "cheapest"}, want: []string{`market: "cheapest": want spot, on-demand or spot-fallback`}},
 		{name: "allocation strategy unknown", change: map[string]any{"allocationStrategy": "fastest"}, want: []string{`allocationStrategy: "fastest": want cost or priority`}},
 		{name: "reuse unknown", change: map[string]any{"reuse": "sometimes"}, want: []string{`reuse: "sometimes": want repository, owner, any or never`}},
@@ -62,8 +63,6 @@ func poolDocCases() []poolDocCase {
 			want: []string{"with instanceRequirements: want one or the other"}},
 		{name: "subnet malformed", change: map[string]any{"subnets": []map[string]string{{"id": "sub-1", "az": ""}}},
 			want: []string{`subnets: {id "sub-1", az ""}: want subnet-<hex> and its availability zone`}},
-		{name: "token key malformed", change: map[string]any{"tokenKey": "my key"},
-			want: []string{`tokenKey: "my key": want a KMS key ARN, alias ARN, alias/<name> or key id`}},
 		{name: "launch template malformed", change: map[string]any{"launchTemplate": map[string]string{"id": "template-1", "version": "latest"}},
 			want: []string{`launchTemplate.id: "template-1": want lt- and hex digits`, `launchTemplate.version: "latest": want a version number, $Latest or $Default`}},
 		{name: "allowed repository malformed", change: map[string]any{"allowedRepositories": []string{"octo"}},

@@ -14,9 +14,11 @@
 // the instances' and volumes' EC2 tags and descriptions, every message of the stack's queues
 // (received with a visibility timeout of 0, so none is consumed), the stack's pool documents,
 // the GitHub stand-in's runners, every file the simulated instances hold, every write the steps
-// made to the state table, and the state table itself. Tokens may be in the table only sealed:
-// every sealed token found opens, with KMS and its instance's context, to a token the stand-in
-// issued. A sub-check plants a token in a sample text and proves the scanner finds it.
+// made to the state table, and the state table itself. No token may be in the table at all, not
+// even sealed: no write names an attribute earlier versions sealed tokens into, and no item holds
+// one (tokens ride the instances' doorbells, whose messages the agents consume: a doorbell still
+// holding one at the end is found by the queue scan). A sub-check plants a token in a sample text
+// and proves the scanner finds it.
 //
 // It runs in make test with the emulators' endpoints loaded; like every integration test it is
 // skipped under -short and fails without them (internal/testkit/testbed.Require).

@@ -2,10 +2,12 @@ package fake
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -19,6 +21,10 @@ const (
 	Register Behaviour = iota
 	// FailRegister acknowledges a claim but fails the registration (REGISTER_FAILED).
 	FailRegister
+	// Forgetful registers like Register, but drops the first hand-over its doorbell brings for
+	// each assignment (an agent that restarted after receiving it): it asks for the secret
+	// again, and registers once it arrives.
+	Forgetful
 	// Silent writes nothing: an agent that crashed or is cut off.
 	Silent
 	// NoDeregister registers like Register but never deregisters: a runner that will not stop.
@@ -30,6 +36,10 @@ const (
 // on. It is not a runner: it only says what an agent would say.
 type Agent struct {
 	Store *Store
+	// SQS holds the instances' doorbells: an assignment is registered only once its hand-over
+	// (package doorbell) is there, as the agent registers only with the secret in hand. Nil: no
+	// hand-over is awaited.
+	SQS *SQS
 	// Default is the behaviour of instances without one of their own.
 	Default Behaviour
 
@@ -65,12 +75,18 @@ func (a *Agent) Start(ctx context.Context) {
 	a.ended = make(chan struct{})
 	go func() {
 		defer close(a.ended)
-		_ = a.Store.Wait(ctx, func(items map[string]*state.Instance) bool {
-			for _, in := range items {
-				a.act(in)
-			}
-			return false
-		})
+		// Every change of the store, and every few milliseconds besides: a hand-over reaches a
+		// doorbell without changing any item.
+		for ctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+			_ = a.Store.Wait(wctx, func(items map[string]*state.Instance) bool {
+				for _, in := range items {
+					a.act(in)
+				}
+				return false
+			})
+			cancel()
+		}
 	}()
 }
 
@@ -97,6 +113,33 @@ func (a *Agent) once(in *state.Instance, what string) bool {
 	return true
 }
 
+// handedOver reports whether the assignment's hand-over has reached the instance's doorbell (and,
+// for a Forgetful agent, whether a second one has, after it asked again); while it has not, the
+// agent asks for it, once per hand-over it lacks.
+func (a *Agent) handedOver(in *state.Instance, b Behaviour, now time.Time) bool {
+	if a.SQS == nil {
+		return true
+	}
+	want := 1
+	if b == Forgetful {
+		want = 2
+	}
+	got := 0
+	for _, body := range a.SQS.Bodies(in.Bell) {
+		var h doorbell.HandOver
+		if json.Unmarshal([]byte(body), &h) == nil && h.Run == in.RunID && h.Version == in.Version && h.Secret != "" {
+			got++
+		}
+	}
+	if got >= want {
+		return true
+	}
+	if got == want-1 && a.once(in, "ask-"+strconv.Itoa(want)) {
+		_ = a.Store.AgentAsk(in.ID, in.Version, got+1, now)
+	}
+	return false
+}
+
 // act writes what an agent would write on seeing in. Writes that lose to a newer version are
 // dropped, as the agent drops them.
 func (a *Agent) act(in *state.Instance) {
@@ -108,6 +151,7 @@ func (a *Agent) act(in *state.Instance) {
 	switch {
 	case in.State == state.Claimed && in.RunID != "" && in.AckVersion < in.Version && a.once(in, "ack"):
 		_ = a.Store.AgentAck(in.ID, in.Version, now)
+	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && !a.handedOver(in, b, now):
 	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && a.once(in, "register"):
 		sig := state.SignalRegistered
 		if b == FailRegister {

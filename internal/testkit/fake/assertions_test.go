@@ -9,7 +9,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/release"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // The fakes implement exactly the interfaces the use cases declare.
@@ -21,7 +20,6 @@ var (
 	_ provision.EC2       = (*fake.EC2)(nil)
 	_ provision.GitHub    = (*fake.GitHub)(nil)
 	_ provision.Releaser  = (*release.Releaser)(nil) // the real releaser, on the fakes
-	_ tokens.Encrypter    = (*fake.KMS)(nil)
 
 	_ release.Store  = (*fake.Store)(nil)
 	_ release.GitHub = (*fake.GitHub)(nil)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,60 @@ func (q *SQS) add(url, body string) string {
 	id := "m-" + strconv.Itoa(q.seq)
 	q.queues[url] = append(q.queue(url), &message{id: id, body: body})
 	return id
+}
+
+// CreateQueue implements doorbell.SQS: the queue exists from now on (attributes and tags are
+// not kept).
+func (q *SQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
+	if err := q.call("CreateQueue"); err != nil {
+		return nil, err
+	}
+	url := QueueURLBase + aws.ToString(in.QueueName)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	msgs := q.queue(url)
+	q.queues[url] = msgs
+	return &sqs.CreateQueueOutput{QueueUrl: aws.String(url)}, nil
+}
+
+// DeleteQueue implements doorbell.SQS: the queue and its messages are gone.
+func (q *SQS) DeleteQueue(_ context.Context, in *sqs.DeleteQueueInput, _ ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error) {
+	if err := q.call("DeleteQueue"); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.queues, aws.ToString(in.QueueUrl))
+	return &sqs.DeleteQueueOutput{}, nil
+}
+
+// ListQueues implements doorbell.SQS: the URLs of the queues whose name starts with the prefix,
+// in one page.
+func (q *SQS) ListQueues(_ context.Context, in *sqs.ListQueuesInput, _ ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error) {
+	if err := q.call("ListQueues"); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := &sqs.ListQueuesOutput{}
+	for url := range q.queues {
+		if strings.HasPrefix(url, QueueURLBase+aws.ToString(in.QueueNamePrefix)) {
+			out.QueueUrls = append(out.QueueUrls, url)
+		}
+	}
+	slices.Sort(out.QueueUrls)
+	return out, nil
+}
+
+// Bodies returns the bodies of the messages the queue at url holds (visible or not).
+func (q *SQS) Bodies(url string) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, m := range q.queue(url) {
+		out = append(out, m.body)
+	}
+	return out
 }
 
 // SendMessage implements offers.SQS.

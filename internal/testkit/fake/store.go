@@ -81,12 +81,8 @@ func clone(in *state.Instance) *state.Instance {
 	return &out
 }
 
-// read returns a copy of in as a control-plane read returns it: without the sealed token.
-func read(in *state.Instance) *state.Instance {
-	out := clone(in)
-	out.RegToken = ""
-	return out
-}
+// read returns a copy of in as a control-plane read returns it.
+func read(in *state.Instance) *state.Instance { return clone(in) }
 
 // Create writes new items in state created with version 1, all or none, each only if no item
 // exists for its instance (state.PrepareNew checks and completes them, as state.Store.Create does).

@@ -71,6 +71,15 @@ func (s *Store) AgentAck(id string, version int64, at time.Time) error {
 	})
 }
 
+// AgentAsk records, with a heartbeat and an acknowledgement, the agent's n-th request for the
+// hand-over of the assignment at version, only while the item is at that version
+// (state.Agent.Ask).
+func (s *Store) AgentAsk(id string, version int64, n int, at time.Time) error {
+	return s.agentWrite(id, "ask", version, func(in *state.Instance) {
+		in.HeartbeatAt, in.AckVersion, in.AskVersion, in.Asks = stored(at), version, version, n
+	})
+}
+
 // AgentHeartbeat records that instance id's agent is alive at at (state.Agent.Heartbeat) and
 // returns the item as it is after the write.
 func (s *Store) AgentHeartbeat(id string, at time.Time) (*state.Instance, error) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
@@ -27,10 +28,9 @@ const Stack = "hangar"
 func Pool(t testing.TB, name string, change func(doc map[string]any)) *poolconfig.Document {
 	t.Helper()
 	doc := map[string]any{
-		"schemaVersion": 1, "name": name, "region": Account.Region, "account": Account.ID, "table": "hangar-instances",
-		"queueUrl":           "https://sqs.us-east-1.amazonaws.com/123456789012/" + Stack + "-" + name,
-		"deadLetterQueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/" + Stack + "-" + name + "-dlq",
-		"tokenKey":           "alias/hangar-tokens",
+		"schemaVersion": 2, "name": name, "region": Account.Region, "account": Account.ID, "table": "hangar-instances",
+		"queueUrl":           QueueURLBase + Stack + "-" + name,
+		"deadLetterQueueUrl": QueueURLBase + Stack + "-" + name + "-dlq",
 		"launchTemplate":     map[string]any{"id": "lt-0123456789abcdef0", "version": "1"},
 		"specHash":           "spec1",
 		"instanceTypes":      []string{"c7i.large", "c6i.large"},
@@ -54,6 +54,9 @@ func Pool(t testing.TB, name string, change func(doc map[string]any)) *poolconfi
 	return out
 }
 
+// QueueURLBase is the URL of every fake queue up to its name.
+const QueueURLBase = "https://sqs.us-east-1.amazonaws.com/123456789012/"
+
 // World is one test's fakes, wired to each other, with one pool.
 type World struct {
 	Doc    *poolconfig.Document
@@ -62,7 +65,9 @@ type World struct {
 	SQS    *SQS
 	SSM    *SSM
 	GitHub *GitHub
-	KMS    *KMS
+	// Bells are the stack's doorbells, on the fake SQS: what provision and the dispatcher hand
+	// over reaches the fake agent there.
+	Bells *doorbell.Bells
 	// Pools is the real offers.Directory, reading the pool's document from the fake SSM and
 	// offering on the fake SQS.
 	Pools    *offers.Directory
@@ -79,7 +84,8 @@ func NewWorld(t testing.TB, doc *poolconfig.Document) *World {
 		doc = Pool(t, "linux", nil)
 	}
 	w := &World{Doc: doc, Store: NewStore(doc.StateAccount()), EC2: &EC2{Subnets: map[string]string{}}, SQS: &SQS{},
-		SSM: &SSM{}, GitHub: &GitHub{}, KMS: &KMS{}}
+		SSM: &SSM{}, GitHub: &GitHub{}}
+	w.Bells = &doorbell.Bells{SQS: w.SQS, Stack: Stack, Base: QueueURLBase}
 	for _, s := range doc.Subnets {
 		w.EC2.Subnets[s.ID] = s.AZ
 	}
@@ -91,7 +97,7 @@ func NewWorld(t testing.TB, doc *poolconfig.Document) *World {
 	w.Pools = &offers.Directory{Loader: &poolconfig.Loader{SSM: w.SSM, Stack: Stack}, SQS: w.SQS}
 	w.Launcher = NewLauncher(w.EC2)
 	w.Launcher.Fleet.MaxBackoff = 50 * time.Millisecond
-	w.Agent = &Agent{Store: w.Store}
+	w.Agent = &Agent{Store: w.Store, SQS: w.SQS}
 	w.Agent.Start(context.Background())
 	t.Cleanup(w.Agent.Stop)
 	return w
@@ -160,7 +166,7 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 	}
 	w.EC2.Launch(id, typ, fleet.ForWarmPool(Stack, w.Doc.Name), now.Add(-time.Hour))
 	item := state.Instance{ID: id, Pool: w.Doc.Name, State: state.Idle, Version: 4, Threshold: stored(deadline),
-		LastRunID: in.LastRun, LaunchedAt: stored(now.Add(-time.Hour)), RegisterFailures: in.RegisterFailures,
+		LastRunID: in.LastRun, LaunchedAt: stored(now.Add(-time.Hour)), RegisterFailures: in.RegisterFailures, Bell: w.Bells.URL(id),
 		Spec: state.Spec{InstanceType: typ, UsageClass: state.UsageSpot, AZ: w.Doc.Subnets[0].AZ, VCPU: 2, MemoryMiB: 4096,
 			SpecHash: w.Doc.SpecHash},
 		Report: state.Report{Signal: state.SignalReady, SignalVersion: 4, HeartbeatAt: stored(beat)}}
@@ -207,7 +213,7 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 	now := time.Now()
 	w.EC2.Launch(id, w.Doc.InstanceTypes[0], fleet.ForWarmPool(Stack, w.Doc.Name), now.Add(-time.Hour))
 	item := state.Instance{ID: id, Pool: w.Doc.Name, State: state.Running, Version: 6, Threshold: stored(now.Add(w.Doc.Timeout(state.Running))),
-		LaunchedAt: stored(now.Add(-time.Hour)), ServedRepos: []string{repo}, ServedOwners: []string{state.Owner(repo)},
+		LaunchedAt: stored(now.Add(-time.Hour)), ServedRepos: []string{repo}, ServedOwners: []string{state.Owner(repo)}, Bell: w.Bells.URL(id),
 		Spec: state.Spec{InstanceType: w.Doc.InstanceTypes[0], UsageClass: state.UsageSpot, AZ: w.Doc.Subnets[0].AZ, VCPU: 2,
 			MemoryMiB: 4096, SpecHash: w.Doc.SpecHash},
 		Assignment: state.Assignment{RunID: h.Run, RunAttempt: 1, Repo: repo, RunnerURL: "https://github.com/" + repo,

@@ -105,7 +105,9 @@ func (s *Server) generateJITConfig(w http.ResponseWriter, r *http.Request, scope
 	s.registered++
 	s.minted["jitconfig"]++
 	cfg := JITConfig{URL: s.URL() + "/" + string(scope), ID: x.ID, Name: x.Name, Credential: x.credential, Labels: slices.Clone(x.Labels), Work: work}
-	writeJSON(w, http.StatusCreated, map[string]any{"runner": toAPI(x), "encoded_jit_config": cfg.Encode()})
+	encoded := cfg.Encode()
+	s.secrets = append(s.secrets, encoded, x.credential)
+	writeJSON(w, http.StatusCreated, map[string]any{"runner": toAPI(x), "encoded_jit_config": encoded})
 }
 
 // groupName returns the name of runner group id, or "". The caller holds s.mu.

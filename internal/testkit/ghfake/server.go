@@ -92,6 +92,7 @@ type Server struct {
 	jobSeq      int64
 	registered  int            // registrations ever made
 	minted      map[string]int // tokens ever issued, by kind
+	secrets     []string       // every runner token and just-in-time configuration (and its credential) ever issued
 	refuseReg   bool
 	refuseNames []string
 	jobWaiters  chan struct{}
@@ -291,6 +292,15 @@ func (s *Server) Registrations() int {
 	return s.registered
 }
 
+// Secrets returns every runner secret the stand-in ever issued: registration and remove tokens,
+// just-in-time configurations as encoded_jit_config carries them, and the credentials inside
+// them. A test looks for them where they must never be (the table, a log).
+func (s *Server) Secrets() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.secrets)
+}
+
 // Minted returns how many tokens of kind were ever issued: registration or remove (runner
 // tokens), installation (the App's installation tokens) or jitconfig (just-in-time runner
 // configurations).
@@ -337,6 +347,7 @@ func (s *Server) issue(scope Scope, kind string) (string, time.Time) {
 	exp := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
 	s.tokens[t] = token{scope: scope, kind: kind, expires: exp}
 	s.minted[kind]++
+	s.secrets = append(s.secrets, t)
 	return t, exp
 }
 

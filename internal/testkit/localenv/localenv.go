@@ -26,7 +26,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -46,7 +45,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/ghurl"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/tokens"
 )
 
 // Fixed values of the local world.
@@ -353,13 +351,9 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	} else if len(types) == 0 {
 		types = []string{"c7i.large", "c6i.large", "m7i.large"}
 	}
-	key, err := kms.NewFromConfig(e.AWS).CreateKey(ctx, &kms.CreateKeyInput{Description: aws.String("runner tokens of " + e.Stack)})
-	if err != nil {
-		return fmt.Errorf("create the token key: %w", err)
-	}
 	e.Doc, err = e.putDocument(ctx, poolconfig.Document{
-		SchemaVersion: 1, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table, GitHubURL: e.GH.URL(),
-		QueueURL: queueURL, DeadLetterQueueURL: dlqURL, TokenKey: aws.ToString(key.KeyMetadata.Arn),
+		SchemaVersion: poolconfig.SchemaVersion, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table, GitHubURL: e.GH.URL(),
+		QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 		LaunchTemplate: poolconfig.LaunchTemplate{ID: template, Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, InstanceRequirements: o.Requirements, Subnets: subnets, Market: market, Labels: []string{"linux"},
 		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
@@ -506,8 +500,7 @@ func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error)
 	if err != nil {
 		return nil, err
 	}
-	clients := &step.Clients{AWS: e.AWS, DynamoDB: e.DynamoDB(), EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS),
-		KMS: kms.NewFromConfig(e.AWS)}
+	clients := &step.Clients{AWS: e.AWS, DynamoDB: e.DynamoDB(), EC2: e.EC2, SQS: sqs.NewFromConfig(e.AWS), SSM: ssm.NewFromConfig(e.AWS)}
 	return &step.Wiring{Clients: clients, EC2: ec2Client, Stack: e.Stack, GitHub: gh, Log: log}, nil
 }
 
@@ -627,18 +620,23 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := e.Seal(ctx, in.ID, tok.GetToken())
+	out, err := e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
+		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix()}})
 	if err != nil {
 		return nil, err
 	}
-	return e.transitionAndRing(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix(),
-			RegToken: sealed, RegTokenExpiresAt: tok.GetExpiresAt().Time}})
+	return out, e.HandOver(ctx, out, tok.GetToken())
 }
 
-// Seal seals a runner token for instance id with the pool's key, as provision and release do.
-func (e *Env) Seal(ctx context.Context, id, token string) (string, error) {
-	return tokens.Sealer{KMS: kms.NewFromConfig(e.AWS), Key: e.Doc.TokenKey}.Seal(ctx, e.Store.Account().ARN(id), token)
+// HandOver sends a runner registration token to the instance's doorbell for the assignment in
+// holds (its run and version), as provision does right after a claim: the hand-over rings too.
+func (e *Env) HandOver(ctx context.Context, in *state.Instance, token string) error {
+	bells, err := e.Bells()
+	if err != nil {
+		return err
+	}
+	return bells.HandOver(ctx, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+		Kind: doorbell.KindRegistration, Secret: token}})
 }
 
 // RunnerNames returns the names of the stack's runners.

@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -176,7 +175,7 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
 			return app.Client(installation, scope)
 		},
-		SQS: sqsClient, KMS: kms.NewFromConfig(cfg), Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
+		SQS: sqsClient, Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
 	})
 	return d, app, err
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
@@ -21,7 +20,6 @@ type Clients struct {
 	EC2      *ec2.Client
 	SQS      *sqs.Client
 	SSM      *ssm.Client
-	KMS      *kms.Client
 }
 
 // NewClients loads the AWS configuration.
@@ -34,5 +32,5 @@ func NewClients(ctx context.Context) (*Clients, error) {
 		return nil, fmt.Errorf("no AWS region: set AWS_REGION (aws-actions/configure-aws-credentials does)")
 	}
 	return &Clients{AWS: cfg, DynamoDB: dynamodb.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg),
-		SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg), KMS: kms.NewFromConfig(cfg)}, nil
+		SQS: sqs.NewFromConfig(cfg), SSM: ssm.NewFromConfig(cfg)}, nil
 }

@@ -94,7 +94,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &offers.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
 		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
-		Releaser: rel, KMS: w.Clients.KMS, Bells: bells,
+		Releaser: rel, Bells: bells,
 	}, nil
 }
 
