@@ -372,7 +372,8 @@ func (x *Dispatcher) handOver(ctx context.Context, clients *clientCache, placed 
 		if !ok {
 			continue
 		}
-		ds = append(ds, doorbell.Delivery{URL: pl.instance.Bell, HandOver: doorbell.HandOver{Run: pl.instance.RunID,
+		// The doorbell named here, never the item's bell (see provision's handOver).
+		ds = append(ds, doorbell.Delivery{URL: x.d.Bells.URL(pl.instance.ID), HandOver: doorbell.HandOver{Run: pl.instance.RunID,
 			Version: pl.instance.Version, Kind: doorbell.KindJIT, Secret: config.(string)}})
 	}
 	if err := x.d.Bells.HandOver(ctx, ds...); err != nil {

@@ -99,7 +99,9 @@ func (p *provisioning) handOver(ctx context.Context, items ...*state.Instance) {
 		if in.RunID != p.cfg.RunID {
 			continue
 		}
-		ds = append(ds, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+		// The doorbell provision names itself, never the item's bell: whoever may write items
+		// could rewrite that, but not where the token goes.
+		ds = append(ds, doorbell.Delivery{URL: p.d.Bells.URL(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
 			Kind: doorbell.KindRegistration, Secret: p.token.Value, ExpiresAt: p.token.ExpiresAt}})
 	}
 	if err := p.d.Bells.HandOver(ctx, ds...); err != nil {
