@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -89,15 +90,18 @@ type Options struct {
 
 // Env is a running local world. Close it when done.
 type Env struct {
-	AWS    aws.Config
-	Store  *state.Store
-	EC2    *ec2.Client
-	GH     *ghfake.Server
-	GitHub *github.Client
-	Sim    *fleetsim.Simulator
-	Stack  string
-	Pool   string
-	Table  string
+	// handed keeps, per instance, the last token HandOver sent, to answer the agent's asks.
+	handedMu sync.Mutex
+	handed   map[string]handed
+	AWS      aws.Config
+	Store    *state.Store
+	EC2      *ec2.Client
+	GH       *ghfake.Server
+	GitHub   *github.Client
+	Sim      *fleetsim.Simulator
+	Stack    string
+	Pool     string
+	Table    string
 	// TarSum is the real SHA-256 of the runner tarball.
 	TarSum string
 	// Doc is the pool's published document.
@@ -578,6 +582,7 @@ func (e *Env) WaitItem(ctx context.Context, id string, timeout time.Duration, wh
 			if cond(in) {
 				return in, nil
 			}
+			e.answerAsk(ctx, in)
 		}
 		select {
 		case <-ctx.Done():
@@ -628,6 +633,29 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	return out, e.HandOver(ctx, out, tok.GetToken())
 }
 
+// handed is a token HandOver sent, kept to answer the agent's asks as provision does.
+type handed struct {
+	run      string
+	version  int64
+	token    string
+	answered int
+}
+
+// answerAsk hands the token over again when the instance's agent asked for it since the last
+// answer (it restarted, or was stopped, after receiving it), as provision's wait does.
+func (e *Env) answerAsk(ctx context.Context, in *state.Instance) {
+	e.handedMu.Lock()
+	h, ok := e.handed[in.ID]
+	if !ok || in.AskVersion != h.version || in.RunID != h.run || in.Asks <= h.answered {
+		e.handedMu.Unlock()
+		return
+	}
+	h.answered = in.Asks
+	e.handed[in.ID] = h
+	e.handedMu.Unlock()
+	_ = e.HandOver(ctx, in, h.token)
+}
+
 // HandOver sends a runner registration token to the instance's doorbell for the assignment in
 // holds (its run and version), as provision does right after a claim: the hand-over rings too.
 func (e *Env) HandOver(ctx context.Context, in *state.Instance, token string) error {
@@ -635,7 +663,15 @@ func (e *Env) HandOver(ctx context.Context, in *state.Instance, token string) er
 	if err != nil {
 		return err
 	}
-	return bells.HandOver(ctx, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+	e.handedMu.Lock()
+	if e.handed == nil {
+		e.handed = map[string]handed{}
+	}
+	if h := e.handed[in.ID]; h.run != in.RunID || h.version != in.Version {
+		e.handed[in.ID] = handed{run: in.RunID, version: in.Version, token: token}
+	}
+	e.handedMu.Unlock()
+	return bells.HandOver(ctx, doorbell.Delivery{URL: bells.URL(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
 		Kind: doorbell.KindRegistration, Secret: token}})
 }
 
