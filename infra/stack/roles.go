@@ -86,9 +86,9 @@ func (r *roles) grant(h *hangar) {
 	bells := doorbells(h)
 
 	// The instance: its own item (the partition key is its ARN), of which it writes only the
-	// agent's attributes; its own doorbell, which alone brings it runner secrets; its pool document; the agent. No EC2 action: the agent
-	// ends its instance by powering it off (the launch template makes that a termination), so a
-	// compromised instance can end no other.
+	// agent's attributes; its own doorbell, which alone brings it runner secrets; its pool
+	// document; the agent. No EC2 action: the agent ends its instance by powering it off (the
+	// launch template makes that a termination), so a compromised instance can end no other.
 	agentAttrs := append([]string{state.AttrARN, "version"}, state.AgentAttributes...)
 	own := map[string]interface{}{"ForAllValues:StringEquals": map[string]interface{}{"dynamodb:LeadingKeys": []string{sourceInstance}}}
 	for _, s := range []awsiam.PolicyStatement{

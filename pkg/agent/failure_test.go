@@ -206,3 +206,31 @@ func TestStartedFromStoppedSkipsInit(t *testing.T) {
 		require.True(t, os.IsNotExist(err), "%s, left before the restart, is still there", f)
 	}
 }
+
+// TestGivenBackBeforeItsToken: a claim whose registration token never reaches the doorbell is
+// given back (a release) while the agent waits for it. The agent's ask is refused (the item moved
+// on), the run is ended on the instance, and the agent signals the run's DEREGISTERED, which is
+// what release waits for before it offers the instance; no runner is registered. The instance
+// then serves the next claim.
+func TestGivenBackBeforeItsToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Baked: true})
+	id := e.launch(time.Time{})
+	in := e.warm(id)
+
+	claimed := e.transition(state.Change{InstanceID: id, From: in.State, To: state.Claimed, Version: in.Version,
+		Assign: &state.Assignment{RunID: "2401", RunAttempt: 1, Repo: repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix()}})
+	require.NoError(t, e.Ring(e.ctx, claimed)) // rung, but no token handed over
+	acked, err := e.WaitItem(e.ctx, id, 30*time.Second, "the claim acknowledged", func(it *state.Instance) bool {
+		return it.AckVersion >= claimed.Version
+	})
+	require.NoError(t, err)
+	back := e.release(acked)
+	got := e.waitSignal(id, state.SignalDeregistered, "2401", back.Version)
+	require.Equal(t, state.Idle, got.State)
+	require.Empty(t, e.GH.Runners(""), "no runner registered")
+
+	again := e.claim(e.must(e.Store.Get(e.ctx, id)), "2402")
+	e.waitSignal(id, state.SignalRegistered, "2402", again.Version)
+	require.Len(t, e.GH.Runners(repo), 1)
+}

@@ -28,9 +28,6 @@ const (
 // gives the claim back and replaces it.
 var errNoHandOver = errors.New("the assignment's secret did not reach this instance's doorbell")
 
-// errMovedOn is an assignment that moved on while its hand-over was awaited: nothing to serve.
-var errMovedOn = errors.New("the assignment moved on while its secret was awaited")
-
 // handOver returns the secret of kind (doorbell.KindRegistration or KindJIT) for the assignment
 // item holds, from the mailbox the doorbell fills, waiting and asking as above. The secret is
 // used for that assignment alone: a hand-over of another run or version is never taken.
@@ -59,7 +56,9 @@ func (a *Agent) handOver(ctx context.Context, item *state.Instance, kind string)
 		a.log.Warn("no hand-over for the assignment yet; asking for it", "run", item.RunID, "version", item.Version, "ask", n+1)
 		switch err := a.store.Ask(ctx, item.Version, n+1, a.now()); {
 		case errors.Is(err, state.ErrConflict):
-			return "", fmt.Errorf("%w: %w", errMovedOn, err)
+			// Moved on: the registration fails, and its signal, refused too, becomes the run's
+			// DEREGISTERED (registerFailed).
+			return "", fmt.Errorf("ask for the hand-over: %w", err)
 		case err != nil:
 			a.log.Warn("could not ask for the hand-over; waiting for it anyway", "error", err)
 		}

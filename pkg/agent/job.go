@@ -85,9 +85,6 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	defer cg.close()
 	config, err := a.handOver(ctx, item, doorbell.KindJIT)
 	switch {
-	case errors.Is(err, errMovedOn):
-		log.Info("not serving the job", "version", version, "error", err)
-		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:

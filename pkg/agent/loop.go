@@ -180,9 +180,6 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	if !configuredFor(dirs.runner, name) {
 		regToken, err := a.handOver(ctx, item, doorbell.KindRegistration)
 		switch {
-		case errors.Is(err, errMovedOn):
-			log.Info("not serving the assignment", "version", version, "error", err)
-			return false, nil
 		case ctx.Err() != nil:
 			return false, ctx.Err()
 		case err != nil:
@@ -287,7 +284,14 @@ func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs r
 		return true, nil
 	}
 	err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegisterFailed, Run: item.RunID, Version: item.Version, Log: msg, At: a.now()})
-	if err != nil && !errors.Is(err, state.ErrConflict) {
+	switch {
+	case errors.Is(err, state.ErrConflict):
+		// The run let the instance go meanwhile (a release, a job's check): whoever gave it back
+		// waits for the run's DEREGISTERED, and the run is ended on the instance already.
+		if err := a.signalLatest(ctx, state.SignalDeregistered, item.RunID, ""); err != nil {
+			a.log.Warn("could not signal DEREGISTERED for a run given back before it registered", "run", item.RunID, "error", err)
+		}
+	case err != nil:
 		a.log.Warn("could not signal REGISTER_FAILED", "error", err)
 	}
 	return true, nil

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -29,8 +28,6 @@ const Body = "read your item"
 // hand-over sent to an instance that is still booting (a plain ring that old is merely one read
 // of the item too many); a receive waits up to 20 s by default.
 const (
-	// Retention is how long a doorbell keeps a message nobody received.
-	Retention        = 5 * time.Minute
 	retentionSeconds = "300"
 	waitSeconds      = "20"
 	// concurrency bounds the requests one call has in flight.

@@ -2,6 +2,7 @@ package provision_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/release"
@@ -137,6 +139,37 @@ func TestFakeTooManyFailedRegistrationsTerminate(t *testing.T) {
 	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(bad.ID))
 	require.Empty(t, w.Offered(t), "not offered again")
 	requireHeld(t, w, "200", resultIDs(res)...)
+}
+
+// TestFakeAskedAgainHandsOverAgain: an agent that lost its hand-over (restarted after receiving
+// it) asks for the token; provision, still waiting, hands it over once more, and the runner
+// registers. Nothing but the doorbell carried the token: the item holds none.
+func TestFakeAskedAgainHandsOverAgain(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, nil)
+	idle := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100"})
+	w.Agent.Behave(idle.ID, fake.Forgetful)
+
+	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Reused)
+	requireHeld(t, w, "200", idle.ID)
+	it := w.Store.Item(idle.ID)
+	require.Equal(t, 1, it.Asks, "the agent asked once")
+	require.Equal(t, it.Version-1, it.AskVersion, "about the claim's version")
+	var handOvers []doorbell.HandOver
+	for _, body := range w.SQS.Bodies(w.Bells.URL(idle.ID)) {
+		var h doorbell.HandOver
+		require.NoError(t, json.Unmarshal([]byte(body), &h))
+		handOvers = append(handOvers, h)
+	}
+	require.Len(t, handOvers, 2, "handed over at the claim, and again when asked")
+	for _, h := range handOvers {
+		require.Equal(t, "200", h.Run)
+		require.Equal(t, it.AskVersion, h.Version)
+		require.Equal(t, doorbell.KindRegistration, h.Kind)
+		require.NotEmpty(t, h.Secret)
+	}
 }
 
 func TestFakeRollbackLeavesNothingClaimed(t *testing.T) {

@@ -83,9 +83,12 @@ func TestNoTokenReachesTheTable(t *testing.T) {
 			require.NotContains(t, item, s, "an item holds a registration token")
 		}
 	}
+	require.Empty(t, e.GH.Runners(""))
+	offered := e.offered()
 	for id, it := range e.items(ids(res)) {
 		require.Equal(t, state.Idle, it.State, id)
 		require.Equal(t, state.SignalDeregistered, it.Signal)
+		require.Equal(t, 1, offered[id], "and offered")
 	}
 }
 

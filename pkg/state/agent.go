@@ -141,32 +141,35 @@ func (a *Agent) Heartbeat(ctx context.Context, at time.Time) (*Instance, error) 
 // Ack records, with a heartbeat, that the agent has noticed the assignment written at version:
 // the sign of life provision waits for after a claim.
 func (a *Agent) Ack(ctx context.Context, version int64, at time.Time) error {
-	if version < 1 {
-		return fmt.Errorf("ack of %s: version %d: want the version of the assignment noticed", a.id, version)
-	}
-	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
-	u.set(attrAckVersion, version)
-	// Only while the item is still at the version noticed: a claim given back unacknowledged
-	// (Change.Unacknowledged) must never be served.
-	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version)))
-	_, err := a.write(ctx, "ack", cond, u, types.ReturnValueNone)
-	return err
+	return a.acknowledge(ctx, "ack", version, 0, at)
 }
 
-// Ask records, with a heartbeat, the agent's n-th request for the hand-over of the assignment
-// written at version, which its doorbell has not brought: the control plane that holds the
-// secret sends it again once per request (design §5a). Conditional on the item still being at
-// version, like Ack.
+// Ask records, with the acknowledgement, the agent's n-th request for the hand-over of the
+// assignment written at version, which its doorbell has not brought: the control plane that holds
+// the secret sends it again once per request (design §5a).
 func (a *Agent) Ask(ctx context.Context, version int64, n int, at time.Time) error {
-	if version < 1 || n < 1 {
-		return fmt.Errorf("ask of %s: version %d, request %d: want the version of the assignment noticed and a request count from 1", a.id, version, n)
+	if n < 1 {
+		return fmt.Errorf("ask of %s: request %d: want a request count from 1", a.id, n)
+	}
+	return a.acknowledge(ctx, "ask", version, n, at)
+}
+
+// acknowledge writes ackVersion (and, for an ask, askVersion and asks) with a heartbeat, only
+// while the item is still at the version noticed: a claim given back unacknowledged
+// (Change.Unacknowledged) must never be served, and an ask about a version the item has left is
+// answered by nobody.
+func (a *Agent) acknowledge(ctx context.Context, what string, version int64, asks int, at time.Time) error {
+	if version < 1 {
+		return fmt.Errorf("%s of %s: version %d: want the version of the assignment noticed", what, a.id, version)
 	}
 	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
 	u.set(attrAckVersion, version)
-	u.set("askVersion", version)
-	u.set("asks", n)
+	if asks > 0 {
+		u.set("askVersion", version)
+		u.set("asks", asks)
+	}
 	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version)))
-	_, err := a.write(ctx, "ask", cond, u, types.ReturnValueNone)
+	_, err := a.write(ctx, what, cond, u, types.ReturnValueNone)
 	return err
 }
 

@@ -134,8 +134,9 @@ func (a *Agent) handedOver(in *state.Instance, b Behaviour, now time.Time) bool 
 	if got >= want {
 		return true
 	}
+	// One ask for the hand-over missing (the forgotten one does not count: the agent lost it).
 	if got == want-1 && a.once(in, "ask-"+strconv.Itoa(want)) {
-		_ = a.Store.AgentAsk(in.ID, in.Version, got+1, now)
+		_ = a.Store.AgentAsk(in.ID, in.Version, 1, now)
 	}
 	return false
 }

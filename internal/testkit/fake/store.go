@@ -81,9 +81,6 @@ func clone(in *state.Instance) *state.Instance {
 	return &out
 }
 
-// read returns a copy of in as a control-plane read returns it.
-func read(in *state.Instance) *state.Instance { return clone(in) }
-
 // Create writes new items in state created with version 1, all or none, each only if no item
 // exists for its instance (state.PrepareNew checks and completes them, as state.Store.Create does).
 func (s *Store) Create(_ context.Context, insts []*state.Instance) error {
@@ -161,7 +158,7 @@ func (s *Store) Get(_ context.Context, id string) (*state.Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("get instance %s: %w", id, state.ErrNotFound)
 	}
-	return read(in), nil
+	return clone(in), nil
 }
 
 // GetMany returns the items of ids that exist, without their sealed tokens.
@@ -179,7 +176,7 @@ func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*state.Inst
 	out := make(map[string]*state.Instance, len(ids))
 	for _, id := range ids {
 		if in, ok := s.items[id]; ok {
-			out[id] = read(in)
+			out[id] = clone(in)
 		}
 	}
 	return out, nil
@@ -235,7 +232,7 @@ func (s *Store) ByRun(_ context.Context, run string) ([]state.Instance, error) {
 	var out []state.Instance
 	for _, in := range s.items {
 		if in.RunID == run {
-			out = append(out, *read(in))
+			out = append(out, *clone(in))
 		}
 	}
 	slices.SortFunc(out, func(a, b state.Instance) int { return a.Threshold.Compare(b.Threshold) })
@@ -275,7 +272,7 @@ func (s *Store) poolState(op, pool string, st state.State, before time.Time) ([]
 		if !before.IsZero() && in.Threshold.UnixMilli() >= before.UnixMilli() {
 			continue
 		}
-		out = append(out, *read(in))
+		out = append(out, *clone(in))
 	}
 	slices.SortFunc(out, func(a, b state.Instance) int { return a.Threshold.Compare(b.Threshold) })
 	return out, nil

@@ -569,7 +569,9 @@ func (e *Env) Ring(ctx context.Context, in *state.Instance) error {
 	return bells.Ring(ctx, in.Bell)
 }
 
-// WaitItem polls an item until cond holds, or timeout.
+// WaitItem polls an item until cond holds, or timeout. Meanwhile it answers the agent's asks for a
+// token HandOver sent, as provision's wait does (an agent stopped or restarted after receiving
+// its hand-over asks again).
 func (e *Env) WaitItem(ctx context.Context, id string, timeout time.Duration, what string, cond func(*state.Instance) bool) (*state.Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
