@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // pending returns the members not yet ready.
@@ -28,8 +29,14 @@ func (p *provisioning) pending() []*member {
 // (they are given back or terminated, and dropped).
 func (p *provisioning) wait(ctx context.Context) (int, error) {
 	pending := p.pending()
-	if len(pending) == 0 {
+	switch {
+	case len(pending) == 0:
 		return 0, nil
+	case len(pending) == 1 && pending[0].reused && pending[0].ackWithin == state.AckTimeout:
+		// One running instance claimed from the pool: its agent registers in well under a
+		// second, so a few conditional writes beat reads and a write. An instance that must
+		// boot first (created, or started from stopped) is read, which costs less per round.
+		return p.waitOne(ctx, pending[0])
 	}
 	ids := make([]string, len(pending))
 	open := map[string]*member{}
@@ -73,14 +80,97 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	if taken != nil {
 		return int(failed.Load()), taken
 	}
-	if errors.Is(err, context.Canceled) {
-		return int(failed.Load()), fmt.Errorf("cancelled while %d of %d runners were still registering: %w", len(open), p.cfg.Count, err)
+	return int(failed.Load()), p.waitErr(err, len(open))
+}
+
+// waitErr says why a wait ended with open instances unregistered (nil when err is).
+func (p *provisioning) waitErr(err error, open int) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("cancelled while %d of %d runners were still registering: %w", open, p.cfg.Count, err)
+	default:
+		return fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
+			open, p.cfg.Count, p.cfg.RegistrationTimeout, err)
 	}
-	if err != nil {
-		return int(failed.Load()), fmt.Errorf("%d of %d runners not registered within registration-timeout %s: %w",
-			len(open), p.cfg.Count, p.cfg.RegistrationTimeout, err)
+}
+
+// waitOne waits on a single instance without reading it: each round tries its move to running,
+// conditional on its agent's REGISTERED for the run (state.Change.Registered). A write that wins
+// is the whole wait; one that loses returns the item as it is, which is acted on as a read would
+// be (a failure settled, an ask answered). The first try comes half a poll interval after the
+// claim, when a live agent has had time to register.
+func (p *provisioning) waitOne(ctx context.Context, m *member) (int, error) {
+	var failed atomic.Int64
+	backoff := wait.Backoff{Initial: max(p.cfg.PollInterval/2, time.Millisecond), Max: p.cfg.PollInterval, Factor: 1.5}
+	change := p.runningChange(&m.inst, m.version)
+	change.Registered = true
+	var lastErr error
+	for {
+		if err := backoff.Sleep(ctx); err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last try: %w)", err, lastErr)
+			}
+			return int(failed.Load()), p.waitErr(err, 1)
+		}
+		change.Threshold = time.Now().Add(p.runtime)
+		in, err := p.d.Store.Transition(ctx, change)
+		var conflict *state.ConflictError
+		switch {
+		case err == nil:
+			p.ready(m, in)
+			return 0, nil
+		case !errors.As(err, &conflict) || conflict.Current == nil:
+			lastErr = err // a failed request: the next round tries again
+			continue
+		}
+		it := conflict.Current
+		if it.State == state.Running && it.RunID == p.cfg.RunID && it.Version == m.version+1 {
+			p.ready(m, it) // our own write, whose answer was lost and retried by the SDK
+			return 0, nil
+		}
+		var wg sync.WaitGroup
+		if it.RunID != "" && it.RunID != p.cfg.RunID && it.State != state.Terminated {
+			// Another run holds it now: the move to running was lost, as toRunning loses it, and
+			// the instance is replaced. It is dropped as provision last held it, so the retirement's
+			// condition fails and its holder keeps it.
+			p.warn("%s could not be marked running: %v", it.ID, err)
+			failed.Add(1)
+			ours := m.inst
+			ours.Version = m.version
+			wg.Go(func() { p.drop(ctx, &ours, err.Error()) })
+			wg.Wait()
+			return int(failed.Load()), nil
+		}
+		if err := p.takenBack(it); err != nil {
+			return 0, err
+		}
+		settled := p.settle(ctx, &wg, m, it, &failed)
+		if !settled && it.Version != m.version {
+			return 0, fmt.Errorf("%s moved to %s (version %d) while provision waited on version %d: %s", it.ID, it.State, it.Version, m.version, it.StateReason)
+		}
+		if !settled {
+			p.answerAsk(ctx, &wg, m, it)
+		}
+		wg.Wait()
+		if settled {
+			return int(failed.Load()), nil
+		}
 	}
-	return int(failed.Load()), nil
+}
+
+// runningChange is the move of the instance in (claimed or created, at version) to running.
+func (p *provisioning) runningChange(in *state.Instance, version int64) state.Change {
+	return state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Running, Version: version,
+		RunID: p.cfg.RunID, Threshold: time.Now().Add(p.runtime), Reason: "runner registered for run " + p.cfg.RunID}
+}
+
+// ready records that m's instance is running as in says.
+func (p *provisioning) ready(m *member, in *state.Instance) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m.inst, m.version, m.ready, m.readyAt = *in, in.Version, true, time.Since(p.start)
 }
 
 // takenBack returns an error saying why when an instance this provision holds is no longer
@@ -168,10 +258,8 @@ func (p *provisioning) toRunning(ctx context.Context, regs []registration, faile
 	}
 	changes := make([]state.Change, len(regs))
 	befores := make([]state.Instance, len(regs))
-	threshold := time.Now().Add(p.runtime)
 	for i, r := range regs {
-		changes[i] = state.Change{InstanceID: r.it.ID, Pool: r.it.Pool, From: r.it.State, To: state.Running,
-			Version: r.it.Version, RunID: p.cfg.RunID, Threshold: threshold, Reason: "runner registered for run " + p.cfg.RunID}
+		changes[i] = p.runningChange(r.it, r.it.Version)
 		befores[i] = *r.it
 	}
 	var wg sync.WaitGroup
@@ -183,9 +271,7 @@ func (p *provisioning) toRunning(ctx context.Context, regs []registration, faile
 			wg.Go(func() { p.drop(ctx, r.it, w.Err.Error()) })
 			continue
 		}
-		p.mu.Lock()
-		r.m.inst, r.m.version, r.m.ready, r.m.readyAt = *w.Item, w.Item.Version, true, time.Since(p.start)
-		p.mu.Unlock()
+		p.ready(r.m, w.Item)
 	}
 	wg.Wait()
 }

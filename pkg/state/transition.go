@@ -48,6 +48,10 @@ type Change struct {
 	// noticed, so once this write wins the agent never serves the claim: nothing of the run
 	// reached the instance, and it may be offered at once, without waiting for a deregistration.
 	Unacknowledged bool
+	// Registered moves a claimed or created instance to running only if its agent has signalled
+	// REGISTERED for the run at Version or later: the write is the read too, for a caller
+	// waiting on one instance (a lost condition returns the item as it is).
+	Registered bool
 }
 
 // Liveness bounds (docs/design.md §10). The agent writes heartbeatAt every 30 seconds, and at
@@ -66,6 +70,9 @@ const (
 const (
 	attrHeartbeatAt = "heartbeatAt"
 	attrAckVersion  = "ackVersion"
+	attrSig         = "sig"
+	attrSigRun      = "sigRun"
+	attrSigVersion  = "sigVersion"
 )
 
 // MaxRegisterFailures is how many registrations in a row an instance may fail before it is
@@ -124,6 +131,9 @@ func (c Change) Validate() error {
 	}
 	if c.RegisterFailed && (c.From != Claimed || c.To != Idle) {
 		return fmt.Errorf("%s → %s of %s: a failed registration is only counted when a claim is given back (claimed → idle)", c.From, c.To, c.InstanceID)
+	}
+	if c.Registered && c.To != Running {
+		return fmt.Errorf("%s → %s of %s: only a move to running waits on the runner's registration", c.From, c.To, c.InstanceID)
 	}
 	if c.Unacknowledged && (c.From != Claimed || c.To != Idle) {
 		return fmt.Errorf("%s → %s of %s: only a claim its agent has not acknowledged is given back unacknowledged (claimed → idle)", c.From, c.To, c.InstanceID)
@@ -209,6 +219,11 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 		if !c.AliveSince.IsZero() && c.From == Idle {
 			cond = cond.And(expression.Name(attrHeartbeatAt).GreaterThanEqual(expression.Value(millis(c.AliveSince))))
 		}
+	}
+	if c.Registered {
+		cond = cond.And(expression.Name(attrSig).Equal(expression.Value(SignalRegistered))).
+			And(expression.Name(attrSigRun).Equal(expression.Value(c.RunID))).
+			And(expression.Name(attrSigVersion).GreaterThanEqual(expression.Value(c.Version)))
 	}
 	if c.Unacknowledged {
 		cond = cond.And(expression.Or(expression.AttributeNotExists(expression.Name(attrAckVersion)),

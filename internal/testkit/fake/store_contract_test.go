@@ -28,8 +28,9 @@ type backend struct {
 		Get(ctx context.Context, id string) (*state.Instance, error)
 		Transition(ctx context.Context, c state.Change) (*state.Instance, error)
 	}
-	ack  func(ctx context.Context, id string, version int64, at time.Time) error
-	beat func(ctx context.Context, id string, at time.Time) error
+	ack    func(ctx context.Context, id string, version int64, at time.Time) error
+	beat   func(ctx context.Context, id string, at time.Time) error
+	signal func(ctx context.Context, id string, sig state.Signal) error
 }
 
 func fakeBackend() backend {
@@ -39,7 +40,8 @@ func fakeBackend() backend {
 		beat: func(_ context.Context, id string, at time.Time) error {
 			_, err := s.AgentHeartbeat(id, at)
 			return err
-		}}
+		},
+		signal: func(_ context.Context, id string, sig state.Signal) error { return s.AgentSignal(id, sig) }}
 }
 
 func dynamoBackend(t *testing.T) backend {
@@ -60,7 +62,8 @@ func dynamoBackend(t *testing.T) backend {
 		beat: func(ctx context.Context, id string, at time.Time) error {
 			_, err := agent(id).Heartbeat(ctx, at)
 			return err
-		}}
+		},
+		signal: func(ctx context.Context, id string, sig state.Signal) error { return agent(id).Signal(ctx, sig) }}
 }
 
 // step moves the item of id on from cur (nil before the first) and returns it as it is after.
@@ -113,6 +116,19 @@ func ack() step {
 		return b.store.Get(ctx, id)
 	}
 }
+
+// signal writes the agent's signal about run for the item's version.
+func signal(name state.SignalName, run string) step {
+	return func(ctx context.Context, b backend, id string, cur *state.Instance) (*state.Instance, error) {
+		if err := b.signal(ctx, id, state.Signal{Name: name, Run: run, Version: cur.Version, At: time.Now()}); err != nil {
+			return nil, err
+		}
+		return b.store.Get(ctx, id)
+	}
+}
+
+// whenRegistered is a move to running conditional on the agent's REGISTERED (Change.Registered).
+func whenRegistered(c *state.Change) { c.Registered = true }
 
 func beat(ago time.Duration) step {
 	return func(ctx context.Context, b backend, id string, _ *state.Instance) (*state.Instance, error) {
@@ -204,6 +220,18 @@ var contract = []struct {
 	{"registered after a failure resets the count", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""),
 		move(state.Idle, func(c *state.Change) { c.RegisterFailed = true }), claimBy("octo/app", "501", ""), move(state.Running, nil)},
 		outcome{State: state.Running, Version: 6, RunID: "501", LastRunID: "500", Served: []string{"octo/app"}}},
+	{"running once registered", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), ack(),
+		signal(state.SignalRegistered, "500"), move(state.Running, whenRegistered)},
+		outcome{State: state.Running, Version: 4, RunID: "500", Served: []string{"octo/app"}}},
+	{"running before registered", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), ack(),
+		move(state.Running, whenRegistered)},
+		outcome{Err: "conflict", State: state.Claimed, Version: 3, RunID: "500"}},
+	{"running after a failed registration", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), ack(),
+		signal(state.SignalRegisterFailed, "500"), move(state.Running, whenRegistered)},
+		outcome{Err: "conflict", State: state.Claimed, Version: 3, RunID: "500"}},
+	{"running on a registration of an earlier version", []step{create(""), move(state.Idle, nil), signal(state.SignalRegistered, "500"),
+		claimBy("octo/app", "500", ""), ack(), move(state.Running, whenRegistered)},
+		outcome{Err: "conflict", State: state.Claimed, Version: 3, RunID: "500"}},
 	{"release by another run", []step{create("500"), move(state.Running, nil), move(state.Idle, func(c *state.Change) { c.RunID = "501" })},
 		outcome{Err: "conflict", State: state.Running, Version: 2, RunID: "500"}},
 	{"terminate an idle instance", []step{create(""), move(state.Idle, nil), move(state.Terminated, nil)},

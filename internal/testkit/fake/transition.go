@@ -60,6 +60,9 @@ func holds(c state.Change, in *state.Instance) bool {
 	if c.Unacknowledged && in.AckVersion >= c.Version {
 		return false
 	}
+	if c.Registered && !in.SignalFor(state.SignalRegistered, c.RunID, c.Version) {
+		return false
+	}
 	return true
 }
 
