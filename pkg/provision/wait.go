@@ -99,11 +99,11 @@ func (p *provisioning) waitErr(err error, open int) error {
 // waitOne waits on a single instance without reading it: each round tries its move to running,
 // conditional on its agent's REGISTERED for the run (state.Change.Registered). A write that wins
 // is the whole wait; one that loses returns the item as it is, which is acted on as a read would
-// be (a failure settled, an ask answered). The first try comes half a poll interval after the
+// be (a failure settled, an ask answered). The first try comes five eighths of a poll interval after the
 // claim, when a live agent has had time to register.
 func (p *provisioning) waitOne(ctx context.Context, m *member) (int, error) {
 	var failed atomic.Int64
-	backoff := wait.Backoff{Initial: max(p.cfg.PollInterval/2, time.Millisecond), Max: p.cfg.PollInterval, Factor: 1.5}
+	backoff := wait.Backoff{Initial: max(p.cfg.PollInterval*5/8, time.Millisecond), Max: p.cfg.PollInterval, Factor: 1.5}
 	change := p.runningChange(&m.inst, m.version)
 	change.Registered = true
 	var lastErr error
