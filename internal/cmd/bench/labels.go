@@ -110,7 +110,7 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	p99 := percentile(handler, 99)
 	rows := []Row{
 		timed("label-routed job: webhook → runner started, warm instance", starts, jobStartTarget, false).
-			note("from the stand-in's queued delivery to the agent's REGISTERED: webhook, jobs queue, claim, just-in-time runner, seal, doorbell, agent"),
+			note("from the stand-in's queued delivery to the agent's REGISTERED: webhook, jobs queue, claim, just-in-time runner, its hand-over through the doorbell, agent"),
 		row("label-routed job: webhook handler's own time, p99", "s", p99.Seconds(), handlerTarget.Seconds(), "p99 ≤ "+secs(handlerTarget)).
 			note(fmt.Sprintf("%d deliveries (queued, in_progress, completed); p50 %s", len(handler), secs(percentile(handler, 50)))),
 		row("label-routed job: AWS requests of the control plane", "requests", perJob(aws), jobAWSTarget, fmt.Sprintf("≤ %d", jobAWSTarget)).

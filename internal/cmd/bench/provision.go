@@ -266,7 +266,7 @@ func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
 
 // claimAgain claims the instance id just released, timing from released (release's return) until
 // the claim has won: its offer received from the pool queue (peeked, so that the pool's other
-// offers stay visible), its token sealed, the conditional claim written, as provision's selector
+// offers stay visible), the conditional claim written, as provision's selector
 // does. Then, once its agent has registered for the claim, the release step gives it back.
 func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Time, run int) (time.Duration, error) {
 	owner, name, _ := strings.Cut(localenv.Repo, "/")
