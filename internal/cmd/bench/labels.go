@@ -137,26 +137,34 @@ func waitJobs(ctx context.Context, e *localenv.Env, jobs []int64) error {
 	return nil
 }
 
-// waitSettled waits until n instances are idle, wiped, and offered (none busy).
+// waitSettled waits until n instances are idle, wiped, and offered (none busy); when they are not
+// in time, the error says what the pool held last.
 func waitSettled(ctx context.Context, e *localenv.Env, n int) error {
-	return localenv.Eventually(ctx, 2*time.Minute, fmt.Sprintf("%d idle instances", n), func(ctx context.Context) (bool, error) {
-		idle, err := e.Store.InPoolState(ctx, e.Pool, state.Idle)
-		if err != nil || len(idle) != n {
-			return false, err
-		}
-		for _, it := range idle {
-			if it.Signal != state.SignalDeregistered {
-				return false, nil
-			}
-		}
-		for _, st := range []state.State{state.Claimed, state.Running, state.Created} {
-			busy, err := e.Store.InPoolState(ctx, e.Pool, st)
-			if err != nil || len(busy) > 0 {
+	var last []string
+	err := localenv.Eventually(ctx, 2*time.Minute, fmt.Sprintf("%d idle instances", n), func(ctx context.Context) (bool, error) {
+		last = last[:0]
+		ok := true
+		for _, st := range []state.State{state.Idle, state.Claimed, state.Running, state.Created} {
+			items, err := e.Store.InPoolState(ctx, e.Pool, st)
+			if err != nil {
 				return false, err
 			}
+			for _, it := range items {
+				last = append(last, fmt.Sprintf("%s %s v%d run %q signal %s/%s/v%d", it.ID, it.State, it.Version, it.RunID, it.Signal, it.SignalRun, it.SignalVersion))
+				if st != state.Idle || it.Signal != state.SignalDeregistered {
+					ok = false
+				}
+			}
+			if st == state.Idle && len(items) != n {
+				ok = false
+			}
 		}
-		return true, nil
+		return ok, nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w; the pool holds: %s", err, strings.Join(last, "; "))
+	}
+	return nil
 }
 
 // jobStart is how long after the job's queued delivery its runner started: the REGISTERED signal
