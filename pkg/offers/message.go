@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -50,6 +51,16 @@ func MessageFor(in *state.Instance) (Message, error) {
 		AZ: in.AZ, SpecHash: in.SpecHash, Version: in.Version, Stopped: in.State == state.Stopped,
 		IdleDeadline: in.Threshold.UnixMilli(), Served: in.ServedRepos,
 	}, nil
+}
+
+// Instance is the item as the message offers it: the fields the message carries, nothing
+// else (no bell, no history). A claim written in a batch returns this with the claim applied.
+func (m Message) Instance() state.Instance {
+	in := state.Instance{ID: m.InstanceID, ARN: m.InstanceARN, Pool: m.Pool, State: m.State(), Version: m.Version,
+		Threshold: m.Deadline(), ServedRepos: slices.Clone(m.Served)}
+	in.InstanceType, in.UsageClass, in.VCPU, in.MemoryMiB, in.AZ = m.InstanceType, m.UsageClass, m.VCPU, m.MemoryMiB, m.AZ
+	in.SpecHash = m.SpecHash
+	return in
 }
 
 // Deadline returns IdleDeadline as a time.

@@ -14,9 +14,11 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// Claimer is the state-store write a selector claims instances with; *state.Store satisfies it.
+// Claimer is the state-store writes a selector claims instances with; *state.Store satisfies it.
+// The claims of one receive go in one TransitionAll.
 type Claimer interface {
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 }
 
 // Defaults of a Selector.
@@ -65,7 +67,8 @@ type Stats struct {
 // Result is what a selection claimed.
 type Result struct {
 	// Instances are the claimed instances as written (state claimed, the request's run), hot
-	// ones first.
+	// ones first. A claim made alone holds the item the write returned; one of a batch holds
+	// the fields its offer carries (Message.Instance) with the claim applied.
 	Instances []*state.Instance
 	// Stopped are the ids of the claimed instances that were stopped: the caller starts them.
 	Stopped []string
@@ -272,8 +275,12 @@ func (sel *selection) sort(_ context.Context, r received) (received, bool) {
 	return r, true
 }
 
-// claim claims candidates in parallel, at most Workers at once.
+// claim claims candidates: their assignments are made (Personalize) in parallel, at most
+// Workers at once, then every claim goes in one request (state.Store.TransitionAll: a
+// transaction of conditional writes, in which one lost condition never blocks the others; one
+// candidate is a single write). Of two offers of one instance only the newer is claimed.
 func (sel *selection) claim(ctx context.Context, cands []received) {
+	cands = sel.newest(cands)
 	workers := sel.Workers
 	if workers <= 0 {
 		workers = DefaultWorkers
@@ -286,28 +293,47 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		err    error
 	}
 	outs := make([]outcome, len(cands))
-	sem := make(chan struct{}, workers)
-	var wg sync.WaitGroup
 	for i, r := range cands {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			assign := sel.req.Assign
-			if sel.req.Personalize != nil {
-				if err := sel.req.Personalize(ctx, r.msg.InstanceID, &assign); err != nil {
-					outs[i] = outcome{r: r, err: err}
-					return
-				}
-			}
-			in, err := sel.Store.Transition(ctx, state.Change{
-				InstanceID: r.msg.InstanceID, Pool: sel.Queue.pool, From: r.msg.State(), To: state.Claimed,
-				Version: r.msg.Version, Assign: &assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
-				Reason: "claimed for " + state.Describe(assign.RunID),
-			})
-			outs[i] = outcome{r: r, assign: assign, made: sel.req.Personalize != nil, in: in, err: err}
-		})
+		outs[i] = outcome{r: r, assign: sel.req.Assign}
 	}
-	wg.Wait()
+	if sel.req.Personalize != nil {
+		sem := make(chan struct{}, workers)
+		var wg sync.WaitGroup
+		for i := range outs {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				o := &outs[i]
+				if o.err = sel.req.Personalize(ctx, o.r.msg.InstanceID, &o.assign); o.err == nil {
+					o.made = true
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var (
+		changes []state.Change
+		befores []state.Instance
+		at      []int // index into outs of each change
+	)
+	for i := range outs {
+		o := &outs[i]
+		if o.err != nil {
+			continue
+		}
+		changes = append(changes, state.Change{
+			InstanceID: o.r.msg.InstanceID, Pool: sel.Queue.pool, From: o.r.msg.State(), To: state.Claimed,
+			Version: o.r.msg.Version, Assign: &o.assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
+			Reason: "claimed for " + state.Describe(o.assign.RunID),
+		})
+		befores = append(befores, o.r.msg.Instance())
+		at = append(at, i)
+	}
+	if len(changes) > 0 {
+		for k, w := range sel.Store.TransitionAll(ctx, changes, befores) {
+			outs[at[k]].in, outs[at[k]].err = w.Item, w.Err
+		}
+	}
 	for _, o := range outs {
 		if in := sel.ownWin(o.r.msg, o.assign, o.err); in != nil {
 			o.in, o.err = in, nil
@@ -341,6 +367,30 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 			sel.errs = append(sel.errs, o.err)
 		}
 	}
+}
+
+// newest keeps, of candidates offering the same instance, the one with the highest version (a
+// transaction may touch an item once); the older offers are stale and dropped.
+func (sel *selection) newest(cands []received) []received {
+	best := make(map[string]int, len(cands))
+	for i, r := range cands {
+		if j, ok := best[r.msg.InstanceID]; !ok || r.msg.Version > cands[j].msg.Version {
+			best[r.msg.InstanceID] = i
+		}
+	}
+	if len(best) == len(cands) {
+		return cands
+	}
+	out := make([]received, 0, len(best))
+	for i, r := range cands {
+		if best[r.msg.InstanceID] == i {
+			out = append(out, r)
+			continue
+		}
+		sel.res.Stats.Stale++
+		sel.drop = append(sel.drop, r.handle)
+	}
+	return out
 }
 
 // ownWin recognises a claim that succeeded although it reported a conflict: the SDK retried a

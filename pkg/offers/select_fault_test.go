@@ -71,6 +71,15 @@ func (f claimFunc) Transition(ctx context.Context, c state.Change) (*state.Insta
 	return f(ctx, c)
 }
 
+// TransitionAll writes each change alone, as a cancelled transaction's items are.
+func (f claimFunc) TransitionAll(ctx context.Context, changes []state.Change, _ []state.Instance) []state.Written {
+	out := make([]state.Written, len(changes))
+	for i, c := range changes {
+		out[i].Item, out[i].Err = f(ctx, c)
+	}
+	return out
+}
+
 func offer(t *testing.T, handle string, m Message) types.Message {
 	t.Helper()
 	b, err := json.Marshal(m)

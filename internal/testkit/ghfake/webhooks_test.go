@@ -146,6 +146,8 @@ func TestWebhookDeliveries(t *testing.T) {
 	require.Equal(t, "success", completed.GetConclusion())
 	require.Equal(t, "jit-hook", completed.GetRunnerName())
 	require.False(t, completed.GetCompletedAt().IsZero())
+	// The stand-in records a delivery once its answer is back, a moment after the receiver saw it.
+	require.NoError(t, s.WaitDeliveries(ctx, 3))
 	recorded := s.Deliveries()
 	require.Len(t, recorded, 3)
 	for _, d := range recorded {
@@ -159,6 +161,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	got = r.waitFor(t, job, 4)
 	require.Equal(t, recorded[2].ID, got[3].headers.Get("X-GitHub-Delivery"))
 	require.Equal(t, "completed", got[3].event.GetAction())
+	require.NoError(t, s.WaitDeliveries(ctx, 4))
 	require.Len(t, s.Deliveries(), 4)
 
 	// A late, fresh delivery on demand; a receiver's failure is recorded and returned.
