@@ -71,6 +71,15 @@ func (d *Directory) Publish(ctx context.Context, insts ...*state.Instance) error
 	return errors.Join(errs...)
 }
 
+// Counts returns a pool queue's counts (Queue.Counts).
+func (d *Directory) Counts(ctx context.Context, name string) (Counts, error) {
+	q, err := d.Queue(ctx, name)
+	if err != nil {
+		return Counts{}, err
+	}
+	return q.Counts(ctx)
+}
+
 // Depth returns about how many offers a pool's queue holds.
 func (d *Directory) Depth(ctx context.Context, name string) (int, error) {
 	q, err := d.Queue(ctx, name)

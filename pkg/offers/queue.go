@@ -57,6 +57,31 @@ func (q *Queue) Depth(ctx context.Context) (int, error) {
 	return visible, err
 }
 
+// Counts are a pool queue's approximate message numbers, as SQS reports them.
+type Counts struct {
+	// Offers are visible offers; InFlight those a claimer holds (received, not yet deleted or
+	// given back); DeadLetters the messages moved to the dead-letter queue (poison ones).
+	Offers, InFlight, DeadLetters int
+}
+
+// Counts reads the queue's counts and its dead-letter queue's (two requests; one without a
+// dead-letter queue).
+func (q *Queue) Counts(ctx context.Context) (Counts, error) {
+	var c Counts
+	var err error
+	if c.Offers, c.InFlight, err = q.counts(ctx); err != nil {
+		return Counts{}, err
+	}
+	if q.dlqURL == "" {
+		return c, nil
+	}
+	dlq := &Queue{sqs: q.sqs, pool: q.pool + " (dead letters)", url: q.dlqURL}
+	if c.DeadLetters, _, err = dlq.counts(ctx); err != nil {
+		return Counts{}, err
+	}
+	return c, nil
+}
+
 // counts returns SQS's approximate numbers of visible and in-flight messages.
 func (q *Queue) counts(ctx context.Context) (visible, inFlight int, err error) {
 	names := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,

@@ -2,6 +2,7 @@ package poolconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ func (s *Stack) Pool(name string) *Document {
 	return s.Pools[i]
 }
 
+// ErrNoStack is matched by LoadStack's error for a stack with no pool document at all: a wrong
+// name, or another account or region.
+var ErrNoStack = errors.New("no such stack")
+
 // LoadStack reads every pool document of stack and checks that they agree on the state table.
 // A stack without a readable document is an error that says where the documents were looked for.
 func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
@@ -38,7 +43,7 @@ func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
 		if problems != nil {
 			return nil, fmt.Errorf("stack %q: no readable pool document under %s: %w", stack, ParameterPath(stack), problems)
 		}
-		return nil, fmt.Errorf("stack %q: no pool documents under %s: is the stack name right, and is the stack deployed in this account and region?", stack, ParameterPath(stack))
+		return nil, fmt.Errorf("stack %q: %w: no pool documents under %s: is the stack name right, and is the stack deployed in this account and region?", stack, ErrNoStack, ParameterPath(stack))
 	}
 	s := &Stack{Name: stack, Pools: docs, Table: docs[0].Table, Account: docs[0].StateAccount(), Problems: problems}
 	var differ []string

@@ -146,7 +146,7 @@ func stepCases(w *world) []stepCase {
 		sc("release: GITHUB_REPOSITORY malformed", releaseStep, env("GITHUB_REPOSITORY", "octo/app/extra"), exitInput,
 			[]string{`GITHUB_REPOSITORY / runner-scope: repository "octo/app/extra": want owner/name`}),
 		sc("release: stack unknown", releaseStep, env("HANGAR_STACK", stack+"-gone"), exitRun,
-			[]string{`stack "` + stack + `-gone": no pool documents under /hangar/` + stack + `-gone/pools/: is the stack name right`}),
+			[]string{`stack "` + stack + `-gone": no such stack: no pool documents under /hangar/` + stack + `-gone/pools/: is the stack name right`}),
 
 		// hangar refresh
 		sc("refresh: dry-run not a boolean", refreshStep, env("HANGAR_DRY_RUN", "yes"), exitInput, []string{`dry-run: "yes": want true or false`}),

@@ -1,0 +1,273 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// world is a stack of two pools whose items are written directly (no agents): every state a
+// pool can hold, an instance whose pre-runner script failed and one ended by spot interruption.
+type world struct {
+	e          *localenv.Env
+	arm        *poolconfig.Document
+	preRunner  string // claimed; its agent signalled REGISTER_FAILED with the script's output
+	spot       string // terminated after SPOT_INTERRUPTED
+	idle       []string
+	oldSpecArm string
+}
+
+var idSeq int
+
+func nextID() string {
+	idSeq++
+	return fmt.Sprintf("i-%017x", time.Now().UnixNano()&0xffffffffff<<16|int64(idSeq))
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	testbed.Require(t)
+	startCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	e, err := localenv.Start(startCtx, localenv.Options{Stack: testbed.Name(t, "ops"), Baked: true})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	ctx := testbed.Context(t, 2*time.Minute)
+	w := &world{e: e}
+	w.arm, err = e.AddPool(ctx, "linux-arm")
+	require.NoError(t, err)
+
+	deadline := time.Now().Add(time.Hour)
+	spec := state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096, SpecHash: e.Doc.SpecHash}
+	create := func(pool string, spec state.Spec, run string) *state.Instance {
+		in := &state.Instance{ID: nextID(), Pool: pool, Threshold: deadline, LaunchedAt: time.Now().Add(-time.Hour), Spec: spec}
+		if run != "" {
+			in.Assignment = state.Assignment{RunID: run, RunAttempt: 1, Repo: localenv.Repo}
+		}
+		require.NoError(t, e.Store.Create(ctx, []*state.Instance{in}))
+		got, err := e.Store.Get(ctx, in.ID)
+		require.NoError(t, err)
+		return got
+	}
+	move := func(in *state.Instance, to state.State, run, why string) *state.Instance {
+		c := state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: to, Version: in.Version, Threshold: deadline, Reason: why}
+		switch {
+		case to == state.Claimed:
+			c.Assign, c.Reuse = &state.Assignment{RunID: run, RunAttempt: 1, Repo: localenv.Repo}, state.ReuseAny
+		case in.RunID != "":
+			c.RunID = in.RunID
+		}
+		out, err := e.Store.Transition(ctx, c)
+		require.NoError(t, err)
+		return out
+	}
+	signal := func(in *state.Instance, sig state.Signal) {
+		a, err := state.NewAgent(e.DynamoDB(), e.Table, e.Store.Account().ARN(in.ID), "test")
+		require.NoError(t, err)
+		sig.Version = in.Version
+		require.NoError(t, a.Signal(ctx, sig))
+	}
+	dir := &offers.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
+
+	// linux-x64: 2 idle and offered, 1 warming, 1 booting for run 701, 1 claimed, 2 running
+	// (one of run 702), 1 stopped; one claimed whose pre-runner script failed; one ended by spot.
+	for range 2 {
+		in := move(create(e.Pool, spec, ""), state.Idle, "", "warm")
+		require.NoError(t, dir.Publish(ctx, in))
+		w.idle = append(w.idle, in.ID)
+	}
+	create(e.Pool, spec, "")
+	create(e.Pool, spec, "701")
+	move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "702", "claimed for run 702")
+	for range 2 {
+		move(move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "702", "claimed for run 702"), state.Running, "", "registered")
+	}
+	move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Stopped, "", "stopped for the night")
+
+	failed := move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "703", "claimed for run 703")
+	signal(failed, state.Signal{Name: state.SignalRegisterFailed, Run: "703",
+		Log: "pre-runner: installing toolchain\npre-runner: curl: (6) could not resolve host\nhangar-agent: pre-runner script failed: exit status 6\n"})
+	w.preRunner = failed.ID
+
+	spot := move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "704", "claimed for run 704")
+	spot = move(spot, state.Running, "", "registered")
+	signal(spot, state.Signal{Name: state.SignalSpotInterrupted})
+	move(spot, state.Terminated, "", "spot interruption notice")
+	w.spot = spot.ID
+
+	// linux-arm: one idle instance launched from an older spec, and a poison message.
+	old := spec
+	old.SpecHash = "0123456789abcdef"
+	in := move(create(w.arm.Name, old, ""), state.Idle, "", "warm")
+	w.oldSpecArm = in.ID
+	_, err = sqs.NewFromConfig(e.AWS).SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(w.arm.DeadLetterQueueURL), MessageBody: aws.String("not an offer")})
+	require.NoError(t, err)
+	return w
+}
+
+// hangar runs the built command with the world's environment and returns its exit code, stdout
+// and stderr.
+func (w *world) hangar(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
+	ctx := testbed.Context(t, 2*time.Minute)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	if env == nil {
+		env = append(w.e.Environ(), "HANGAR_STACK="+w.e.Stack)
+	}
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stdout.String(), stderr.String()
+}
+
+// TestOperatorCommands: status, instance and their bad input on a stack of two pools.
+func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+
+	t.Run("status as json", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "status", "--output", "json")
+		require.Equal(t, 0, code, errOut)
+		var st []inspect.PoolStatus
+		require.NoError(t, json.Unmarshal([]byte(out), &st))
+		require.Len(t, st, 2)
+		byPool := map[string]inspect.PoolStatus{}
+		for _, p := range st {
+			byPool[p.Pool] = p
+		}
+		x := byPool[w.e.Pool]
+		require.Equal(t, 2, x.Idle)
+		require.Equal(t, 1, x.Warming)
+		require.Equal(t, 1, x.Booting)
+		require.Equal(t, 2, x.Claimed, "one claimed, one whose pre-runner failed")
+		require.Equal(t, 2, x.Running)
+		require.Equal(t, 1, x.Stopped)
+		require.Equal(t, 9, x.Live, "the terminated instance is not live")
+		require.Equal(t, 9, x.OnSpec)
+		require.Equal(t, 2, x.Offers+x.InFlight, "both idle instances are offered")
+		require.Zero(t, x.DeadLetters)
+		require.Empty(t, x.Errors)
+		arm := byPool["linux-arm"]
+		require.Equal(t, 1, arm.Idle)
+		require.Equal(t, 1, arm.Live)
+		require.Zero(t, arm.OnSpec, "launched from an older spec: not rolled out yet")
+		require.Equal(t, 1, arm.DeadLetters)
+	})
+
+	t.Run("status of one pool as a table", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "status", "linux-arm")
+		require.Equal(t, 0, code, errOut)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Len(t, lines, 2, out)
+		require.Regexp(t, `^POOL\s+IDLE\s+WARMING\s+BOOTING\s+CLAIMED\s+RUNNING\s+STOPPED\s+OFFERS\s+DEAD LETTERS\s+WARM TARGET\s+ON CURRENT SPEC$`, lines[0])
+		require.Regexp(t, `^linux-arm\s+1\s+0\s+0\s+0\s+0\s+0\s+\d \(\+\d held\)\s+1\s+\S.*\s+0/1$`, lines[1])
+	})
+
+	t.Run("instance whose pre-runner script failed", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "instance", w.preRunner)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "state:                claimed")
+		require.Contains(t, out, "signal:               REGISTER_FAILED for run 703")
+		require.Contains(t, out, "log tail (with the REGISTER_FAILED signal):\n  pre-runner: installing toolchain\n  pre-runner: curl: (6) could not resolve host\n  hangar-agent: pre-runner script failed: exit status 6\n")
+		require.Contains(t, out, "run:                  703 (attempt 1) of "+localenv.Repo)
+
+		code, out, errOut = w.hangar(t, nil, "instance", w.preRunner, "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		var r inspect.InstanceReport
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		require.Equal(t, w.preRunner, r.ID)
+		require.Equal(t, "REGISTER_FAILED", r.Signal)
+		require.Contains(t, r.LogTail, "exit status 6")
+		require.True(t, r.OnSpec)
+	})
+
+	t.Run("instance ended by spot interruption", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "instance", w.spot, "--output=json")
+		require.Equal(t, 0, code, errOut)
+		var r inspect.InstanceReport
+		require.NoError(t, json.Unmarshal([]byte(out), &r))
+		require.Equal(t, "terminated", r.State)
+		require.Equal(t, "spot interruption notice (its agent signalled SPOT_INTERRUPTED)", r.Ended)
+		require.Equal(t, "704", r.LastRun)
+		require.NotEmpty(t, r.Events)
+		require.Equal(t, "launched", r.Events[0].What)
+		require.Contains(t, r.Events[len(r.Events)-1].What, "became terminated: spot interruption notice")
+	})
+
+	t.Run("bad input exits 2 naming the input", func(t *testing.T) {
+		noCreds := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
+			"AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+		for _, tc := range []struct {
+			name string
+			env  []string
+			args []string
+			want string
+		}{
+			{"unknown stack", nil, []string{"status", "--stack", w.e.Stack + "-gone"}, `--stack: stack "` + w.e.Stack + `-gone": no such stack: no pool documents under /hangar/` + w.e.Stack + `-gone/pools/`},
+			{"malformed stack", nil, []string{"status", "--stack", "Bad Stack"}, "--stack: "},
+			{"unknown pool", nil, []string{"status", "gpu"}, `pool "gpu": no such pool in stack ` + w.e.Stack + ": want one of "},
+			{"unknown instance", nil, []string{"instance", "i-0fffffffffffffff0"}, "instance i-0fffffffffffffff0: not in stack " + w.e.Stack + "'s table"},
+			{"malformed instance", nil, []string{"instance", "web-1"}, `instance id "web-1" is malformed: want i- followed by`},
+			{"no instance", nil, []string{"instance"}, "hangar instance takes one instance id (i-0123456789abcdef0): got 0 arguments"},
+			{"unknown output", nil, []string{"status", "--output", "yaml"}, `--output "yaml": want table or json`},
+			{"unknown flag", nil, []string{"status", "--since", "30d"}, "unknown flag: --since"},
+			{"unknown command", nil, []string{"costs"}, `unknown command "costs"`},
+			{"missing credentials", noCreds, []string{"status", "--stack", w.e.Stack}, "no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				code, out, errOut := w.hangar(t, tc.env, tc.args...)
+				require.Equal(t, 2, code, "stdout %s\nstderr %s", out, errOut)
+				require.Contains(t, errOut, tc.want)
+				require.Empty(t, out)
+			})
+		}
+	})
+}
+
+// TestHelpAndCompletion: every command has --help; completion scripts are generated.
+func TestHelpAndCompletion(t *testing.T) {
+	t.Parallel()
+	w := &world{e: &localenv.Env{}}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	code, out, _ := w.hangar(t, env, "--help")
+	require.Equal(t, 0, code)
+	for _, c := range []string{"status", "instance", "refresh", "completion"} {
+		require.Regexp(t, `(?m)^\s+`+c+`\s`, out)
+	}
+	for _, c := range [][]string{{"status", "--help"}, {"instance", "--help"}, {"help", "refresh"}} {
+		code, out, _ := w.hangar(t, env, c...)
+		require.Equal(t, 0, code, c)
+		require.Contains(t, out, "--stack string", c)
+		require.Contains(t, out, "--output string", c)
+	}
+	code, out, _ = w.hangar(t, env, "completion", "bash")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "__start_hangar")
+}

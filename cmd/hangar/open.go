@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/hangar-ci/hangar/internal/wire/awscfg"
+	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// open wires an inspector of the stack g names: the AWS configuration and credentials (checked
+// before any request), the stack's pool documents, its table and its queues.
+func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
+	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	if err := poolconfig.ValidateStack(g.stack); err != nil {
+		return nil, fmt.Errorf("%w: --stack: %w", errBadInput, err)
+	}
+	cfg, err := awscfg.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Region == "" {
+		return nil, fmt.Errorf("%w: no AWS region: set AWS_REGION (or a profile's region) to the stack's region", errBadInput)
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil, fmt.Errorf("%w: no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, to an identity that may read the stack (%w)", errBadInput, err)
+	}
+	loader := &poolconfig.Loader{SSM: ssm.NewFromConfig(cfg), Stack: g.stack}
+	stack, err := loader.LoadStack(ctx)
+	if errors.Is(err, poolconfig.ErrNoStack) {
+		return nil, fmt.Errorf("%w: --stack: %w (in region %s)", errBadInput, err, cfg.Region)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read stack %s: %w", g.stack, err)
+	}
+	store, err := state.NewStore(dynamodb.NewFromConfig(cfg), stack.Table, stack.Account)
+	if err != nil {
+		return nil, err
+	}
+	return inspect.New(inspect.Deps{Stack: stack, Store: store, Queues: &offers.Directory{Loader: loader, SQS: sqs.NewFromConfig(cfg)}})
+}

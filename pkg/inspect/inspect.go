@@ -1,0 +1,84 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// ErrBadInput is matched by the errors of input the operator gave that names nothing in the
+// stack (an unknown pool or instance) or is malformed: the command exits 2 for them.
+var ErrBadInput = errors.New("bad input")
+
+// Store is the part of the state store inspect reads.
+type Store interface {
+	Census(ctx context.Context, pool string) (state.Census, error)
+	Get(ctx context.Context, id string) (*state.Instance, error)
+}
+
+// Queues reads pool queues' counts (offers.Directory).
+type Queues interface {
+	Counts(ctx context.Context, pool string) (offers.Counts, error)
+}
+
+// Deps are an Inspector's collaborators.
+type Deps struct {
+	// Stack is the stack as its pool documents describe it (poolconfig.LoadStack).
+	Stack  *poolconfig.Stack
+	Store  Store
+	Queues Queues
+	// Now is the clock warm targets are evaluated at; time.Now when nil.
+	Now func() time.Time
+}
+
+// Inspector reads one stack. It is safe for concurrent use.
+type Inspector struct {
+	d Deps
+}
+
+// New returns an inspector of d.Stack.
+func New(d Deps) (*Inspector, error) {
+	switch {
+	case d.Stack == nil:
+		return nil, errors.New("inspect: Deps.Stack not set")
+	case d.Store == nil || d.Queues == nil:
+		return nil, errors.New("inspect: Deps.Store and Deps.Queues must be set")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	return &Inspector{d: d}, nil
+}
+
+// pools returns the documents of the named pools (every pool when names is empty); an unknown
+// name is bad input that lists the stack's pools.
+func (i *Inspector) pools(names []string) ([]*poolconfig.Document, error) {
+	if len(names) == 0 {
+		return i.d.Stack.Pools, nil
+	}
+	out := make([]*poolconfig.Document, 0, len(names))
+	for _, n := range names {
+		doc := i.d.Stack.Pool(n)
+		if doc == nil {
+			return nil, fmt.Errorf("%w: pool %q: no such pool in stack %s: want one of %s", ErrBadInput, n, i.d.Stack.Name, poolNames(i.d.Stack))
+		}
+		out = append(out, doc)
+	}
+	return out, nil
+}
+
+func poolNames(s *poolconfig.Stack) string {
+	out := ""
+	for k, d := range s.Pools {
+		if k > 0 {
+			out += ", "
+		}
+		out += d.Name
+	}
+	return out
+}
