@@ -288,6 +288,14 @@ func (failingStore) Transition(context.Context, state.Change) (*state.Instance, 
 	return nil, errors.New("dynamodb is down")
 }
 
+func (failingStore) TransitionAll(_ context.Context, changes []state.Change, _ []state.Instance) []state.Written {
+	out := make([]state.Written, len(changes))
+	for i := range out {
+		out[i].Err = errors.New("dynamodb is down")
+	}
+	return out
+}
+
 func TestRetireStoreDown(t *testing.T) {
 	t.Parallel()
 	f := &fakeEC2{}

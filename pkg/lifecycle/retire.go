@@ -15,10 +15,13 @@ import (
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
-// Store is the part of the state store retiring uses.
+// Store is the part of the state store retiring uses. A retirement is written through
+// TransitionAll, with the item as given, so that an instance ended while it held a run leaves
+// that run's record (state.RunRecord).
 type Store interface {
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 }
 
 // Terminator terminates instances on EC2.
@@ -120,8 +123,8 @@ func (r *Retirer) mark(ctx context.Context, in state.Instance, why string) (mark
 		return markResult{outcome: already}, nil
 	}
 	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
-	_, err := r.Store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-		Version: in.Version, RunID: in.RunID, Reason: why})
+	err := r.Store.TransitionAll(ctx, []state.Change{{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+		Version: in.Version, RunID: in.RunID, Reason: why}}, []state.Instance{in})[0].Err
 	var conflict *state.ConflictError
 	switch {
 	case err == nil:

@@ -13,9 +13,9 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	in.Labels, in.ServedRepos, in.ServedOwners = slices.Clone(in.Labels), slices.Clone(in.ServedRepos), slices.Clone(in.ServedOwners)
 	in.State, in.Version, in.UpdatedAt, in.StateReason = c.To, c.Version+1, storedTime(now), c.Reason
 	if c.To == Terminated {
-		in.Threshold, in.PoolStateShard = time.Time{}, ""
+		in.Threshold, in.PoolStateShard = storedTime(now), PoolStateShard(c.Pool, Terminated, c.InstanceID)
 		in.Assignment = Assignment{}
-		in.ExpiresAt = now.Add(TerminatedRetention).Unix()
+		in.ExpiresAt = now.Add(DefaultHistoryRetention).Unix()
 		if c.RunID != "" {
 			in.LastRunID = c.RunID
 		}
@@ -27,6 +27,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	case c.Assign != nil:
 		a := *c.Assign
 		a.Labels = slices.Clone(a.Labels)
+		a.AssignedAt, a.Claimed, a.RegisteredAt = storedTime(now), true, time.Time{}
 		in.Assignment = a
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
 		in.ServedOwners = addToSet(in.ServedOwners, Owner(a.Repo))
@@ -41,6 +42,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	}
 	if c.To == Running {
 		in.RegisterFailures = 0
+		in.RegisteredAt = storedTime(now)
 	}
 	return in
 }

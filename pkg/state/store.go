@@ -28,11 +28,22 @@ type Store struct {
 	table   string
 	account Account
 
+	// HistoryRetention is how long a terminated instance's item and a run's records are kept
+	// (DefaultHistoryRetention when 0).
+	HistoryRetention time.Duration
+
 	// PageLimit caps the items per Query page (0: DynamoDB's 1 MB pages). Queries always follow
 	// every page; the limit only changes how many requests that takes.
 	PageLimit int32
 	// Now is the clock for updatedAt and TTL; time.Now when nil.
 	Now func() time.Time
+}
+
+func (s *Store) retention() time.Duration {
+	if s.HistoryRetention > 0 {
+		return s.HistoryRetention
+	}
+	return DefaultHistoryRetention
 }
 
 // NewStore returns a store for table, keying items by the ARNs of account.
@@ -194,6 +205,9 @@ func PrepareNew(in *Instance, account Account, now time.Time) error {
 	if in.RunID != "" {
 		if err := ValidateAssignmentKey(in.RunID); err != nil {
 			return fmt.Errorf("create instance item %s: %w", in.ID, err)
+		}
+		if in.AssignedAt.IsZero() {
+			in.AssignedAt = storedTime(now)
 		}
 		if err := validateRepo(in.Repo); err != nil {
 			return fmt.Errorf("create instance item %s for run %s: %w", in.ID, in.RunID, err)

@@ -12,8 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// TerminatedRetention is how long a terminated item stays before TTL removes it.
-const TerminatedRetention = 7 * 24 * time.Hour
+// DefaultHistoryRetention is how long history stays before TTL removes it, unless the store is
+// told otherwise (Store.HistoryRetention, from the pool documents' historyDays): a terminated
+// instance's item and the record of every run an instance served (RunRecord).
+const DefaultHistoryRetention = 90 * 24 * time.Hour
 
 // Change is one transition of one instance: from the state, run and version the caller saw to a
 // new state with a new deadline.
@@ -81,7 +83,7 @@ const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
 var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "labels",
-	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation"}
+	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation", "assignedAt", "claimed", "registeredAt"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -167,7 +169,7 @@ func (s *Store) Transition(ctx context.Context, c Change) (*Instance, error) {
 // update is c's conditional update of its item, written at now, as one request or one item of a
 // transaction takes it; a lost condition returns the item as it is.
 func (s *Store) update(c Change, now time.Time) (*types.Update, error) {
-	expr, err := c.expression(now)
+	expr, err := c.expression(now, s.retention())
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +198,9 @@ func (c Change) conflict(old map[string]types.AttributeValue) error {
 	return conflict
 }
 
-// expression validates c and builds its condition and update, as written at now.
-func (c Change) expression(now time.Time) (expression.Expression, error) {
+// expression validates c and builds its condition and update, as written at now; an instance
+// terminated is kept for retention.
+func (c Change) expression(now time.Time, retention time.Duration) (expression.Expression, error) {
 	if err := c.Validate(); err != nil {
 		return expression.Expression{}, err
 	}
@@ -235,11 +238,13 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 	u.set("updatedAt", millis(now))
 	u.setOrRemove("stateReason", c.Reason != "", c.Reason)
 	if c.To == Terminated {
-		// Leave both indexes, drop tokens, keep the run for audit; TTL removes the item later.
-		u.remove(AttrThreshold, AttrPoolStateShard)
+		// Leave the run index and the live states, drop tokens, keep the run for audit: the item
+		// is the instance's history now, found by its pool and end time, until TTL removes it.
+		u.set(AttrThreshold, millis(now))
+		u.set(AttrPoolStateShard, PoolStateShard(c.Pool, Terminated, c.InstanceID))
 		u.remove(legacySecrets...)
 		u.remove(assignmentAttrs...)
-		u.set(AttrTTL, now.Add(TerminatedRetention).Unix())
+		u.set(AttrTTL, now.Add(retention).Unix())
 		if c.RunID != "" {
 			u.set("lastRunId", c.RunID)
 		}
@@ -261,6 +266,9 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 		u.setOrRemove("claimId", a.ClaimID != "", a.ClaimID)
 		u.setOrRemove("runnerId", a.RunnerID != 0, a.RunnerID)
 		u.setOrRemove("installation", a.Installation != 0, a.Installation)
+		u.set("assignedAt", millis(now))
+		u.set("claimed", true)
+		u.remove("registeredAt")
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
 	case c.Releases():
@@ -274,6 +282,7 @@ func (c Change) expression(now time.Time) (expression.Expression, error) {
 		}
 	}
 	if c.To == Running {
+		u.set("registeredAt", millis(now))
 		// Registered (or, for a job, started). Secrets never reach the table (they ride the
 		// doorbell); an item written by an earlier version may still hold one, which goes now.
 		u.remove("registerFailures")

@@ -73,16 +73,19 @@ func TestLegalTransitions(t *testing.T) {
 			require.Equal(t, tc.wantLast, got.LastRunID)
 			require.Equal(t, "test", got.StateReason)
 			if tc.to == state.Terminated {
-				require.True(t, got.Threshold.IsZero(), "terminated keeps no deadline")
-				require.Empty(t, got.PoolStateShard, "terminated leaves the pool index")
-				require.InDelta(t, time.Now().Add(state.TerminatedRetention).Unix(), got.ExpiresAt, 60)
+				require.WithinDuration(t, time.Now(), got.Threshold, time.Minute, "terminated: the threshold is the end")
+				require.Equal(t, state.PoolStateShard(testPool, state.Terminated, in.ID), got.PoolStateShard, "terminated: history, found by pool and end")
+				require.InDelta(t, time.Now().Add(state.DefaultHistoryRetention).Unix(), got.ExpiresAt, 60)
 			} else {
 				require.Equal(t, c.Threshold.UnixMilli(), got.Threshold.UnixMilli())
 				require.Equal(t, state.PoolStateShard(testPool, tc.to, in.ID), got.PoolStateShard)
 				require.Zero(t, got.ExpiresAt)
 			}
 			if tc.to == state.Claimed {
-				require.Equal(t, *wantAssign, got.Assignment)
+				want := *wantAssign
+				require.WithinDuration(t, time.Now(), got.AssignedAt, time.Minute, "the claim records when")
+				want.AssignedAt, want.Claimed = got.AssignedAt, true
+				require.Equal(t, want, got.Assignment)
 			}
 			if tc.wantRun == "" {
 				require.Empty(t, got.Labels)

@@ -81,13 +81,30 @@ type Spec struct {
 	VCPU         int    `dynamodbav:"vcpu,omitempty"`
 	MemoryMiB    int    `dynamodbav:"memoryMiB,omitempty"`
 	SpecHash     string `dynamodbav:"specHash,omitempty"`
+	// Price is the instance's hourly price in US dollars when it was launched, and PriceSource
+	// where it came from (PriceSpot, PriceOnDemand); both empty when no price could be had
+	// ("price unknown": Hangar never invents one).
+	Price       float64 `dynamodbav:"price,omitempty"`
+	PriceSource string  `dynamodbav:"priceSource,omitempty"`
 }
+
+// Price sources.
+const (
+	PriceSpot     = "spot price history"
+	PriceOnDemand = "price list"
+)
 
 // Assignment is what an instance needs to serve a run; it is set when the instance is claimed (or
 // created for a run) and removed when the run gives it back.
 type Assignment struct {
 	RunID      string   `dynamodbav:"runId,omitempty"`
 	RunAttempt int      `dynamodbav:"runAttempt,omitempty"`
+	// AssignedAt is when the run got the instance (its claim, or its creation for the run);
+	// Claimed says it came warm from the pool; RegisteredAt is when it moved to running. The
+	// store sets them; they end with the assignment, in the run's history record (RunRecord).
+	AssignedAt   time.Time `dynamodbav:"assignedAt,omitempty"`
+	Claimed      bool      `dynamodbav:"claimed,omitempty"`
+	RegisteredAt time.Time `dynamodbav:"registeredAt,omitempty"`
 	Repo       string   `dynamodbav:"repo,omitempty"`
 	RunnerURL  string   `dynamodbav:"runnerUrl,omitempty"`
 	Labels     []string `dynamodbav:"labels,omitempty"`

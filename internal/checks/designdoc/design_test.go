@@ -182,7 +182,7 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 		"`running` threshold":          poolconfig.DefaultTimeouts.Running.D(),
 		"`idle` threshold":             poolconfig.DefaultTimeouts.Idle.D(),
 		"`stopped` threshold":          poolconfig.DefaultTimeouts.Stopped.D(),
-		"terminated retention":         state.TerminatedRetention,
+		"terminated retention":         state.DefaultHistoryRetention,
 		"`poolWait`":                   offers.DefaultWait,
 		"message visibility":           offers.DefaultVisibility,
 		"`heartbeatInterval`":          agent.DefaultHeartbeatInterval,

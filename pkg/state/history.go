@@ -1,0 +1,196 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// RunRecord is the history of one instance's service to one run attempt: written by the
+// transition that ends it (the instance's move to idle or terminated while it held the run), in
+// the same request (TransitionAll), so it can neither race another writer nor cost a request of
+// its own. It lives in the instances' table under its own key, found through the byPoolState
+// index by its pool and end time (KindRuns), until TTL removes it.
+type RunRecord struct {
+	Key            string    `dynamodbav:"instanceArn"`
+	PoolStateShard string    `dynamodbav:"poolStateShard"`
+	EndedAt        time.Time `dynamodbav:"threshold"`
+	ExpiresAt      int64     `dynamodbav:"expiresAt"`
+	Kind           string    `dynamodbav:"kind"`
+	// Run is the run (or, label-routed, the job key) and its attempt; Repo its repository.
+	Run        string `dynamodbav:"hRun"`
+	RunAttempt int    `dynamodbav:"hAttempt,omitempty"`
+	Repo       string `dynamodbav:"hRepo,omitempty"`
+	InstanceID string `dynamodbav:"instanceId"`
+	Pool       string `dynamodbav:"pool"`
+	// Claimed says the instance came warm from the pool; otherwise it was created for the run.
+	Claimed      bool      `dynamodbav:"claimed,omitempty"`
+	AssignedAt   time.Time `dynamodbav:"assignedAt,omitempty"`
+	RegisteredAt time.Time `dynamodbav:"registeredAt,omitempty"`
+	// Outcome is the state the instance went to (idle: given back; terminated) and Reason why.
+	Outcome string `dynamodbav:"outcome"`
+	Reason  string `dynamodbav:"reason,omitempty"`
+	Spec
+}
+
+// KindRun marks a RunRecord item.
+const KindRun = "run"
+
+// runsState is the pseudo-state under which run records are kept in the byPoolState index.
+const runsState State = "runs"
+
+// Seconds is how long the run held the instance: from its assignment to the end.
+func (r RunRecord) Seconds() float64 {
+	if r.AssignedAt.IsZero() || r.EndedAt.Before(r.AssignedAt) {
+		return 0
+	}
+	return r.EndedAt.Sub(r.AssignedAt).Seconds()
+}
+
+// Cost is the record's cost in US dollars (instance-seconds × the hourly price); ok is false
+// when the instance's price is unknown.
+func (r RunRecord) Cost() (usd float64, ok bool) {
+	if r.PriceSource == "" {
+		return 0, false
+	}
+	return r.Seconds() * r.Price / 3600, true
+}
+
+// Ends reports whether c ends a run on the instance before held: the instance goes to idle or is
+// terminated while it held a run.
+func (c Change) Ends(before Instance) bool {
+	return before.RunID != "" && (c.To == Idle || c.To == Terminated)
+}
+
+// recordOf is the run record of c, which ends before's run, written at now.
+func recordOf(c Change, before Instance, now time.Time, retention time.Duration) RunRecord {
+	return RunRecord{
+		Key:            runRecordKey(before.RunID, before.RunAttempt, c.InstanceID),
+		PoolStateShard: PoolStateShard(c.Pool, runsState, c.InstanceID),
+		EndedAt:        storedTime(now),
+		ExpiresAt:      now.Add(retention).Unix(),
+		Kind:           KindRun,
+		Run:            before.RunID, RunAttempt: before.RunAttempt, Repo: before.Repo,
+		InstanceID: c.InstanceID, Pool: c.Pool,
+		Claimed: before.Claimed, AssignedAt: before.AssignedAt, RegisteredAt: before.RegisteredAt,
+		Outcome: string(c.To), Reason: c.Reason, Spec: before.Spec,
+	}
+}
+
+// runRecordKey is a run record's key: one per run attempt and instance, so that writing it again
+// (a retried transaction) changes nothing.
+func runRecordKey(run string, attempt int, instance string) string {
+	return "run#" + run + "#" + strconv.Itoa(attempt) + "#" + instance
+}
+
+// IsRunRecordKey reports whether key is a run record's (not an instance's ARN).
+func IsRunRecordKey(key string) bool { return strings.HasPrefix(key, "run#") }
+
+// put is the record's Put, for a transaction.
+func (r RunRecord) put(table string) (*types.Put, error) {
+	av, err := encoder.Encode(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode the run record of %s: %w", r.InstanceID, err)
+	}
+	m, ok := av.(*types.AttributeValueMemberM)
+	if !ok {
+		return nil, fmt.Errorf("encode the run record of %s: got %T, want a map", r.InstanceID, av)
+	}
+	return &types.Put{TableName: &table, Item: m.Value}, nil
+}
+
+// RunRecords returns pool's run records that ended in [since, until), through the byPoolState
+// index (one Query per shard, in parallel, every page; no Scan), oldest first.
+func (s *Store) RunRecords(ctx context.Context, pool string, since, until time.Time) ([]RunRecord, error) {
+	var out []RunRecord
+	err := s.history(ctx, pool, runsState, since, until, func(item map[string]types.AttributeValue) error {
+		var r RunRecord
+		if err := decoder.Decode(&types.AttributeValueMemberM{Value: item}, &r); err != nil {
+			return fmt.Errorf("decode a run record: %w", err)
+		}
+		out = append(out, r)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b RunRecord) int { return a.EndedAt.Compare(b.EndedAt) })
+	return out, err
+}
+
+// Ended returns pool's instances terminated in [since, until) whose items are still kept, oldest
+// first, through the byPoolState index.
+func (s *Store) Ended(ctx context.Context, pool string, since, until time.Time) ([]Instance, error) {
+	var out []Instance
+	err := s.history(ctx, pool, Terminated, since, until, func(item map[string]types.AttributeValue) error {
+		in, err := unmarshalItem(item)
+		if err != nil {
+			return err
+		}
+		out = append(out, *in)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b Instance) int { return a.Threshold.Compare(b.Threshold) })
+	return out, err
+}
+
+// history queries every shard of pool's key for st, for items whose threshold (their end) is in
+// [since, until), and hands each item to add (under a lock).
+func (s *Store) history(ctx context.Context, pool string, st State, since, until time.Time, add func(map[string]types.AttributeValue) error) error {
+	if err := ValidatePool(pool); err != nil {
+		return err
+	}
+	if !until.After(since) {
+		return fmt.Errorf("history of pool %s: until %s is not after since %s", pool, until, since)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for shard := range Shards {
+		wg.Go(func() {
+			in := &dynamodb.QueryInput{
+				TableName:                &s.table,
+				IndexName:                aws.String(IndexByPoolState),
+				KeyConditionExpression:   aws.String("#k = :k AND #t BETWEEN :since AND :until"),
+				ExpressionAttributeNames: map[string]string{"#k": AttrPoolStateShard, "#t": AttrThreshold},
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":k":     &types.AttributeValueMemberS{Value: poolStateKey(pool, st, shard)},
+					":since": &types.AttributeValueMemberN{Value: strconv.FormatInt(since.UnixMilli(), 10)},
+					":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(until.UnixMilli()-1, 10)},
+				},
+			}
+			if s.PageLimit > 0 {
+				in.Limit = &s.PageLimit
+			}
+			p := dynamodb.NewQueryPaginator(s.db, in)
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("query %s: %w", poolStateKey(pool, st, shard), err))
+					mu.Unlock()
+					return
+				}
+				for _, item := range page.Items {
+					if err := add(item); err != nil {
+						errs = append(errs, fmt.Errorf("%w: %w", ErrBadItem, err))
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return fmt.Errorf("history of pool %s: %w", pool, errors.Join(errs...))
+	}
+	return nil
+}

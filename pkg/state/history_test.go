@@ -1,0 +1,104 @@
+package state_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// TestRunRecords: the transition that ends a run writes its record in the same request, a give
+// back to idle and a retirement alike; a lost condition writes neither the change nor the
+// record; records and ended instances are found by pool and end time, and outlive the run.
+func TestRunRecords(t *testing.T) {
+	t.Parallel()
+	s, db := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	start := time.Now().Add(-time.Second)
+	deadline := time.Now().Add(time.Hour)
+	spec := state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageSpot, AZ: "us-east-1a", Price: 0.0357, PriceSource: state.PriceSpot}
+
+	// Three instances claimed for run 900 and moved to running.
+	var running []state.Instance
+	for range 3 {
+		in := &state.Instance{ID: newID(), Pool: testPool, Threshold: deadline, Spec: spec}
+		require.NoError(t, s.Create(ctx, []*state.Instance{in}))
+		idle, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Created, To: state.Idle, Version: 1, Threshold: deadline})
+		require.NoError(t, err)
+		claimed, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Idle, To: state.Claimed, Version: idle.Version,
+			Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "900", RunAttempt: 2, Repo: "octo/app"}})
+		require.NoError(t, err)
+		require.True(t, claimed.Claimed)
+		require.False(t, claimed.AssignedAt.IsZero(), "the claim records when the run got the instance")
+		run, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Claimed, To: state.Running, Version: claimed.Version,
+			RunID: "900", Threshold: deadline})
+		require.NoError(t, err)
+		require.False(t, run.RegisteredAt.IsZero())
+		running = append(running, *run)
+	}
+	// One was taken back meanwhile by someone else: its give-back loses.
+	_, err := s.Transition(ctx, state.Change{InstanceID: running[2].ID, Pool: testPool, From: state.Running, To: state.Idle,
+		Version: running[2].Version, RunID: "900", Threshold: deadline, Reason: "refresh"})
+	require.NoError(t, err)
+
+	before := db.calls.Load()
+	back := func(in state.Instance) state.Change {
+		return state.Change{InstanceID: in.ID, Pool: testPool, From: state.Running, To: state.Idle, Version: in.Version, RunID: "900",
+			Threshold: deadline, Reason: "released by run 900"}
+	}
+	out := s.TransitionAll(ctx, []state.Change{back(running[0]), back(running[2])}, running[0:3:3][0:1:1])
+	require.Error(t, out[0].Err, "befores must match the changes")
+	out = s.TransitionAll(ctx, []state.Change{back(running[0]), back(running[2])}, []state.Instance{running[0], running[2]})
+	require.NoError(t, out[0].Err)
+	require.ErrorIs(t, out[1].Err, state.ErrConflict)
+	require.Equal(t, int64(2), db.calls.Load()-before, "one cancelled transaction, then the winner alone (update and record together)")
+
+	// The third is retired while it holds the run (a batch of one: update and record together).
+	before = db.calls.Load()
+	out = s.TransitionAll(ctx, []state.Change{{InstanceID: running[1].ID, Pool: testPool, From: state.Running, To: state.Terminated,
+		Version: running[1].Version, RunID: "900", Reason: "its agent reported FAILED"}}, []state.Instance{running[1]})
+	require.NoError(t, out[0].Err)
+	require.Equal(t, int64(1), db.calls.Load()-before)
+
+	recs, err := s.RunRecords(ctx, testPool, start, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "a record for the give-back and one for the retirement; none for the lost write")
+	byID := map[string]state.RunRecord{}
+	for _, r := range recs {
+		byID[r.InstanceID] = r
+	}
+	r := byID[running[0].ID]
+	require.Equal(t, "900", r.Run)
+	require.Equal(t, 2, r.RunAttempt)
+	require.Equal(t, "octo/app", r.Repo)
+	require.True(t, r.Claimed)
+	require.Equal(t, "idle", r.Outcome)
+	require.Equal(t, "released by run 900", r.Reason)
+	require.Equal(t, running[0].AssignedAt, r.AssignedAt)
+	require.Equal(t, running[0].RegisteredAt, r.RegisteredAt)
+	require.False(t, r.EndedAt.Before(r.AssignedAt))
+	cost, ok := r.Cost()
+	require.True(t, ok)
+	require.InDelta(t, r.EndedAt.Sub(r.AssignedAt).Seconds()*0.0357/3600, cost, 1e-12)
+	require.Equal(t, "terminated", byID[running[1].ID].Outcome)
+	require.Equal(t, "its agent reported FAILED", byID[running[1].ID].Reason)
+
+	none, err := s.RunRecords(ctx, testPool, start.Add(-time.Hour), start)
+	require.NoError(t, err)
+	require.Empty(t, none, "outside the window")
+
+	ended, err := s.Ended(ctx, testPool, start, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	require.Len(t, ended, 1)
+	require.Equal(t, running[1].ID, ended[0].ID)
+	require.Equal(t, "900", ended[0].LastRunID)
+	require.InDelta(t, time.Now().Add(state.DefaultHistoryRetention).Unix(), ended[0].ExpiresAt, 60)
+
+	// The run's instances are no longer the run's: the byRun index finds no record.
+	insts, err := s.ByRun(ctx, "900")
+	require.NoError(t, err)
+	require.Empty(t, insts)
+}
