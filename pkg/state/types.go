@@ -97,17 +97,17 @@ const (
 // Assignment is what an instance needs to serve a run; it is set when the instance is claimed (or
 // created for a run) and removed when the run gives it back.
 type Assignment struct {
-	RunID      string   `dynamodbav:"runId,omitempty"`
-	RunAttempt int      `dynamodbav:"runAttempt,omitempty"`
+	RunID      string `dynamodbav:"runId,omitempty"`
+	RunAttempt int    `dynamodbav:"runAttempt,omitempty"`
 	// AssignedAt is when the run got the instance (its claim, or its creation for the run);
 	// Claimed says it came warm from the pool; RegisteredAt is when it moved to running. The
 	// store sets them; they end with the assignment, in the run's history record (RunRecord).
 	AssignedAt   time.Time `dynamodbav:"assignedAt,omitempty"`
 	Claimed      bool      `dynamodbav:"claimed,omitempty"`
 	RegisteredAt time.Time `dynamodbav:"registeredAt,omitempty"`
-	Repo       string   `dynamodbav:"repo,omitempty"`
-	RunnerURL  string   `dynamodbav:"runnerUrl,omitempty"`
-	Labels     []string `dynamodbav:"labels,omitempty"`
+	Repo         string    `dynamodbav:"repo,omitempty"`
+	RunnerURL    string    `dynamodbav:"runnerUrl,omitempty"`
+	Labels       []string  `dynamodbav:"labels,omitempty"`
 	// RunnerGroup is the organisation runner group the runner joins (org scope only).
 	RunnerGroup string `dynamodbav:"runnerGroup,omitempty"`
 	// RunnerPrefix starts the runner's name (RunnerNames): it names the stack.
