@@ -58,7 +58,10 @@ func newWorld(t *testing.T) *world {
 	require.NoError(t, err)
 
 	deadline := time.Now().Add(time.Hour)
-	spec := state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096, SpecHash: e.Doc.SpecHash}
+	spec := state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096, SpecHash: e.Doc.SpecHash,
+		Price: 0.0893, PriceSource: state.PriceOnDemand}
+	unpriced := spec
+	unpriced.Price, unpriced.PriceSource = 0, ""
 	create := func(pool string, spec state.Spec, run string) *state.Instance {
 		in := &state.Instance{ID: nextID(), Pool: pool, Threshold: deadline, LaunchedAt: time.Now().Add(-time.Hour), Spec: spec}
 		if run != "" {
@@ -77,9 +80,11 @@ func newWorld(t *testing.T) *world {
 		case in.RunID != "":
 			c.RunID = in.RunID
 		}
-		out, err := e.Store.Transition(ctx, c)
-		require.NoError(t, err)
-		return out
+		// Through TransitionAll with the item as read, as release and refresh write: a move that
+		// ends a run leaves its record.
+		w := e.Store.TransitionAll(ctx, []state.Change{c}, []state.Instance{*in})[0]
+		require.NoError(t, w.Err)
+		return w.Item
 	}
 	signal := func(in *state.Instance, sig state.Signal) {
 		a, err := state.NewAgent(e.DynamoDB(), e.Table, e.Store.Account().ARN(in.ID), "test")
@@ -99,8 +104,13 @@ func newWorld(t *testing.T) *world {
 	create(e.Pool, spec, "")
 	create(e.Pool, spec, "701")
 	move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "702", "claimed for run 702")
-	for range 2 {
-		move(move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Claimed, "702", "claimed for run 702"), state.Running, "", "registered")
+	for _, sp := range []state.Spec{spec, unpriced} {
+		move(move(move(create(e.Pool, sp, ""), state.Idle, "", "warm"), state.Claimed, "702", "claimed for run 702"), state.Running, "", "registered")
+	}
+	// Run 700 is over: two instances given back, one priced, one not.
+	for _, sp := range []state.Spec{spec, unpriced} {
+		in := move(move(move(create(e.Pool, sp, ""), state.Idle, "", "warm"), state.Claimed, "700", "claimed for run 700"), state.Running, "", "registered")
+		w.idle = append(w.idle, move(in, state.Idle, "", "released by run 700").ID)
 	}
 	move(move(create(e.Pool, spec, ""), state.Idle, "", "warm"), state.Stopped, "", "stopped for the night")
 
@@ -163,14 +173,14 @@ func TestOperatorCommands(t *testing.T) {
 			byPool[p.Pool] = p
 		}
 		x := byPool[w.e.Pool]
-		require.Equal(t, 2, x.Idle)
+		require.Equal(t, 4, x.Idle, "two offered, two given back by run 700")
 		require.Equal(t, 1, x.Warming)
 		require.Equal(t, 1, x.Booting)
 		require.Equal(t, 2, x.Claimed, "one claimed, one whose pre-runner failed")
 		require.Equal(t, 2, x.Running)
 		require.Equal(t, 1, x.Stopped)
-		require.Equal(t, 9, x.Live, "the terminated instance is not live")
-		require.Equal(t, 9, x.OnSpec)
+		require.Equal(t, 11, x.Live, "the terminated instance is not live")
+		require.Equal(t, 11, x.OnSpec)
 		require.Equal(t, 2, x.Offers+x.InFlight, "both idle instances are offered")
 		require.Zero(t, x.DeadLetters)
 		require.Empty(t, x.Errors)
@@ -188,6 +198,86 @@ func TestOperatorCommands(t *testing.T) {
 		require.Len(t, lines, 2, out)
 		require.Regexp(t, `^POOL\s+IDLE\s+WARMING\s+BOOTING\s+CLAIMED\s+RUNNING\s+STOPPED\s+OFFERS\s+DEAD LETTERS\s+WARM TARGET\s+ON CURRENT SPEC$`, lines[0])
 		require.Regexp(t, `^linux-arm\s+1\s+0\s+0\s+0\s+0\s+0\s+\d \(\+\d held\)\s+1\s+\S.*\s+0/1$`, lines[1])
+	})
+
+	t.Run("runs as json", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "runs", "--since", "1d", "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		var runs []inspect.RunSummary
+		require.NoError(t, json.Unmarshal([]byte(out), &runs))
+		byRun := map[string]inspect.RunSummary{}
+		for _, r := range runs {
+			byRun[r.Run] = r
+		}
+		require.ElementsMatch(t, []string{"700", "701", "702", "703", "704"}, keys(byRun))
+		done := byRun["700"]
+		require.Equal(t, "released", done.Outcome)
+		require.Equal(t, 2, done.Instances)
+		require.Equal(t, 2, done.Reused)
+		require.False(t, done.Ended.IsZero())
+		require.Equal(t, 1, done.PriceUnknown, "one instance has no price: counted apart, never priced")
+		var want float64
+		for _, h := range done.Held {
+			require.Equal(t, "idle", h.Outcome)
+			require.Equal(t, "released by run 700", h.Reason)
+			require.Positive(t, h.Seconds)
+			if h.PriceKnown {
+				require.Equal(t, 0.0893, h.Price)
+				want += h.Seconds * 0.0893 / 3600
+			}
+		}
+		require.InDelta(t, want, done.Cost, 1e-9, "cost is instance-seconds × the recorded price")
+		require.Equal(t, "1 terminated (spot interruption notice)", byRun["704"].Outcome)
+		require.Equal(t, "running", byRun["702"].Outcome)
+		require.Equal(t, 3, byRun["702"].Instances)
+		require.Equal(t, 1, byRun["701"].Created, "booting for its run: created, not reused")
+		require.Equal(t, localenv.Repo, byRun["703"].Repo)
+
+		code, out, errOut = w.hangar(t, nil, "runs", "--limit", "2")
+		require.Equal(t, 0, code, errOut)
+		require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 3, "a header and two runs:\n%s", out)
+	})
+
+	t.Run("cost by repository, pool, run and day", func(t *testing.T) {
+		code, out, errOut := w.hangar(t, nil, "runs", "--since", "1d", "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		var runs []inspect.RunSummary
+		require.NoError(t, json.Unmarshal([]byte(out), &runs))
+		var costs []inspect.CostRow
+		code, out, errOut = w.hangar(t, nil, "cost", "--by", "repository", "--since", "1d", "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		require.NoError(t, json.Unmarshal([]byte(out), &costs))
+		require.Len(t, costs, 1)
+		require.Equal(t, localenv.Repo, costs[0].Key)
+		require.Equal(t, 5, costs[0].Runs)
+		require.Equal(t, 8, costs[0].Instances)
+		require.Positive(t, costs[0].UnknownHours)
+		// Runs that last are counted up to the moment each command read them: the ended run's
+		// cost is the same in both, the rest only grows.
+		var ended float64
+		for _, r := range runs {
+			if r.Run == "700" || r.Run == "704" {
+				ended += r.Cost
+			}
+		}
+		require.GreaterOrEqual(t, costs[0].Cost, ended)
+
+		for _, by := range []string{"pool", "run", "day"} {
+			code, out, errOut := w.hangar(t, nil, "cost", "--by", by, "-o", "json")
+			require.Equal(t, 0, code, errOut)
+			var rows []inspect.CostRow
+			require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
+			require.NotEmpty(t, rows, by)
+			if by == "pool" {
+				require.Equal(t, w.e.Pool, rows[0].Key, "the pool whose instances cost most")
+				require.Positive(t, rows[0].PoolCost, "the pool's instances, idle time included")
+				require.Greater(t, rows[0].PoolHours, rows[0].Hours, "the pool's instances live longer than runs hold them")
+			}
+		}
+		code, out, errOut = w.hangar(t, nil, "cost", "--by", "pool")
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, "POOL COST")
+		require.Contains(t, out, "total held by runs since ")
 	})
 
 	t.Run("instance whose pre-runner script failed", func(t *testing.T) {
@@ -236,6 +326,9 @@ func TestOperatorCommands(t *testing.T) {
 			{"unknown instance", nil, []string{"instance", "i-0fffffffffffffff0"}, "instance i-0fffffffffffffff0: not in stack " + w.e.Stack + "'s table"},
 			{"malformed instance", nil, []string{"instance", "web-1"}, `instance id "web-1" is malformed: want i- followed by`},
 			{"no instance", nil, []string{"instance"}, "hangar instance takes one instance id (i-0123456789abcdef0): got 0 arguments"},
+			{"malformed since", nil, []string{"runs", "--since", "a month"}, `--since "a month": want a duration like 30d, 12h or 90m, or a date like 2026-11-01`},
+			{"unknown grouping", nil, []string{"cost", "--by", "team"}, `--by "team": want repository, pool, run or day`},
+			{"malformed repository", nil, []string{"cost", "--repo", "app"}, `--repo "app": want owner/name`},
 			{"unknown output", nil, []string{"status", "--output", "yaml"}, `--output "yaml": want table or json`},
 			{"unknown flag", nil, []string{"status", "--since", "30d"}, "unknown flag: --since"},
 			{"unknown command", nil, []string{"costs"}, `unknown command "costs"`},
@@ -258,10 +351,10 @@ func TestHelpAndCompletion(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	code, out, _ := w.hangar(t, env, "--help")
 	require.Equal(t, 0, code)
-	for _, c := range []string{"status", "instance", "refresh", "completion"} {
+	for _, c := range []string{"status", "runs", "instance", "cost", "refresh", "completion"} {
 		require.Regexp(t, `(?m)^\s+`+c+`\s`, out)
 	}
-	for _, c := range [][]string{{"status", "--help"}, {"instance", "--help"}, {"help", "refresh"}} {
+	for _, c := range [][]string{{"status", "--help"}, {"runs", "--help"}, {"instance", "--help"}, {"cost", "--help"}, {"help", "refresh"}} {
 		code, out, _ := w.hangar(t, env, c...)
 		require.Equal(t, 0, code, c)
 		require.Contains(t, out, "--stack string", c)
@@ -270,4 +363,12 @@ func TestHelpAndCompletion(t *testing.T) {
 	code, out, _ = w.hangar(t, env, "completion", "bash")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "__start_hangar")
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

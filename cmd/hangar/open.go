@@ -47,5 +47,5 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inspect.New(inspect.Deps{Stack: stack, Store: store, Queues: &offers.Directory{Loader: loader, SQS: sqs.NewFromConfig(cfg)}})
+	return inspect.New(inspect.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqs.NewFromConfig(cfg)}})
 }

@@ -32,6 +32,8 @@ type Deps struct {
 	Stack  *poolconfig.Stack
 	Store  Store
 	Queues Queues
+	// History reads run records and items for runs and cost (nil: those views refuse).
+	History History
 	// Now is the clock warm targets are evaluated at; time.Now when nil.
 	Now func() time.Time
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hangar-ci/hangar/pkg/inspect"
+)
+
+// windowFlags are the flags that choose a span of history.
+type windowFlags struct {
+	since string
+	pools []string
+	repo  string
+}
+
+func (f *windowFlags) add(cmd *cobra.Command, since string) {
+	cmd.Flags().StringVar(&f.since, "since", since, "how far back: a duration (30d, 12h, 90m) or a date (2026-11-01)")
+	cmd.Flags().StringSliceVar(&f.pools, "pool", nil, "only these pools (repeat, or a,b; default every pool)")
+	cmd.Flags().StringVar(&f.repo, "repo", "", "only this repository (owner/name)")
+}
+
+func (f *windowFlags) window(now time.Time) (inspect.Window, error) {
+	since, err := inspect.ParseSince(f.since, now)
+	if err != nil {
+		return inspect.Window{}, err
+	}
+	if f.repo != "" && strings.Count(f.repo, "/") != 1 {
+		return inspect.Window{}, fmt.Errorf("%w: --repo %q: want owner/name", errBadInput, f.repo)
+	}
+	return inspect.Window{Since: since, Until: now, Pools: f.pools, Repo: f.repo}, nil
+}
+
+func newRuns(g *globals) *cobra.Command {
+	var (
+		f     windowFlags
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "recent runs: repository, instances reused or created, provision and release times, outcome, cost",
+		Long: `runs lists the run attempts that held instances in the window, newest first: those still
+holding instances and those that let them go (from the run records the stack keeps for 90
+days). For each: its repository, instances (reused from the pool or created), how long until
+the last of them registered, when the last was let go, the outcome (released, running, or the
+terminations and why) and the cost (instance-seconds × each instance's price; instances whose
+price is unknown are counted apart, never priced).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			now := time.Now()
+			w, err := f.window(now)
+			if err != nil {
+				return err
+			}
+			if limit < 1 {
+				return fmt.Errorf("%w: --limit %d: want 1 or more", errBadInput, limit)
+			}
+			in, err := open(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			runs, err := in.Runs(cmd.Context(), w)
+			if err != nil {
+				return err
+			}
+			if len(runs) > limit {
+				runs = runs[:limit]
+			}
+			if g.output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), runs)
+			}
+			rows := make([][]string, len(runs))
+			for k, r := range runs {
+				ended := "-"
+				if !r.Ended.IsZero() {
+					ended = r.Ended.UTC().Format("2006-01-02 15:04:05Z")
+				}
+				rows[k] = []string{r.Run, strconv.Itoa(r.Attempt), r.Repo, strings.Join(r.Pools, ","),
+					fmt.Sprintf("%d (%d reused, %d created)", r.Instances, r.Reused, r.Created),
+					r.Started.UTC().Format("2006-01-02 15:04:05Z"), seconds(r.ProvisionSeconds), ended, r.Outcome, usd(r.Cost, r.PriceUnknown)}
+			}
+			return table(cmd.OutOrStdout(), []string{"RUN", "ATTEMPT", "REPOSITORY", "POOLS", "INSTANCES", "STARTED", "PROVISIONED IN", "ENDED", "OUTCOME", "COST"}, rows)
+		},
+	}
+	f.add(cmd, "7d")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs, newest first")
+	return cmd
+}
+
+// usd renders a cost, saying how many instances it leaves out for want of a price.
+func usd(cost float64, unknown int) string {
+	s := fmt.Sprintf("$%.4f", cost)
+	if unknown > 0 {
+		s += fmt.Sprintf(" + %d price unknown", unknown)
+	}
+	return s
+}
+
+func seconds(s float64) string {
+	if s == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f s", s)
+}
