@@ -10,6 +10,7 @@
 #   moto server           EC2, SQS, SSM, IAM, STS, S3, CloudFormation   port $MOTO_PORT (5000)
 #   DynamoDB Local        AWS's own jar                                  port $DDB_PORT (8002)
 #   EC2 metadata mock     amazon-ec2-metadata-mock, IMDSv2 only          port $IMDS_PORT (1338)
+#   Price List stand-in   internal/testkit/cmd/pricefake (GetProducts)   port $PRICE_PORT (1339)
 #
 # Everything lands under $TESTBED_DIR (default .cache/testbed, git-ignored). Nothing is installed
 # system-wide except a headless JRE when no `java` is on the machine. Needs: Debian 12, Go, node/npm,
@@ -21,6 +22,7 @@ TESTBED_DIR=${TESTBED_DIR:-$ROOT/.cache/testbed}
 MOTO_PORT=${MOTO_PORT:-5000}
 DDB_PORT=${DDB_PORT:-8002}
 IMDS_PORT=${IMDS_PORT:-1338}
+PRICE_PORT=${PRICE_PORT:-1339}
 DDB_NPM_PACKAGE=amplify-dynamodb-simulator@2.9.30
 AEMM_VERSION=v1.12.0
 
@@ -176,6 +178,7 @@ probe_service() {
     dynamodb-local) curl -s --max-time 10 -X POST "http://127.0.0.1:$DDB_PORT/" -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
         -H 'Content-Type: application/x-amz-json-1.0' -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x' \
         -d '{}' | grep -q TableNames ;;
+    pricing) curl -sf --max-time 10 "http://127.0.0.1:$PRICE_PORT/healthz" | grep -q pricefake ;;
     imds) curl -sf --max-time 10 -X PUT "http://127.0.0.1:$IMDS_PORT/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' -o /dev/null ;;
     *) return 1 ;;
   esac
@@ -191,7 +194,7 @@ start() {
   fi
   if http_up "$url"; then
     if is_service "$name"; then say "$name already served on $url by another process; using it (testbed down will not stop it)"; return 0; fi
-    die "port of $url is taken by a process that is not $name; stop it or set MOTO_PORT / DDB_PORT / IMDS_PORT"
+    die "port of $url is taken by a process that is not $name; stop it or set MOTO_PORT / DDB_PORT / IMDS_PORT / PRICE_PORT"
   fi
   nohup "$@" >"$LOGS/$name.log" 2>&1 </dev/null &
   echo $! >"$RUN/$name.pid"
@@ -206,6 +209,7 @@ AWS_SECRET_ACCESS_KEY=test
 AWS_REGION=us-east-1
 AWS_ENDPOINT_URL=http://127.0.0.1:$MOTO_PORT
 AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$DDB_PORT
+AWS_ENDPOINT_URL_PRICING=http://127.0.0.1:$PRICE_PORT
 AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$IMDS_PORT
 HANGAR_TESTBED_MOTO=http://127.0.0.1:$MOTO_PORT
 HANGAR_TESTBED_IMDS_BIN=$AEMM_BIN
@@ -274,13 +278,15 @@ cmd_up() {
     env -C "$DDB_DIR" java -Djava.library.path="$DDB_DIR/package/emulator/DynamoDBLocal_lib" -jar "$DDB_DIR/package/emulator/DynamoDBLocal.jar" \
     -inMemory -sharedDb -disableTelemetry -port "$DDB_PORT"
   start imds "http://127.0.0.1:$IMDS_PORT/" "$AEMM_BIN" -n 127.0.0.1 -p "$IMDS_PORT" -I
+  (cd "$ROOT" && CGO_ENABLED=0 go build -o "$TESTBED_DIR/bin/pricefake" ./internal/testkit/cmd/pricefake) || die "build the Price List stand-in"
+  start pricing "http://127.0.0.1:$PRICE_PORT/healthz" "$TESTBED_DIR/bin/pricefake" -addr "127.0.0.1:$PRICE_PORT"
   write_env
   say "endpoints in $TESTBED_DIR/endpoints.env"
 }
 
 cmd_down() {
   local name pid
-  for name in moto dynamodb-local imds; do
+  for name in moto dynamodb-local imds pricing; do
     if alive "$name"; then
       pid=$(cat "$RUN/$name.pid")
       kill "$pid" 2>/dev/null || true
@@ -294,7 +300,7 @@ cmd_down() {
 
 cmd_status() {
   local name rc=0
-  for name in moto dynamodb-local imds; do
+  for name in moto dynamodb-local imds pricing; do
     if alive "$name"; then echo "$name: running (pid $(cat "$RUN/$name.pid"))"; else echo "$name: stopped"; rc=1; fi
   done
   return $rc

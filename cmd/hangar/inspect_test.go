@@ -8,21 +8,28 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/pricefake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -125,6 +132,19 @@ func newWorld(t *testing.T) *world {
 	move(spot, state.Terminated, "", "spot interruption notice")
 	w.spot = spot.ID
 
+	// Run 705 on instances recorded as a launch records them, priced by the Price List
+	// stand-in (on-demand) and the emulated spot history (spot), then given back.
+	rec := &lifecycle.Recorder{Store: e.Store, EC2: e.EC2, Prices: pricing.NewFromConfig(e.AWS)}
+	launched, err := rec.Record(ctx, lifecycle.Launch{Pool: e.Doc, At: time.Now().Add(-time.Minute), Reason: "warm", Instances: []fleet.Instance{
+		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1a", UsageClass: state.UsageOnDemand, VCPU: 2, MemoryMiB: 4096},
+		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1b", UsageClass: state.UsageSpot, VCPU: 2, MemoryMiB: 4096},
+	}})
+	require.NoError(t, err)
+	for _, in := range launched {
+		in := move(move(move(in, state.Idle, "", "warm"), state.Claimed, "705", "claimed for run 705"), state.Running, "", "registered")
+		w.idle = append(w.idle, move(in, state.Idle, "", "released by run 705").ID)
+	}
+
 	// linux-arm: one idle instance launched from an older spec, and a poison message.
 	old := spec
 	old.SpecHash = "0123456789abcdef"
@@ -173,14 +193,14 @@ func TestOperatorCommands(t *testing.T) {
 			byPool[p.Pool] = p
 		}
 		x := byPool[w.e.Pool]
-		require.Equal(t, 4, x.Idle, "two offered, two given back by run 700")
+		require.Equal(t, 6, x.Idle, "two offered, two given back by run 700, two by run 705")
 		require.Equal(t, 1, x.Warming)
 		require.Equal(t, 1, x.Booting)
 		require.Equal(t, 2, x.Claimed, "one claimed, one whose pre-runner failed")
 		require.Equal(t, 2, x.Running)
 		require.Equal(t, 1, x.Stopped)
-		require.Equal(t, 11, x.Live, "the terminated instance is not live")
-		require.Equal(t, 11, x.OnSpec)
+		require.Equal(t, 13, x.Live, "the terminated instance is not live")
+		require.Equal(t, 13, x.OnSpec)
 		require.Equal(t, 2, x.Offers+x.InFlight, "both idle instances are offered")
 		require.Zero(t, x.DeadLetters)
 		require.Empty(t, x.Errors)
@@ -209,7 +229,20 @@ func TestOperatorCommands(t *testing.T) {
 		for _, r := range runs {
 			byRun[r.Run] = r
 		}
-		require.ElementsMatch(t, []string{"700", "701", "702", "703", "704"}, keys(byRun))
+		require.ElementsMatch(t, []string{"700", "701", "702", "703", "704", "705"}, keys(byRun))
+		priced := byRun["705"]
+		require.Equal(t, 2, priced.Instances)
+		require.Zero(t, priced.PriceUnknown)
+		var cost705 float64
+		for _, h := range priced.Held {
+			want := pricefake.Default["us-east-1/c7i.large"]
+			if h.UsageClass == state.UsageSpot {
+				want = spotPrice(t, w.e, "c7i.large", "us-east-1b")
+			}
+			require.Equal(t, want, h.Price, "the price served when it was launched (%s)", h.UsageClass)
+			cost705 += h.Seconds * want / 3600
+		}
+		require.InDelta(t, cost705, priced.Cost, 1e-12)
 		done := byRun["700"]
 		require.Equal(t, "released", done.Outcome)
 		require.Equal(t, 2, done.Instances)
@@ -249,14 +282,14 @@ func TestOperatorCommands(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(out), &costs))
 		require.Len(t, costs, 1)
 		require.Equal(t, localenv.Repo, costs[0].Key)
-		require.Equal(t, 5, costs[0].Runs)
-		require.Equal(t, 8, costs[0].Instances)
+		require.Equal(t, 6, costs[0].Runs)
+		require.Equal(t, 10, costs[0].Instances)
 		require.Positive(t, costs[0].UnknownHours)
 		// Runs that last are counted up to the moment each command read them: the ended run's
 		// cost is the same in both, the rest only grows.
 		var ended float64
 		for _, r := range runs {
-			if r.Run == "700" || r.Run == "704" {
+			if r.Run == "700" || r.Run == "704" || r.Run == "705" {
 				ended += r.Cost
 			}
 		}
@@ -371,4 +404,16 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// spotPrice is the emulated EC2's latest spot price of typ in az.
+func spotPrice(t *testing.T, e *localenv.Env, typ, az string) float64 {
+	t.Helper()
+	out, err := e.EC2.DescribeSpotPriceHistory(testbed.Context(t, 30*time.Second), &ec2.DescribeSpotPriceHistoryInput{
+		InstanceTypes: []ec2types.InstanceType{ec2types.InstanceType(typ)}, AvailabilityZone: aws.String(az), ProductDescriptions: []string{"Linux/UNIX"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, out.SpotPriceHistory)
+	p, err := strconv.ParseFloat(aws.ToString(out.SpotPriceHistory[0].SpotPrice), 64)
+	require.NoError(t, err)
+	return p
 }

@@ -196,6 +196,9 @@ func controlPlane(h *hangar, r *roles) []awsiam.PolicyStatement {
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{fleet.TagUnrecorded}},
 		}),
 		statement([]string{"ec2:DescribeInstances", "ec2:DescribeInstanceTypes"}, []*string{jsii.String("*")}, nil),
+		// Prices of what is launched, recorded in its item for the operator's cost views:
+		// public figures, read-only.
+		statement([]string{"ec2:DescribeSpotPriceHistory", "pricing:GetProducts"}, []*string{jsii.String("*")}, nil),
 		// The instance profile's role, to EC2 alone, and no other role: launches use the
 		// templates' profile (the launch statements admit no other template).
 		statement([]string{"iam:PassRole"}, []*string{r.instance.RoleArn()}, map[string]interface{}{

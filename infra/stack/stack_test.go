@@ -501,3 +501,21 @@ func TestRefreshRole(t *testing.T) {
 	require.Contains(t, all, `"sqs:DeleteQueue"`)
 	require.Contains(t, all, `"aws:RequestTag/hangar:instance-arn":"false"`, "doorbells are made only tagged with their instance")
 }
+
+// TestControllersReadPrices: the roles that launch instances may read the spot price history
+// and the Price List (to record each launch's price), in a statement of its own, read-only; the
+// instance role may not.
+func TestControllersReadPrices(t *testing.T) {
+	for _, role := range []string{"WorkflowRole", "RefreshRole"} {
+		var found []string
+		for _, s := range policyOf(t, role) {
+			if slices.Contains(actions(s), "pricing:GetProducts") {
+				found = actions(s)
+			}
+		}
+		require.ElementsMatch(t, []string{"ec2:DescribeSpotPriceHistory", "pricing:GetProducts"}, found, role)
+	}
+	all := js(policyOf(t, "InstanceRole"))
+	require.NotContains(t, all, "pricing:")
+	require.NotContains(t, all, "DescribeSpotPriceHistory")
+}

@@ -172,7 +172,9 @@ type SQS interface {
 
 // Deps are the dispatcher's collaborators.
 type Deps struct {
-	Pools    Pools
+	Pools Pools
+	// Prices prices the instances launched, recorded in their items (nil: price unknown).
+	Prices   lifecycle.Pricer
 	Store    Store
 	Offers   Offers
 	Launcher Launcher
@@ -238,7 +240,7 @@ func New(cfg Config, d Deps) (*Dispatcher, error) {
 	}
 	retire := &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}
 	return &Dispatcher{cfg: cfg, d: d, names: state.RunnerNamesOf(cfg.Stack), retire: retire,
-		record:  &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
+		record:  &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log},
 		returns: &lifecycle.Returner{Store: d.Store, Offers: d.Offers, Retirer: retire, Bells: d.Bells, Log: d.Log},
 		groups:  map[string]int64{}, resolved: map[*poolconfig.Document]bool{}}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -19,10 +20,18 @@ type Creator interface {
 	Create(ctx context.Context, insts []*state.Instance) error
 }
 
+// Pricer finds the hourly prices of launched instances (pricing.Pricer); an unknown price is a
+// zero pricing.Price.
+type Pricer interface {
+	Prices(ctx context.Context, insts []pricing.Instance) []pricing.Price
+}
+
 // Recorder records launched instances.
 type Recorder struct {
 	Store Creator
 	EC2   fleet.Tagger
+	// Prices prices the instances before their items are written (nil: price unknown).
+	Prices Pricer
 	// Bells makes each instance's doorbell (nil: none; the agents poll their items).
 	Bells *doorbell.Bells
 	Log   *slog.Logger
@@ -48,6 +57,8 @@ type Launch struct {
 const (
 	recordTimeout = 30 * time.Second
 	assignTimeout = 10 * time.Second
+	// priceTimeout bounds the price lookups: an item is never held back long for its price.
+	priceTimeout = 3 * time.Second
 )
 
 // Record writes the items of launched instances, in state created, in a context of its own (the
@@ -70,6 +81,7 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	r.price(wctx, items)
 	tokErr := r.assign(wctx, l, items)
 	if err := r.Store.Create(wctx, items); err != nil {
 		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
@@ -123,4 +135,22 @@ func (r *Recorder) log() *slog.Logger {
 		return r.Log
 	}
 	return slog.Default()
+}
+
+// price records each item's hourly price (left unknown when it cannot be had in priceTimeout).
+func (r *Recorder) price(ctx context.Context, items []*state.Instance) {
+	if r.Prices == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, priceTimeout)
+	defer cancel()
+	insts := make([]pricing.Instance, len(items))
+	for i, in := range items {
+		insts[i] = pricing.Instance{Type: in.InstanceType, AZ: in.AZ, UsageClass: in.UsageClass}
+	}
+	for i, p := range r.Prices.Prices(pctx, insts) {
+		if p.Known() {
+			items[i].Price, items[i].PriceSource = p.USD, p.Source
+		}
+	}
 }

@@ -73,7 +73,9 @@ type Releaser interface {
 
 // Deps are provision's collaborators.
 type Deps struct {
-	Pool     *poolconfig.Document
+	Pool *poolconfig.Document
+	// Prices prices the instances launched, recorded in their items (nil: price unknown).
+	Prices   lifecycle.Pricer
 	Store    Store
 	Claimer  Claimer
 	Queue    Publisher
@@ -207,7 +209,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	}
 	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID},
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
-		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
+		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
 	if err := p.check(ctx); err != nil {
 		return nil, err
 	}

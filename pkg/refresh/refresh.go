@@ -61,7 +61,9 @@ type Pools interface {
 
 // Deps are refresh's collaborators.
 type Deps struct {
-	Store    Store
+	Store Store
+	// Prices prices the instances launched, recorded in their items (nil: price unknown).
+	Prices   lifecycle.Pricer
 	EC2      EC2
 	Launcher Launcher
 	Pools    Pools
@@ -179,7 +181,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	start := d.Now()
 	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
 		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
-		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}}
+		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
 	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
 	pools := make([]*poolconfig.Document, 0, len(cfg.Pools))
 	for _, doc := range cfg.Pools {

@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/metrics"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/webhook"
 )
@@ -165,6 +166,8 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		}
 		return ghapp.ParseCredentials(s)
 	}, o.GitHub)
+	prices := pricing.NewFromConfig(cfg)
+	prices.Log = o.Log
 	var ec2Client dispatch.EC2Launcher = ec2.NewFromConfig(cfg)
 	if o.EC2 != nil {
 		ec2Client = o.EC2
@@ -175,7 +178,7 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
 			return app.Client(installation, scope)
 		},
-		SQS: sqsClient, Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
+		SQS: sqsClient, Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics}, Prices: prices,
 	})
 	return d, app, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -50,6 +51,7 @@ type Wiring struct {
 	log      *slog.Logger
 	metrics  io.Writer
 	launcher *fleet.Launcher // keeps instance type sizes across invokes
+	prices   *pricing.Pricer // keeps on-demand prices across invokes
 }
 
 // New builds the clients; it makes no request.
@@ -62,7 +64,7 @@ func New(cfg aws.Config, stack string, o Options) *Wiring {
 	}
 	return &Wiring{stack: stack, ssm: ssm.NewFromConfig(cfg), dynamodb: dynamodb.NewFromConfig(cfg, o.DynamoDB...),
 		sqs: sqs.NewFromConfig(cfg), ec2: o.EC2, log: o.Log, metrics: o.Metrics,
-		launcher: &fleet.Launcher{EC2: o.EC2, Log: o.Log}}
+		launcher: &fleet.Launcher{EC2: o.EC2, Log: o.Log}, prices: pricing.NewFromConfig(cfg)}
 }
 
 // Load reads the stack's pool documents, anew on every call so that a redeployed stack is seen
@@ -83,6 +85,7 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 			return nil, refresh.Deps{}, err
 		}
 	}
-	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics,
+	w.prices.Log = w.log
+	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics, Prices: w.prices,
 		Pools: &offers.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}, nil
 }

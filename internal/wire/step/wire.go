@@ -9,6 +9,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/fleet"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/provision"
 	"github.com/hangar-ci/hangar/pkg/release"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -38,12 +39,15 @@ type Wiring struct {
 
 	loader *poolconfig.Loader
 	dir    *offers.Directory
+	prices *pricing.Pricer
 }
 
 func (w *Wiring) init() {
 	if w.loader == nil {
 		w.loader = &poolconfig.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
 		w.dir = &offers.Directory{Loader: w.loader, SQS: w.Clients.SQS}
+		w.prices = pricing.NewFromConfig(w.Clients.AWS)
+		w.prices.Log = w.Log
 	}
 	if w.EC2 == nil {
 		w.EC2 = w.Clients.EC2
@@ -93,7 +97,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	}
 	return provision.Deps{
 		Pool: doc, Store: store, Claimer: &offers.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
-		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask,
+		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask, Prices: w.prices,
 		Releaser: rel, Bells: bells,
 	}, nil
 }
