@@ -93,7 +93,7 @@ price is unknown are counted apart, never priced).`,
 
 // usd renders a cost, saying how many instances it leaves out for want of a price.
 func usd(cost float64, unknown int) string {
-	s := fmt.Sprintf("$%.4f", cost)
+	s := dollars(cost)
 	if unknown > 0 {
 		s += fmt.Sprintf(" + %d price unknown", unknown)
 	}
@@ -105,4 +105,13 @@ func seconds(s float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f s", s)
+}
+
+// dollars renders an amount in US dollars: to the cent, or to the millionth below ten cents,
+// where short CI runs cost fractions of a cent.
+func dollars(v float64) string {
+	if v != 0 && v < 0.1 {
+		return fmt.Sprintf("$%.6f", v)
+	}
+	return fmt.Sprintf("$%.2f", v)
 }

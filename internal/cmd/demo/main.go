@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -237,6 +238,22 @@ func run(ctx context.Context) error {
 	say("done: 2 runs and 3 label-routed jobs served, %d runner registrations, nothing left registered on GitHub (%d). The timeline:",
 		e.GH.Registrations(), len(e.GH.Runners("")))
 	fmt.Print("\n" + tl.String())
+	return operatorView(ctx, e, hangarBin)
+}
+
+// operatorView shows what an operator sees of the demo's stack with hangar, run with the
+// operator's credentials (here the emulators').
+func operatorView(ctx context.Context, e *localenv.Env, bin string) error {
+	say("the operator's view of stack %s: hangar status, hangar runs, hangar cost (docs/operations.md)", e.Stack)
+	for _, args := range [][]string{{"status"}, {"runs", "--since", "1h"}, {"cost", "--by", "repository", "--since", "1h"}, {"cost", "--by", "pool", "--since", "1h"}} {
+		cmd := exec.CommandContext(ctx, bin, append(args, "--stack", e.Stack)...)
+		cmd.Env = e.Environ()
+		out, err := cmd.CombinedOutput()
+		fmt.Printf("\n$ hangar %s --stack %s\n%s", strings.Join(args, " "), e.Stack, indent(string(out)))
+		if err != nil {
+			return fmt.Errorf("hangar %s: %w", strings.Join(args, " "), err)
+		}
+	}
 	return nil
 }
 
