@@ -87,12 +87,30 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 		return nil
 	}
 	rows := make([][]string, len(res.Instances))
+	total, unknown := 0.0, 0
 	for i, x := range res.Instances {
-		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds)}
+		cost := "price unknown"
+		if x.PriceKnown {
+			cost = fmt.Sprintf("$%.6f", x.Cost)
+			total += x.Cost
+		} else {
+			unknown++
+		}
+		rows[i] = []string{x.ID, x.Type, x.AZ, x.UsageClass, x.Result, x.Reason, fmt.Sprintf("%.1f", x.Seconds), fmt.Sprintf("%.0f", x.HeldSeconds), cost}
 	}
-	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%s · took %s\n", o.req.RunID,
-		step.Table([]string{"instance", "type", "AZ", "market", "result", "why", "after (s)"}, rows), runnersDeleted(res), res.Took.Round(10e6)))
+	step.Summary(gha, fmt.Sprintf("### Hangar: released run %s\n\n%s\n%s · %s · took %s\n", o.req.RunID,
+		step.Table([]string{"instance", "type", "AZ", "market", "result", "why", "after (s)", "held (s)", "cost"}, rows),
+		runCost(total, unknown), runnersDeleted(res), res.Took.Round(10e6)))
 	return nil
+}
+
+// runCost says what the run's instances cost while it held them.
+func runCost(total float64, unknown int) string {
+	s := fmt.Sprintf("the run's instances cost $%.6f while it held them", total)
+	if unknown > 0 {
+		s += fmt.Sprintf(" (%d of them at a price unknown, not counted)", unknown)
+	}
+	return s
 }
 
 // runnersDeleted says which runners release deleted from GitHub.

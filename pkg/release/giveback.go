@@ -21,6 +21,9 @@ type releasing struct {
 func (g *giving) giveBackAll(ctx context.Context, insts []state.Instance) {
 	var back, unacked, booting []state.Instance
 	for _, in := range insts {
+		if in.RunID == g.run {
+			g.held[in.ID] = in
+		}
 		switch {
 		case in.RunID != g.run:
 			g.outcome(in, Already, "")

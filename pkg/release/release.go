@@ -90,6 +90,12 @@ type Outcome struct {
 	// Reason says why, for terminated instances.
 	Reason  string
 	Seconds float64 // from the start of the release to the outcome
+	// HeldSeconds is how long the run held the instance (its assignment to the outcome), and
+	// Cost that × the instance's hourly price as launched; PriceKnown is false when the price is
+	// unknown (Cost is then 0, not a guess).
+	HeldSeconds float64
+	Cost        float64
+	PriceKnown  bool
 }
 
 // Result is a release's report.
@@ -144,7 +150,7 @@ func (r *Releaser) GiveBack(ctx context.Context, run string, insts []state.Insta
 }
 
 func (r *Releaser) start(run string) *giving {
-	return &giving{Releaser: r, run: run, start: time.Now(), res: &Result{}}
+	return &giving{Releaser: r, run: run, start: time.Now(), res: &Result{}, held: map[string]state.Instance{}}
 }
 
 // giveBack gives insts back, then deletes the runners of the run on the instances ours accepts.
@@ -163,6 +169,8 @@ type giving struct {
 	start time.Time
 	mu    sync.Mutex
 	res   *Result
+	// held are the run's instances as first read, for what the run held them and their price.
+	held map[string]state.Instance
 }
 
 func (g *giving) warn(format string, a ...any) {
@@ -176,8 +184,15 @@ func (g *giving) warn(format string, a ...any) {
 func (g *giving) outcome(in state.Instance, result, reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.res.Instances = append(g.res.Instances, Outcome{ID: in.ID, Pool: in.Pool, Type: in.InstanceType, AZ: in.AZ,
-		UsageClass: in.UsageClass, Result: result, Reason: reason, Seconds: time.Since(g.start).Seconds()})
+	o := Outcome{ID: in.ID, Pool: in.Pool, Type: in.InstanceType, AZ: in.AZ,
+		UsageClass: in.UsageClass, Result: result, Reason: reason, Seconds: time.Since(g.start).Seconds()}
+	if h, ok := g.held[in.ID]; ok && !h.AssignedAt.IsZero() {
+		o.HeldSeconds = time.Since(h.AssignedAt).Seconds()
+		if o.PriceKnown = h.PriceSource != ""; o.PriceKnown {
+			o.Cost = o.HeldSeconds * h.Price / 3600
+		}
+	}
+	g.res.Instances = append(g.res.Instances, o)
 }
 
 // terminate retires instances; those someone else moved first are theirs, not terminated.

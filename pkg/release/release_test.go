@@ -85,6 +85,29 @@ func TestStragglerTerminated(t *testing.T) {
 	require.Equal(t, release.Returned, outcomes[good.ID].Result)
 	require.Equal(t, release.Terminated, outcomes[stuck.ID].Result)
 	require.Contains(t, outcomes[stuck.ID].Reason, "did not deregister within 4s")
+	require.Positive(t, outcomes[good.ID].HeldSeconds, "how long the run held it")
+	require.False(t, outcomes[good.ID].PriceKnown, "launched without a price: unknown, not guessed")
+	require.Zero(t, outcomes[good.ID].Cost)
+
+	// Each instance's service to the run is on record: both were given back (the run ended
+	// there); the stuck one was terminated after, and its item, kept as history, says why.
+	recs, err := e.Store.RunRecords(e.ctx, e.Pool, time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	byID := map[string]state.RunRecord{}
+	for _, r := range recs {
+		byID[r.InstanceID] = r
+	}
+	require.Len(t, byID, 2)
+	for _, id := range []string{good.ID, stuck.ID} {
+		require.Equal(t, "idle", byID[id].Outcome)
+		require.Equal(t, "9001", byID[id].Run)
+		require.Equal(t, "released by run 9001", byID[id].Reason)
+	}
+	ended, err := e.Store.Ended(e.ctx, e.Pool, time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Len(t, ended, 1)
+	require.Equal(t, stuck.ID, ended[0].ID)
+	require.Contains(t, ended[0].StateReason, "did not deregister within 4s")
 	require.Equal(t, 2, res.RunnersDeleted, "both runners are deleted through the API, the stuck instance's too")
 	require.Empty(t, e.GH.Runners(""))
 	st, err := e.InstanceState(e.ctx, stuck.ID)
