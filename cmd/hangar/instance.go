@@ -68,17 +68,17 @@ func instanceText(cmd *cobra.Command, r *inspect.InstanceReport, now time.Time) 
 		rows = append(rows, []string{"ended", r.Ended})
 	}
 	for _, row := range rows {
-		if _, err := fmt.Fprintf(w, "%-21s %s\n", row[0]+":", row[1]); err != nil {
+		if _, err := fmt.Fprintf(w, "%-21s %s\n", row[0]+":", strings.ReplaceAll(clean(row[1]), "\n", " ")); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintln(w, "\ntimeline:")
 	for _, e := range r.Events {
-		fmt.Fprintf(w, "  %s  %s\n", e.At.UTC().Format("2006-01-02 15:04:05.000Z"), e.What)
+		fmt.Fprintf(w, "  %s  %s\n", e.At.UTC().Format("2006-01-02 15:04:05.000Z"), strings.ReplaceAll(clean(e.What), "\n", " "))
 	}
 	if r.LogTail != "" {
 		fmt.Fprintf(w, "\nlog tail (with the %s signal):\n", r.Signal)
-		for _, l := range strings.Split(strings.TrimRight(r.LogTail, "\n"), "\n") {
+		for _, l := range strings.Split(strings.TrimRight(clean(r.LogTail), "\n"), "\n") {
 			fmt.Fprintln(w, "  "+l)
 		}
 	}
