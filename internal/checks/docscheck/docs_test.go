@@ -244,3 +244,48 @@ func TestRefreshCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestHangarCommands: docs/configuration.md lists every command of hangar and every flag of each
+// (as `hangar <command> --help` prints them), and nothing that is not one.
+func TestHangarCommands(t *testing.T) {
+	conf := read(t, "docs/configuration.md")
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
+	help := func(args ...string) string {
+		out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	root := help()
+	commands := regexp.MustCompile(`(?m)^  ([a-z]+)\s{2,}`).FindAllStringSubmatch(root[strings.Index(root, "Available Commands:"):strings.Index(root, "Flags:")], -1)
+	require.NotEmpty(t, commands, root)
+	flagRe := regexp.MustCompile(`(?m)^\s+(?:-[a-z], )?--([a-z-]+)`)
+	documented := map[string][]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| (\\(every\\)|`[a-z]+`) \\| `--([a-z-]+)`").FindAllStringSubmatch(conf, -1) {
+		documented[strings.Trim(m[1], "`")] = append(documented[strings.Trim(m[1], "`")], m[2])
+	}
+	var global []string
+	for _, m := range flagRe.FindAllStringSubmatch(root[strings.Index(root, "Flags:"):], -1) {
+		if m[1] != "help" && m[1] != "version" {
+			global = append(global, m[1])
+		}
+	}
+	require.ElementsMatch(t, global, documented["(every)"], "hangar's global flags (left) and docs/configuration.md's (right)")
+	for _, c := range commands {
+		name := c[1]
+		if name == "help" || name == "completion" {
+			continue
+		}
+		require.Contains(t, conf, "| `hangar "+name, "command %s is listed", name)
+		if name == "refresh" {
+			continue // its flags are the action's inputs, checked by TestConfigurationTables
+		}
+		out := help(name)
+		var flags []string
+		for _, m := range flagRe.FindAllStringSubmatch(out[strings.Index(out, "Flags:"):strings.Index(out, "Global Flags:")], -1) {
+			if m[1] != "help" {
+				flags = append(flags, m[1])
+			}
+		}
+		require.ElementsMatch(t, flags, documented[name], "hangar %s's flags (left) and docs/configuration.md's (right)", name)
+	}
+}
