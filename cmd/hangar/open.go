@@ -6,11 +6,14 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
+	"github.com/hangar-ci/hangar/pkg/doorbell"
 	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -35,7 +38,8 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 		return nil, fmt.Errorf("%w: no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, to an identity that may read the stack (%w)", errBadInput, err)
 	}
-	loader := &poolconfig.Loader{SSM: ssm.NewFromConfig(cfg), Stack: g.stack}
+	ssmc := ssm.NewFromConfig(cfg)
+	loader := &poolconfig.Loader{SSM: ssmc, Stack: g.stack}
 	stack, err := loader.LoadStack(ctx)
 	if errors.Is(err, poolconfig.ErrNoStack) {
 		return nil, fmt.Errorf("%w: --stack: %w (in region %s)", errBadInput, err, cfg.Region)
@@ -47,5 +51,22 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inspect.New(inspect.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqs.NewFromConfig(cfg)}})
+	sqsc := sqs.NewFromConfig(cfg)
+	bells, err := doorbell.New(sqsc, g.stack, stack.Pools[0].QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	return inspect.New(inspect.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqsc},
+		Documents: documents{client: ssmc, stack: g.stack},
+		Retirer:   &lifecycle.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
+}
+
+// documents writes the stack's pool documents (drain, undrain).
+type documents struct {
+	client *ssm.Client
+	stack  string
+}
+
+func (d documents) SetDrained(ctx context.Context, pool string, drained bool) (*poolconfig.Document, error) {
+	return poolconfig.SetDrained(ctx, d.client, d.stack, pool, drained)
 }

@@ -190,6 +190,10 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *poolconfig.Document, 
 	}
 	var rest []queuedJob
 	for _, group := range byRepo {
+		if doc.Drained { // a drained pool offers nothing: every job gets a new instance
+			rest = append(rest, group...)
+			continue
+		}
 		got, left, bad := x.claim(ctx, doc, claimID, clients, group)
 		placed = append(placed, got...)
 		rest = append(rest, left...)

@@ -19,11 +19,13 @@ var ErrBadInput = errors.New("bad input")
 type Store interface {
 	Census(ctx context.Context, pool string) (state.Census, error)
 	Get(ctx context.Context, id string) (*state.Instance, error)
+	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
 }
 
-// Queues reads pool queues' counts (offers.Directory).
+// Queues reads pool queues' counts, and tidies them (offers.Directory).
 type Queues interface {
 	Counts(ctx context.Context, pool string) (offers.Counts, error)
+	Tidy(ctx context.Context, pool string, offered []state.Instance, items offers.Items) (offers.TidyStats, error)
 }
 
 // Deps are an Inspector's collaborators.
@@ -34,6 +36,9 @@ type Deps struct {
 	Queues Queues
 	// History reads run records and items for runs and cost (nil: those views refuse).
 	History History
+	// Documents and Retirer drain and undrain pools (nil: those refuse).
+	Documents Documents
+	Retirer   Retirer
 	// Now is the clock warm targets are evaluated at; time.Now when nil.
 	Now func() time.Time
 }

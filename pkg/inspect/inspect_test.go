@@ -27,6 +27,16 @@ func (f *fakeStore) Census(_ context.Context, pool string) (state.Census, error)
 	return c, nil
 }
 
+func (f *fakeStore) GetMany(_ context.Context, ids []string) (map[string]*state.Instance, error) {
+	out := map[string]*state.Instance{}
+	for _, id := range ids {
+		if in, ok := f.items[id]; ok {
+			out[id] = in
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeStore) Get(_ context.Context, id string) (*state.Instance, error) {
 	if in, ok := f.items[id]; ok {
 		return in, nil
@@ -35,6 +45,10 @@ func (f *fakeStore) Get(_ context.Context, id string) (*state.Instance, error) {
 }
 
 type fakeQueues map[string]offers.Counts
+
+func (f fakeQueues) Tidy(context.Context, string, []state.Instance, offers.Items) (offers.TidyStats, error) {
+	return offers.TidyStats{}, nil
+}
 
 func (f fakeQueues) Counts(_ context.Context, pool string) (offers.Counts, error) {
 	c, ok := f[pool]

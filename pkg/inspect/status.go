@@ -11,6 +11,8 @@ import (
 // PoolStatus is what one pool holds right now.
 type PoolStatus struct {
 	Pool string `json:"pool"`
+	// Drained says the pool is closed to reuse (hangar drain).
+	Drained bool `json:"drained"`
 	// Idle instances wait, running, for a claim; Warming are warm instances still being created;
 	// Booting are created for a run and not yet registered; Claimed and Running serve runs;
 	// Stopped are idle instances kept stopped.
@@ -49,7 +51,10 @@ func (i *Inspector) Status(ctx context.Context, pools ...string) ([]PoolStatus, 
 	var wg sync.WaitGroup
 	for k, doc := range docs {
 		wg.Go(func() {
-			ps := PoolStatus{Pool: doc.Name, Target: doc.Warm.TargetAt(now), SpecHash: doc.SpecHash}
+			ps := PoolStatus{Pool: doc.Name, Drained: doc.Drained, Target: doc.Warm.TargetAt(now), SpecHash: doc.SpecHash}
+			if doc.Drained {
+				ps.Target = poolconfig.Target{Schedule: "drained"}
+			}
 			if c, err := i.d.Store.Census(ctx, doc.Name); err != nil {
 				ps.Errors = append(ps.Errors, err.Error())
 			} else {

@@ -104,13 +104,16 @@ func (r *Returner) Offer(ctx context.Context, insts ...*state.Instance) error {
 }
 
 // NotReusable says why an instance that served a run may not be offered again ("" when it may): its
-// pool's reuse is never (one run per instance), or its pool document cannot be read (docErr).
+// pool's reuse is never (one run per instance), the pool is drained, or its pool document cannot
+// be read (docErr).
 func NotReusable(doc *poolconfig.Document, docErr error) string {
 	switch {
 	case docErr != nil:
 		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
 	case doc.Reuse == state.ReuseNever:
 		return "its pool's reuse is never: one run per instance"
+	case doc.Drained:
+		return "its pool is drained"
 	}
 	return ""
 }

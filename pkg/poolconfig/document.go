@@ -65,6 +65,10 @@ type Document struct {
 	Runner      Runner            `json:"runner"`
 	// Jobs makes the pool serve label-routed jobs (docs/labels.md); nil: steps only.
 	Jobs *Jobs `json:"jobs,omitempty"`
+	// Drained closes the pool to reuse (hangar drain): nothing of it is claimed or offered, its
+	// idle and warm instances are retired, those serving runs are retired when their runs end,
+	// and runs get new instances. A deploy writes the document without it, which undrains.
+	Drained bool `json:"drained,omitempty"`
 	// ReturnsQueueURL is the stack's returns queue, where an agent says it has finished a
 	// label-routed job (empty: the stack serves no label-routed jobs).
 	ReturnsQueueURL string `json:"returnsQueueUrl,omitempty"`

@@ -16,7 +16,10 @@ import (
 
 // acquire claims up to n instances from the pool and creates the rest.
 func (p *provisioning) acquire(ctx context.Context, n int) error {
-	claimed := p.claim(ctx, n)
+	claimed := 0
+	if !p.d.Pool.Drained { // a drained pool offers nothing: every run gets new instances
+		claimed = p.claim(ctx, n)
+	}
 	if rest := n - claimed; rest > 0 {
 		return p.create(ctx, rest)
 	}

@@ -266,3 +266,21 @@ func TestFakeEarlierAttemptIsGivenBack(t *testing.T) {
 		require.True(t, slices.Contains(w.Offered(t), earlier))
 	}
 }
+
+// TestFakeDrainedPoolClaimsNothing: a drained pool's idle instance is not claimed, even though it
+// is offered: the run gets new instances.
+func TestFakeDrainedPoolClaimsNothing(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, nil)
+	idle := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100"})
+	w.Doc.Drained = true
+
+	res, err := fakeRun(t, w, fakeConfig(w, "201", 2))
+	require.NoError(t, err)
+	require.Zero(t, res.Reused)
+	require.Equal(t, 2, res.Created)
+	require.NotContains(t, resultIDs(res), idle.ID)
+	it, err := w.Store.Get(context.Background(), idle.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Idle, it.State, "left for refresh to retire")
+}

@@ -100,3 +100,20 @@ func TestFakeOrphansAreTerminatedAndRecordedOnesUntagged(t *testing.T) {
 	require.NotContains(t, w.EC2.Tags(recorded.ID), fleet.TagUnrecorded, "recorded: untagged")
 	require.Equal(t, state.Idle, w.Store.Item(recorded.ID).State)
 }
+
+// TestFakeDrainedPoolKeepsNothingWarm: a drained pool whose schedule wants instances hot gets
+// none: refresh launches nothing and retires the idle ones, whose offers it deletes.
+func TestFakeDrainedPoolKeepsNothingWarm(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) {
+		doc["warm"] = map[string]any{"schedules": []map[string]any{{"name": "always", "hot": 2, "stopped": 0}}}
+		doc["drained"] = true
+	}))
+	idle := w.AddIdle(t, fake.Idle{})
+
+	rep := fakeRefresh(t, w)
+	require.Zero(t, rep.Pools[0].Launched, "nothing is kept warm")
+	require.Equal(t, poolconfig.Target{Schedule: "drained"}, rep.Pools[0].Target)
+	require.Equal(t, state.Terminated, w.Store.Item(idle.ID).State)
+	require.Empty(t, w.Offered(t), "nothing of a drained pool is offered")
+}

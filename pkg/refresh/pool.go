@@ -41,6 +41,11 @@ func (r *run) pool(ctx context.Context, doc *poolconfig.Document) PoolReport {
 	p.weedOut(ctx)
 	p.promoteReady(ctx)
 	p.rep.Target = doc.Warm.TargetAt(p.now)
+	if doc.Drained {
+		// Nothing kept warm: trimming to zero retires the idle and stopped instances, and those
+		// still warming are retired once their agents are ready.
+		p.rep.Target = poolconfig.Target{Schedule: "drained"}
+	}
 	p.stopForSchedule(ctx)
 	p.fill(ctx)
 	p.trimStopped(ctx)
