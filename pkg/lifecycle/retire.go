@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
@@ -59,40 +58,44 @@ type Reason func(state.Instance) string
 // Because is a Reason that is the same for every instance.
 func Because(why string) Reason { return func(state.Instance) string { return why } }
 
-// markConcurrency bounds the conditional writes in flight for one Retire.
-const markConcurrency = 8
-
 // Retire marks each instance terminated, conditional on its state, run and version as given,
-// then terminates on EC2 those whose item is now terminated. An instance given in state
-// terminated is not written again but still handed to EC2 (terminating twice is harmless).
+// then terminates on EC2 those whose item is now terminated. The marks go in one request
+// (TransitionAll: bulk, then singles for what a cancelled transaction leaves). An instance given
+// in state terminated is not written again but still handed to EC2 (terminating twice is
+// harmless).
 func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Reason) Retired {
 	var (
-		mu   sync.Mutex
-		out  Retired
-		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, markConcurrency)
+		out     Retired
+		errs    []error
+		changes []state.Change
+		befores []state.Instance
 	)
 	for _, in := range insts {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			m, err := r.mark(ctx, in, reason(in))
-			mu.Lock()
-			defer mu.Unlock()
+		if in.State == state.Terminated {
+			out.Already = append(out.Already, in)
+			continue
+		}
+		why := reason(in)
+		r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
+		changes = append(changes, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+			Version: in.Version, RunID: in.RunID, Reason: why})
+		befores = append(befores, in)
+	}
+	if len(changes) > 0 {
+		for i, w := range r.Store.TransitionAll(ctx, changes, befores) {
+			m, err := r.marked(befores[i], w.Err)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
 			case m.outcome == marked:
-				out.Ended = append(out.Ended, in)
+				out.Ended = append(out.Ended, befores[i])
 			case m.outcome == already:
-				out.Already = append(out.Already, in)
+				out.Already = append(out.Already, befores[i])
 			default:
 				out.Lost = append(out.Lost, m.now)
 			}
-		})
+		}
 	}
-	wg.Wait()
 	var ids []string
 	for _, in := range slices.Concat(out.Ended, out.Already) {
 		ids = append(ids, in.ID)
@@ -117,14 +120,8 @@ type markResult struct {
 	now     state.Instance
 }
 
-// mark writes one instance's terminated state, conditional on the state, run and version given.
-func (r *Retirer) mark(ctx context.Context, in state.Instance, why string) (markResult, error) {
-	if in.State == state.Terminated {
-		return markResult{outcome: already}, nil
-	}
-	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
-	err := r.Store.TransitionAll(ctx, []state.Change{{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-		Version: in.Version, RunID: in.RunID, Reason: why}}, []state.Instance{in})[0].Err
+// marked reads the outcome of one instance's mark (the error of its conditional write).
+func (r *Retirer) marked(in state.Instance, err error) (markResult, error) {
 	var conflict *state.ConflictError
 	switch {
 	case err == nil:
@@ -160,7 +157,10 @@ func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.In
 		if in.State == state.Terminated {
 			return nil, nil
 		}
-		m, err := r.mark(ctx, *in, why)
+		r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
+		w := r.Store.TransitionAll(ctx, []state.Change{{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+			Version: in.Version, RunID: in.RunID, Reason: why}}, []state.Instance{*in})[0]
+		m, err := r.marked(*in, w.Err)
 		if err != nil {
 			return nil, err
 		}

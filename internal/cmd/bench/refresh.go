@@ -106,8 +106,12 @@ func benchRefresh(ctx context.Context, _ benchConfig) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	ops, err := operatorRows(ctx, e)
+	if err != nil {
+		return nil, err
+	}
 	itemsTarget := 3*refreshExpired + refreshPerPool
-	return []Row{
+	return append([]Row{
 		row(fmt.Sprintf("refresh over %d items, %d expired: items read", refreshItems, refreshExpired), "items", float64(read.n.Load()), float64(itemsTarget),
 			fmt.Sprintf("≤ %d (3 × expired + %d per pool)", itemsTarget, refreshPerPool)),
 		row(fmt.Sprintf("refresh over %d items, %d expired: wall time", refreshItems, refreshExpired), "s", took.Seconds(), refreshWallTarget.Seconds(),
@@ -115,7 +119,7 @@ func benchRefresh(ctx context.Context, _ benchConfig) ([]Row, error) {
 		row("refresh bootstrap size (linux/amd64, stripped)", "MB", float64(size)/(1<<20), bootstrapMaxBytes>>20, fmt.Sprintf("≤ %d MB", bootstrapMaxBytes>>20)),
 		timed("refresh cold start: process start → first event handled", starts, coldStartTarget, false).
 			note("an EC2 state-change event that needs no AWS call, through a local Lambda Runtime API"),
-	}, nil
+	}, ops...), nil
 }
 
 // coldStartTimes starts the bootstrap coldStarts times, each time timing from the process's start
