@@ -75,10 +75,7 @@ func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Rea
 			out.Already = append(out.Already, in)
 			continue
 		}
-		why := reason(in)
-		r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
-		changes = append(changes, state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-			Version: in.Version, RunID: in.RunID, Reason: why})
+		changes = append(changes, r.retirement(in, reason(in)))
 		befores = append(befores, in)
 	}
 	if len(changes) > 0 {
@@ -120,6 +117,13 @@ type markResult struct {
 	now     state.Instance
 }
 
+// retirement is in's move to terminated, conditional on its state, run and version as given.
+func (r *Retirer) retirement(in state.Instance, why string) state.Change {
+	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
+	return state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
+		Version: in.Version, RunID: in.RunID, Reason: why}
+}
+
 // marked reads the outcome of one instance's mark (the error of its conditional write).
 func (r *Retirer) marked(in state.Instance, err error) (markResult, error) {
 	var conflict *state.ConflictError
@@ -157,9 +161,7 @@ func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.In
 		if in.State == state.Terminated {
 			return nil, nil
 		}
-		r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
-		w := r.Store.TransitionAll(ctx, []state.Change{{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
-			Version: in.Version, RunID: in.RunID, Reason: why}}, []state.Instance{*in})[0]
+		w := r.Store.TransitionAll(ctx, []state.Change{r.retirement(*in, why)}, []state.Instance{*in})[0]
 		m, err := r.marked(*in, w.Err)
 		if err != nil {
 			return nil, err

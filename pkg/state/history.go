@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -91,9 +90,6 @@ func recordOf(c Change, before Instance, now time.Time, retention time.Duration)
 func runRecordKey(run string, attempt int, instance string) string {
 	return "run#" + run + "#" + strconv.Itoa(attempt) + "#" + instance
 }
-
-// IsRunRecordKey reports whether key is a run record's (not an instance's ARN).
-func IsRunRecordKey(key string) bool { return strings.HasPrefix(key, "run#") }
 
 // put is the record's Put, for a transaction.
 func (r RunRecord) put(table string) (*types.Put, error) {
