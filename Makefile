@@ -98,7 +98,7 @@ test-host: testbed-up ## as root: the host tests (users, cgroups, system directo
 	@[ "$$(id -u)" = 0 ] || { echo "make test-host needs root"; exit 1; }
 	$(WITH_TESTBED) HANGAR_HOST_TESTS=1 $(GO) test $(LOCALWORLD) -race -short -count=1 $(HOST_PKGS)
 
-testbed-up: ## install (cached under .cache/) and start moto, DynamoDB Local and the metadata mock
+testbed-up: ## install (cached under .cache/) and start moto, DynamoDB Local, the metadata mock and the Price List stand-in; install Chromium for the browser test
 	@$(TESTBED) up
 
 testbed-down: ## stop the emulators

@@ -252,6 +252,11 @@ install_containment() {
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq uidmap at keyutils cron >/dev/null
 }
 
+# hangar ui's browser test drives Debian's Chromium, headless.
+install_chromium() {
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+}
+
 containment_missing() {
   [ -x /usr/bin/newuidmap ] && command -v at >/dev/null && command -v crontab >/dev/null && command -v keyctl >/dev/null && return 1
   return 0
@@ -268,6 +273,7 @@ cmd_up() {
   [ -x "$AEMM_BIN" ] || step ec2-metadata-mock install_aemm
   command -v iptables >/dev/null || step iptables install_iptables
   if containment_missing; then step containment install_containment; fi
+  [ -x /usr/bin/chromium ] || step chromium install_chromium
   ensure_runner_users
 
   start moto "http://127.0.0.1:$MOTO_PORT/moto-api/" \

@@ -48,16 +48,16 @@ is counted in hours under "price unknown", never priced.`,
 			total := 0.0
 			for k, r := range rows {
 				out[k] = []string{r.Key, strconv.Itoa(r.Runs), strconv.Itoa(r.Instances), fmt.Sprintf("%.3f", r.Hours),
-					dollars(r.Cost), fmt.Sprintf("%.3f", r.UnknownHours)}
+					inspect.Dollars(r.Cost), fmt.Sprintf("%.3f", r.UnknownHours)}
 				if by == inspect.ByPool {
-					out[k] = append(out[k], fmt.Sprintf("%.3f", r.PoolHours), dollars(r.PoolCost))
+					out[k] = append(out[k], fmt.Sprintf("%.3f", r.PoolHours), inspect.Dollars(r.PoolCost))
 				}
 				total += r.Cost
 			}
 			if err := table(cmd.OutOrStdout(), header, out); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\ntotal held by runs since %s: %s\n", w.Since.UTC().Format(time.DateTime), dollars(total))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\ntotal held by runs since %s: %s\n", w.Since.UTC().Format(time.DateTime), inspect.Dollars(total))
 			return err
 		},
 	}

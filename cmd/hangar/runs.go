@@ -81,7 +81,7 @@ price is unknown are counted apart, never priced).`,
 				}
 				rows[k] = []string{r.Run, strconv.Itoa(r.Attempt), r.Repo, strings.Join(r.Pools, ","),
 					fmt.Sprintf("%d (%d reused, %d created)", r.Instances, r.Reused, r.Created),
-					r.Started.UTC().Format("2006-01-02 15:04:05Z"), seconds(r.ProvisionSeconds), ended, r.Outcome, usd(r.Cost, r.PriceUnknown)}
+					r.Started.UTC().Format("2006-01-02 15:04:05Z"), inspect.SecondsText(r.ProvisionSeconds), ended, r.Outcome, inspect.CostText(r.Cost, r.PriceUnknown)}
 			}
 			return table(cmd.OutOrStdout(), []string{"RUN", "ATTEMPT", "REPOSITORY", "POOLS", "INSTANCES", "STARTED", "PROVISIONED IN", "ENDED", "OUTCOME", "COST"}, rows)
 		},
@@ -89,29 +89,4 @@ price is unknown are counted apart, never priced).`,
 	f.add(cmd, "7d")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs, newest first")
 	return cmd
-}
-
-// usd renders a cost, saying how many instances it leaves out for want of a price.
-func usd(cost float64, unknown int) string {
-	s := dollars(cost)
-	if unknown > 0 {
-		s += fmt.Sprintf(" + %d price unknown", unknown)
-	}
-	return s
-}
-
-func seconds(s float64) string {
-	if s == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f s", s)
-}
-
-// dollars renders an amount in US dollars: to the cent, or to the millionth below ten cents,
-// where short CI runs cost fractions of a cent.
-func dollars(v float64) string {
-	if v != 0 && v < 0.1 {
-		return fmt.Sprintf("$%.6f", v)
-	}
-	return fmt.Sprintf("$%.2f", v)
 }
