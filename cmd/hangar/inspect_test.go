@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,11 +45,10 @@ type world struct {
 	oldSpecArm string
 }
 
-var idSeq int
+var idSeq atomic.Int64
 
 func nextID() string {
-	idSeq++
-	return fmt.Sprintf("i-%017x", time.Now().UnixNano()&0xffffffffff<<16|int64(idSeq))
+	return fmt.Sprintf("i-%017x", time.Now().UnixNano()&0xffffffffff<<16|idSeq.Add(1))
 }
 
 func newWorld(t *testing.T) *world {
