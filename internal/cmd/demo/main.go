@@ -238,7 +238,10 @@ func run(ctx context.Context) error {
 	say("done: 2 runs and 3 label-routed jobs served, %d runner registrations, nothing left registered on GitHub (%d). The timeline:",
 		e.GH.Registrations(), len(e.GH.Runners("")))
 	fmt.Print("\n" + tl.String())
-	return operatorView(ctx, e, hangarBin)
+	if err := operatorView(ctx, e, hangarBin); err != nil {
+		return err
+	}
+	return showUI(ctx, e, hangarBin)
 }
 
 // operatorView shows what an operator sees of the demo's stack with hangar, run with the
