@@ -3,7 +3,11 @@
 // `mode: refresh` step.
 //
 //	hangar status [POOL...]        what every pool holds now
+//	hangar runs                    recent runs: instances, outcome, cost
 //	hangar instance ID             one instance: its item, signals, log tail, why it ended
+//	hangar cost --by KEY           what runs cost, by repository, pool, run or day
+//	hangar drain|undrain POOL      close a pool to reuse, or open it again
+//	hangar ui                      the same views as a web page on this machine
 //	hangar refresh [flags]         the action's mode: refresh (invoke the stack's refresh function)
 //	hangar completion SHELL        shell completion
 //

@@ -51,6 +51,7 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.HistoryRetention = stack.HistoryRetention()
 	sqsc := sqs.NewFromConfig(cfg)
 	bells, err := doorbell.New(sqsc, g.stack, stack.Pools[0].QueueURL)
 	if err != nil {

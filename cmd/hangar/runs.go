@@ -44,8 +44,8 @@ func newRuns(g *globals) *cobra.Command {
 		Use:   "runs",
 		Short: "recent runs: repository, instances reused or created, provision and release times, outcome, cost",
 		Long: `runs lists the run attempts that held instances in the window, newest first: those still
-holding instances and those that let them go (from the run records the stack keeps for 90
-days). For each: its repository, instances (reused from the pool or created), how long until
+holding instances and those that let them go (from the run records the stack keeps for its
+history.days, 90 by default). For each: its repository, instances (reused from the pool or created), how long until
 the last of them registered, when the last was let go, the outcome (released, running, or the
 terminations and why) and the cost (instance-seconds × each instance's price; instances whose
 price is unknown are counted apart, never priced).`,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -27,8 +28,16 @@ type Config struct {
 	Refresh Refresh `json:"refresh"`
 	// App is the GitHub App side of label-routed jobs (docs/labels.md): nil when no pool serves
 	// them (ApplyDefaults fills it in when some pool has jobs and the file has no app).
-	App   *App   `json:"app,omitempty"`
-	Pools []Pool `json:"pools"`
+	App *App `json:"app,omitempty"`
+	// History is how long the stack keeps what the operator's command reads after the fact.
+	History History `json:"history,omitempty"`
+	Pools   []Pool  `json:"pools"`
+}
+
+// History says how long run records and ended instances' items are kept (docs/design.md §12).
+type History struct {
+	// Days before DynamoDB's TTL removes them (default 90).
+	Days int `json:"days,omitempty"`
 }
 
 // GitHub says who may use the stack.
@@ -117,7 +126,9 @@ type Disk struct {
 // Defaults.
 const (
 	DefaultSchedule = "rate(1 minute)"
-	DefaultDiskGiB  = 30
+	// DefaultHistoryDays is history.days unless set.
+	DefaultHistoryDays = int(state.DefaultHistoryRetention / (24 * time.Hour))
+	DefaultDiskGiB     = 30
 )
 
 // Load reads and validates the file at path.
@@ -157,6 +168,9 @@ func Parse(b []byte) (*Config, error) {
 func (c *Config) ApplyDefaults() {
 	if c.Refresh.Schedule == "" {
 		c.Refresh.Schedule = DefaultSchedule
+	}
+	if c.History.Days == 0 {
+		c.History.Days = DefaultHistoryDays
 	}
 	if c.GitHub.ServerURL == "" {
 		c.GitHub.ServerURL = poolconfig.DefaultGitHubURL
@@ -217,6 +231,9 @@ func (c *Config) Validate() error {
 	}
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {
 		bad("refresh.schedule", "%q: want an EventBridge rate(N minutes) or cron(...) expression", c.Refresh.Schedule)
+	}
+	if c.History.Days < 1 || c.History.Days > poolconfig.MaxHistoryDays {
+		bad("history.days", "%d: want 1 to %d (how many days run records and ended instances are kept; default %d)", c.History.Days, poolconfig.MaxHistoryDays, DefaultHistoryDays)
 	}
 	if len(c.Pools) == 0 {
 		bad("pools", "empty: want at least one pool")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,24 @@ func TestExampleParses(t *testing.T) {
 		require.NoError(t, err, p.Name)
 		require.Len(t, p.SpecHash("agent"), 16)
 		require.NotEqual(t, p.SpecHash("agent"), p.SpecHash("agent-2"), "a new agent build is a new spec")
+	}
+}
+
+// TestHistoryDays: history.days (90 unless set) reaches every pool document, where the control
+// plane reads how long to keep what it ends.
+func TestHistoryDays(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../hangar.example.yaml")
+	require.NoError(t, err)
+	require.Equal(t, 90, cfg.History.Days)
+	cfg.History.Days = 30
+	require.NoError(t, cfg.Validate())
+	for _, p := range cfg.Pools {
+		d := Placeholders
+		d.HistoryDays = cfg.History.Days
+		doc, err := p.Document(d).Parsed()
+		require.NoError(t, err, p.Name)
+		require.Equal(t, 30*24*time.Hour, doc.HistoryRetention())
 	}
 }
 
@@ -99,6 +118,8 @@ func TestConfigErrors(t *testing.T) {
 			`github.serverUrl: "http://ghe.example.com": want an https URL`},
 		{"schedule", func(m map[string]any) { m["refresh"] = map[string]any{"schedule": "every minute"} }, `refresh.schedule: "every minute"`},
 		{"no pools", func(m map[string]any) { m["pools"] = []any{} }, "pools: empty"},
+		{"history days", func(m map[string]any) { m["history"] = map[string]any{"days": -1} }, "history.days: -1: want 1 to 3650"},
+		{"history years", func(m map[string]any) { m["history"] = map[string]any{"days": 4000} }, "history.days: 4000: want 1 to 3650"},
 		{"unknown field", func(m map[string]any) { pool0(m)["instanceType"] = "c7i.large" }, `unknown field "instanceType"`},
 		{"two images", func(m map[string]any) { pool0(m)["image"].(map[string]any)["ami"] = "ami-0123456789abcdef0" }, "pools[0].image: want exactly one of"},
 		{"arch", func(m map[string]any) { pool0(m)["image"].(map[string]any)["arch"] = "amd64" }, `pools[0].image.arch: "amd64"`},

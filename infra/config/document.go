@@ -23,6 +23,8 @@ type Deployed struct {
 	// StackLabel (the config's app.label) and ReturnsQueueURL (the stack's returns queue) go
 	// into the documents of pools that serve label-routed jobs, and no others.
 	StackLabel, ReturnsQueueURL string
+	// HistoryDays is the config's history.days, in every document.
+	HistoryDays int
 }
 
 // Placeholders are well-formed deployed values, for validating a pool before anything exists.
@@ -71,7 +73,7 @@ func (p *Pool) Document(d Deployed) Doc {
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
-		Jobs: jobs, ReturnsQueueURL: returns,
+		Jobs: jobs, ReturnsQueueURL: returns, HistoryDays: d.HistoryDays,
 	}
 }
 

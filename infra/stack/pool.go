@@ -99,7 +99,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		Table: *h.table.t.TableName(), QueueURL: *out.queue.QueueUrl(), DeadLetterURL: *out.dlq.QueueUrl(),
 		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
 		SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
-		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h),
+		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h), HistoryDays: h.cfg.History.Days,
 	}).JSON()
 	if err != nil {
 		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes

@@ -24,7 +24,7 @@ type chart struct {
 type bar struct {
 	// Label is the group's key, shortened to fit; Key in full (the bar's tooltip).
 	Label, Key, Amount string
-	Y, W          float64
+	Y, W               float64
 	// TextY is the baseline of the bar's label and amount.
 	TextY float64
 	// Unknown says the group has instance-hours whose price is unknown (left out of the bar).

@@ -1,6 +1,9 @@
 package inspect
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Dollars renders an amount in US dollars: to the cent, or to the millionth below ten cents,
 // where short CI runs cost fractions of a cent.
@@ -26,4 +29,9 @@ func SecondsText(s float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f s", s)
+}
+
+// days renders a retention in whole days.
+func days(d time.Duration) string {
+	return fmt.Sprintf("%d days", int(d.Hours()/24))
 }

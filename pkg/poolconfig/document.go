@@ -72,6 +72,21 @@ type Document struct {
 	// ReturnsQueueURL is the stack's returns queue, where an agent says it has finished a
 	// label-routed job (empty: the stack serves no label-routed jobs).
 	ReturnsQueueURL string `json:"returnsQueueUrl,omitempty"`
+	// HistoryDays is how long the stack keeps what hangar runs, instance and cost read after an
+	// instance or a run ends (the stack's history.days; 0: state.DefaultHistoryRetention).
+	HistoryDays int `json:"historyDays,omitempty"`
+}
+
+// MaxHistoryDays bounds history.days: ten years.
+const MaxHistoryDays = 3650
+
+// HistoryRetention is how long the stack keeps its history: the store's setting
+// (state.Store.HistoryRetention).
+func (d *Document) HistoryRetention() time.Duration {
+	if d.HistoryDays <= 0 {
+		return state.DefaultHistoryRetention
+	}
+	return time.Duration(d.HistoryDays) * 24 * time.Hour
 }
 
 // Scopes a pool's label-routed runners are registered in.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -29,6 +30,19 @@ func (s *Stack) Pool(name string) *Document {
 		return nil
 	}
 	return s.Pools[i]
+}
+
+// HistoryRetention is how long the stack keeps its history (its documents' historyDays): the
+// longest any document names, so that no writer removes history sooner than the stack says.
+func (s *Stack) HistoryRetention() time.Duration {
+	var d time.Duration
+	for _, doc := range s.Pools {
+		d = max(d, doc.HistoryRetention())
+	}
+	if d == 0 {
+		return state.DefaultHistoryRetention
+	}
+	return d
 }
 
 // ErrNoStack is matched by LoadStack's error for a stack with no pool document at all: a wrong

@@ -48,6 +48,9 @@ func (d *Document) Validate() error {
 	if d.Table == "" {
 		bad("table", "empty: want the state table's name")
 	}
+	if d.HistoryDays < 0 || d.HistoryDays > MaxHistoryDays {
+		bad("historyDays", "%d: want 1 to %d days (or leave it out: %d)", d.HistoryDays, MaxHistoryDays, int(state.DefaultHistoryRetention/(24*time.Hour)))
+	}
 	if u, err := url.Parse(d.QueueURL); d.QueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
 		bad("queueUrl", "%q: want the pool queue's URL", d.QueueURL)
 	}

@@ -102,3 +102,56 @@ func TestRunRecords(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, insts)
 }
+
+// TestHistoryRetention: a store told to keep its history 7 days (the stack's history.days)
+// stamps the items it ends and the run records it writes to go in 7 days, by either write path.
+func TestHistoryRetention(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	s.HistoryRetention = 7 * 24 * time.Hour
+	ctx := testbed.Context(t, time.Minute)
+	start := time.Now().Add(-time.Second)
+	deadline := time.Now().Add(time.Hour)
+	idle := func() *state.Instance {
+		in := &state.Instance{ID: newID(), Pool: testPool, Threshold: deadline}
+		require.NoError(t, s.Create(ctx, []*state.Instance{in}))
+		got, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Created, To: state.Idle, Version: 1, Threshold: deadline})
+		require.NoError(t, err)
+		return got
+	}
+	in := idle()
+	claimed, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Idle, To: state.Claimed, Version: in.Version,
+		Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "901", RunAttempt: 1, Repo: "octo/app"}})
+	require.NoError(t, err)
+	out := s.TransitionAll(ctx, []state.Change{{InstanceID: in.ID, Pool: testPool, From: state.Claimed, To: state.Terminated,
+		Version: claimed.Version, RunID: "901", Reason: "its agent reported FAILED"}}, []state.Instance{*claimed})
+	require.NoError(t, out[0].Err)
+	week := time.Now().Add(7 * 24 * time.Hour).Unix()
+	require.InDelta(t, week, out[0].Item.ExpiresAt, 60, "as the transaction reports it")
+
+	single := idle()
+	got, err := s.Transition(ctx, state.Change{InstanceID: single.ID, Pool: testPool, From: state.Idle, To: state.Terminated, Version: single.Version, Reason: "expired"})
+	require.NoError(t, err)
+	require.InDelta(t, week, got.ExpiresAt, 60)
+
+	ended, err := s.Ended(ctx, testPool, start, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ended {
+		if e.ID == in.ID || e.ID == single.ID {
+			n++
+			require.InDelta(t, week, e.ExpiresAt, 60, "as stored: %s", e.ID)
+		}
+	}
+	require.Equal(t, 2, n)
+	recs, err := s.RunRecords(ctx, testPool, start, time.Now().Add(time.Second))
+	require.NoError(t, err)
+	var rec *state.RunRecord
+	for i := range recs {
+		if recs[i].InstanceID == in.ID {
+			rec = &recs[i]
+		}
+	}
+	require.NotNil(t, rec, "the run's record")
+	require.InDelta(t, week, rec.ExpiresAt, 60)
+}

@@ -153,6 +153,7 @@ func (h *Handler) stack(ctx context.Context) (*jobs.Router, *state.Store, error)
 	if err != nil {
 		return nil, nil, err
 	}
+	store.HistoryRetention = st.HistoryRetention()
 	h.router, h.store, h.built = router, store, st
 	return router, store, nil
 }

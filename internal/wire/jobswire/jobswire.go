@@ -158,6 +158,7 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 	if err != nil {
 		return nil, nil, err
 	}
+	store.HistoryRetention = stack.HistoryRetention()
 	secret := &Secret{Client: secretsmanager.NewFromConfig(cfg), ARN: env.AppSecretARN}
 	app := ghapp.New(env.GitHubAPIURL, func(ctx context.Context, fresh bool) (ghapp.Credentials, error) {
 		s, err := secret.Get(ctx, fresh)

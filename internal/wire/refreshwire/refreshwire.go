@@ -79,6 +79,7 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 	if err != nil {
 		return nil, refresh.Deps{}, err
 	}
+	store.HistoryRetention = stack.HistoryRetention()
 	var bells *doorbell.Bells
 	if len(stack.Pools) > 0 {
 		if bells, err = doorbell.New(w.sqs, w.stack, stack.Pools[0].QueueURL); err != nil {

@@ -83,6 +83,7 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, err
 	}
+	store.HistoryRetention = doc.HistoryRetention()
 	queue, err := w.dir.Queue(ctx, poolName)
 	if err != nil {
 		return provision.Deps{}, err
@@ -115,6 +116,7 @@ func (w *Wiring) Release(ctx context.Context, cfg release.Config) (*release.Rele
 	if err != nil {
 		return nil, nil, err
 	}
+	store.HistoryRetention = stack.HistoryRetention()
 	// The stack's doorbells live beside its pool queues; with no pool document readable there is
 	// nothing to ring, and the agents notice the release on their next read.
 	var bells *doorbell.Bells
