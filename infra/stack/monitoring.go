@@ -8,6 +8,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/pkg/metrics"
+	"github.com/hangar-ci/hangar/pkg/spend"
 )
 
 // newMonitoring adds the alarms (poison in a dead-letter queue, refresh failing, orphans found)
@@ -59,6 +60,19 @@ func newMonitoring(h *hangar, fns refreshFunctions) {
 			dash.AddWidgets(awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(name + ": label-routed jobs placed"), Left: &jobs, Width: jsii.Number(24)}))
 		}
 	}
+	// What runs cost (pkg/spend, published by refresh): per repository and pool, by the hour.
+	cost := func(dims string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s" Stack="%s"', 'Sum', 3600)`, metrics.Namespace, dims, spend.MetricCost, h.cfg.Stack)),
+			Label:      jsii.String(""),
+			Period:     awscdk.Duration_Hours(jsii.Number(1)),
+		})
+	}
+	byRepo, byPool := []awscloudwatch.IMetric{cost("Pool,Repository,Stack")}, []awscloudwatch.IMetric{cost("Pool,Stack")}
+	dash.AddWidgets(
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("what runs cost, USD an hour, by repository and pool"), Left: &byRepo, Width: jsii.Number(12), Stacked: jsii.Bool(true)}),
+		awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String("what runs cost, USD an hour, by pool"), Left: &byPool, Width: jsii.Number(12), Stacked: jsii.Bool(true)}),
+	)
 	if h.jobs != nil {
 		newJobsMonitoring(h, dash, alarm)
 	}

@@ -262,7 +262,9 @@ func TestMonitoring(t *testing.T) {
 	for _, want := range []string{"ApproximateNumberOfMessagesVisible", "Orphans", "Errors"} {
 		require.Contains(t, alarms, want)
 	}
-	only(t, "AWS::CloudWatch::Dashboard")
+	dash := js(only(t, "AWS::CloudWatch::Dashboard")["DashboardBody"])
+	require.Contains(t, dash, `MetricName=\\\"RunCostUSD\\\"`, "what runs cost is graphed")
+	require.Contains(t, dash, "{Hangar,Pool,Repository,Stack}", "by repository and pool")
 }
 
 // statements returns every policy statement of the template, by the logical id of what holds it.

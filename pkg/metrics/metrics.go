@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,27 +29,48 @@ type Writer struct {
 // Emit writes one line: the counts in values (unit Count), under the dimensions dims (every key
 // a dimension, in name order).
 func (w *Writer) Emit(dims map[string]string, values map[string]int) {
+	ms := make([]Metric, 0, len(values))
+	for name, v := range values {
+		ms = append(ms, Metric{Name: name, Unit: "Count", Value: float64(v)})
+	}
+	w.EmitAt(time.Time{}, dims, [][]string{slices.Sorted(maps.Keys(dims))}, ms)
+}
+
+// Metric is one value of a line, in its CloudWatch unit ("Count", "Seconds", "None").
+type Metric struct {
+	Name, Unit string
+	Value      float64
+}
+
+// EmitAt writes one line stamped at (now when zero): the values, under every dimension set of
+// sets (each a list of keys of dims). CloudWatch adds a line's values to the metric of each
+// set, so lines per repository with sets {Stack, Pool, Repository} and {Stack, Pool} also sum
+// to the pool's.
+func (w *Writer) EmitAt(at time.Time, dims map[string]string, sets [][]string, values []Metric) {
 	if w == nil || w.Out == nil || len(values) == 0 {
 		return
 	}
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
+	if at.IsZero() {
+		at = time.Now()
+		if w.Now != nil {
+			at = w.Now()
+		}
 	}
 	line := make(map[string]any, len(dims)+len(values)+1)
 	for k, v := range dims {
 		line[k] = v
 	}
-	names := slices.Sorted(maps.Keys(values))
-	metrics := make([]map[string]string, 0, len(names))
-	for _, name := range names {
-		metrics = append(metrics, map[string]string{"Name": name, "Unit": "Count"})
-		line[name] = values[name]
+	values = slices.Clone(values)
+	slices.SortFunc(values, func(a, b Metric) int { return strings.Compare(a.Name, b.Name) })
+	metrics := make([]map[string]string, 0, len(values))
+	for _, m := range values {
+		metrics = append(metrics, map[string]string{"Name": m.Name, "Unit": m.Unit})
+		line[m.Name] = m.Value
 	}
 	line["_aws"] = map[string]any{
-		"Timestamp": now().UnixMilli(),
+		"Timestamp": at.UnixMilli(),
 		"CloudWatchMetrics": []map[string]any{{
-			"Namespace": Namespace, "Dimensions": [][]string{slices.Sorted(maps.Keys(dims))}, "Metrics": metrics,
+			"Namespace": Namespace, "Dimensions": sets, "Metrics": metrics,
 		}},
 	}
 	b, err := json.Marshal(line)

@@ -1,6 +1,29 @@
 package refresh
 
-import "github.com/hangar-ci/hangar/pkg/metrics"
+import (
+	"context"
+	"sync"
+
+	"github.com/hangar-ci/hangar/pkg/metrics"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
+)
+
+// publishSpend publishes, per pool, the cost of the runs that ended since it was last published
+// (Deps.Spend). A failure is logged: the next refresh publishes the window again.
+func (r *run) publishSpend(ctx context.Context, pools []*poolconfig.Document) {
+	if r.d.Spend == nil || r.cfg.DryRun {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, doc := range pools {
+		wg.Go(func() {
+			if _, err := r.d.Spend.Publish(ctx, doc.Name); err != nil {
+				r.d.Log.Warn("refresh: publish the cost of ended runs", "pool", doc.Name, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
 
 // emitMetrics writes one CloudWatch embedded-metric-format line for a pool.
 func (r *run) emitMetrics(p PoolReport) {

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/offers"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/spend"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -34,6 +35,11 @@ type Store interface {
 	ReleaseLease(ctx context.Context, name, holder string) error
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
+}
+
+// Spend publishes what the runs that ended in a pool cost (spend.Publisher).
+type Spend interface {
+	Publish(ctx context.Context, pool string) (*spend.Published, error)
 }
 
 // EC2 is the part of the EC2 client refresh uses.
@@ -73,6 +79,9 @@ type Deps struct {
 	Log   *slog.Logger
 	// Metrics receives one CloudWatch embedded-metric-format line per pool; nil skips them.
 	Metrics io.Writer
+	// Spend publishes the cost of the runs that ended, per pool and repository (spend.Publisher;
+	// nil skips it). A dry run publishes nothing.
+	Spend Spend
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -209,6 +218,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	for _, p := range reports {
 		r.emitMetrics(p)
 	}
+	r.publishSpend(ctx, pools)
 	return r.report, nil
 }
 

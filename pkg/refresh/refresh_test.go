@@ -1,6 +1,7 @@
 package refresh_test
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -345,4 +346,52 @@ func TestRefreshTidiesOffers(t *testing.T) {
 	offered, err := e.Offered(e.ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{kept.ID: 1}, offered)
+}
+
+// TestRefreshPublishesWhatRunsCost: a refresh publishes the cost of the runs that ended, per
+// pool and repository, once: a dry run publishes nothing, and the next refresh nothing again.
+func TestRefreshPublishesWhatRunsCost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A run that ended five minutes ago (past the publisher's lag), on a priced instance.
+	past, err := state.NewStore(e.DynamoDB(), e.Table, e.Store.Account())
+	require.NoError(t, err)
+	past.Now = func() time.Time { return time.Now().Add(-5 * time.Minute) }
+	deadline := time.Now().Add(time.Hour)
+	in := &state.Instance{ID: "i-0c05700000000000a", Pool: e.Pool, Threshold: deadline,
+		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, Price: 0.0893, PriceSource: state.PriceOnDemand}}
+	require.NoError(t, past.Create(e.ctx, []*state.Instance{in}))
+	idle, err := past.Transition(e.ctx, state.Change{InstanceID: in.ID, Pool: e.Pool, From: state.Created, To: state.Idle, Version: 1, Threshold: deadline})
+	require.NoError(t, err)
+	claimed, err := past.Transition(e.ctx, state.Change{InstanceID: in.ID, Pool: e.Pool, From: state.Idle, To: state.Claimed, Version: idle.Version,
+		Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "990", RunAttempt: 1, Repo: localenv.Repo}})
+	require.NoError(t, err)
+	w := past.TransitionAll(e.ctx, []state.Change{{InstanceID: in.ID, Pool: e.Pool, From: state.Claimed, To: state.Idle, Version: claimed.Version,
+		RunID: "990", Threshold: deadline, Reason: "released by run 990"}}, []state.Instance{*claimed})[0]
+	require.NoError(t, w.Err)
+
+	costLines := func() []map[string]any {
+		var out []map[string]any
+		for _, l := range strings.Split(e.metrics.String(), "\n") {
+			if !strings.Contains(l, `"RunCostUSD"`) {
+				continue
+			}
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+			out = append(out, m)
+		}
+		return out
+	}
+	e.refresh(refresh.Config{DryRun: true})
+	require.Empty(t, costLines(), "a dry run publishes nothing")
+	e.refresh(refresh.Config{})
+	lines := costLines()
+	require.Len(t, lines, 1, e.metrics.String())
+	require.Equal(t, e.Pool, lines[0]["Pool"])
+	require.Equal(t, localenv.Repo, lines[0]["Repository"])
+	require.Equal(t, e.Stack, lines[0]["Stack"])
+	require.Greater(t, lines[0]["RunCostUSD"].(float64), 0.0)
+	require.InDelta(t, lines[0]["RunInstanceSeconds"].(float64)*0.0893/3600, lines[0]["RunCostUSD"].(float64), 1e-12, "seconds × the launch price")
+	e.refresh(refresh.Config{})
+	require.Len(t, costLines(), 1, "published once")
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/pricing"
 	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/spend"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -87,6 +88,12 @@ func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, err
 		}
 	}
 	w.prices.Log = w.log
-	return stack, refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics, Prices: w.prices,
-		Pools: &offers.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}, nil
+	deps := refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics, Prices: w.prices,
+		Pools: &offers.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}
+	if w.metrics != nil {
+		if deps.Spend, err = spend.New(store, w.metrics, spend.Config{Stack: w.stack}); err != nil {
+			return nil, refresh.Deps{}, err
+		}
+	}
+	return stack, deps, nil
 }

@@ -1,0 +1,66 @@
+package spend
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/pkg/state"
+)
+
+// cursorStore is a Store of one cursor and no records, recording the windows read.
+type cursorStore struct {
+	at    time.Time
+	reads [][2]time.Time
+}
+
+func (c *cursorStore) RunRecords(_ context.Context, _ string, since, until time.Time) ([]state.RunRecord, error) {
+	c.reads = append(c.reads, [2]time.Time{since, until})
+	return nil, nil
+}
+func (c *cursorStore) Cursor(context.Context, string) (time.Time, error) { return c.at, nil }
+func (c *cursorStore) AdvanceCursor(_ context.Context, _ string, from, to time.Time) (bool, error) {
+	if !from.Equal(c.at) {
+		return false, nil
+	}
+	c.at = to
+	return true, nil
+}
+
+// TestWindow: a window runs from the cursor (at most MaxBacklog back) to Lag before now.
+func TestWindow(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	until := now.Add(-2 * time.Minute)
+	for _, tc := range []struct {
+		name   string
+		cursor time.Time
+		read   bool
+		from   time.Time
+	}{
+		{"never published: the last hour", time.Time{}, true, until.Add(-time.Hour)},
+		{"published a minute ago", until.Add(-time.Minute), true, until.Add(-time.Minute)},
+		{"off for a day: the last hour", until.Add(-24 * time.Hour), true, until.Add(-time.Hour)},
+		{"published up to the window's end: nothing to read", until, false, until},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &cursorStore{at: tc.cursor}
+			p, err := New(st, &bytes.Buffer{}, Config{Stack: "s", Now: func() time.Time { return now }})
+			require.NoError(t, err)
+			got, err := p.Publish(context.Background(), "pool")
+			require.NoError(t, err)
+			require.Equal(t, tc.from, got.From)
+			require.Equal(t, until, got.Until)
+			if tc.read {
+				require.Equal(t, [][2]time.Time{{tc.from, until}}, st.reads)
+				require.Equal(t, until, st.at, "the cursor moved to the window's end")
+			} else {
+				require.Empty(t, st.reads)
+			}
+		})
+	}
+	_, err := New(&cursorStore{}, &bytes.Buffer{}, Config{})
+	require.ErrorContains(t, err, "Config.Stack is empty")
+}
