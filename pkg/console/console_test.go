@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -68,7 +67,7 @@ func newConsole(t *testing.T) (*Console, *view, string) {
 }
 
 // get requests path as a browser holding the token would (cookie), unless anon.
-func get(t *testing.T, c http.Handler, method, path, host string, cookie bool) (*http.Response, string) {
+func get(t *testing.T, c http.Handler, method, path, host string, cookie bool) (*httptest.ResponseRecorder, string) {
 	t.Helper()
 	r := httptest.NewRequest(method, path, nil)
 	r.Host = host
@@ -77,8 +76,7 @@ func get(t *testing.T, c http.Handler, method, path, host string, cookie bool) (
 	}
 	w := httptest.NewRecorder()
 	c.ServeHTTP(w, r)
-	body, _ := io.ReadAll(w.Result().Body)
-	return w.Result(), string(body)
+	return w, w.Body.String()
 }
 
 func TestGuard(t *testing.T) {
@@ -98,10 +96,10 @@ func TestGuard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, body := get(t, c, tc.method, tc.path, tc.host, tc.cookie)
-			require.Equal(t, tc.status, res.StatusCode, body)
+			require.Equal(t, tc.status, res.Code, body)
 			require.Contains(t, body, tc.says)
-			require.Equal(t, contentSecurity, res.Header.Get("Content-Security-Policy"), "every answer forbids scripts")
-			require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+			require.Equal(t, contentSecurity, res.Header().Get("Content-Security-Policy"), "every answer forbids scripts")
+			require.Equal(t, "no-store", res.Header().Get("Cache-Control"))
 			if tc.status != http.StatusOK {
 				require.NotContains(t, body, "linux-x64", "nothing of the stack without the token")
 			}
@@ -110,10 +108,12 @@ func TestGuard(t *testing.T) {
 
 	t.Run("the token in the address becomes a cookie and leaves the address", func(t *testing.T) {
 		res, _ := get(t, c, "GET", "/runs?since=1d&token="+url.QueryEscape(token), "127.0.0.1:4000", false)
-		require.Equal(t, http.StatusSeeOther, res.StatusCode)
-		require.Equal(t, "/runs?since=1d", res.Header.Get("Location"))
+		require.Equal(t, http.StatusSeeOther, res.Code)
+		require.Equal(t, "/runs?since=1d", res.Header().Get("Location"))
 		var ck *http.Cookie
-		for _, k := range res.Cookies() {
+		result := res.Result()
+		defer result.Body.Close()
+		for _, k := range result.Cookies() {
 			if k.Name == name {
 				ck = k
 			}
@@ -130,7 +130,7 @@ func TestPages(t *testing.T) {
 	host := "127.0.0.1:4000"
 
 	res, body := get(t, c, "GET", "/", host, true)
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.Code)
 	require.Contains(t, body, `<section class="pool card" id="pool-linux-x64"`)
 	require.Contains(t, body, `<rect class="idle" x="0.0" y="0" width="360.0" height="22"><title>3 idle</title></rect>`, "3 of 4 instances idle: three quarters of the bar")
 	require.Contains(t, body, `<span class="badge drained">drained</span>`)
@@ -138,7 +138,7 @@ func TestPages(t *testing.T) {
 	require.NotContains(t, body, "<script")
 
 	res, body = get(t, c, "GET", "/runs?since=2d&repo=acme/app", host, true)
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.Code)
 	require.Equal(t, inspect.Window{Since: t0.Add(-48 * time.Hour), Until: t0, Repo: "acme/app"}, v.windows[len(v.windows)-1])
 	require.Contains(t, body, `<option value="2d" selected>2d</option>`, "a window outside the choices stays chosen")
 	require.Contains(t, body, `claimed 1m0s → running 4m0s → returned to the pool (idle)`)
@@ -148,12 +148,12 @@ func TestPages(t *testing.T) {
 	require.Contains(t, body, "$0.012300 &#43; 1 price unknown")
 
 	res, body = get(t, c, "GET", "/instances/i-0aaaaaaaaaaaaaaaa", host, true)
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.Code)
 	require.Contains(t, body, "pre-runner: &lt;script&gt;alert(1)&lt;/script&gt;", "what a job wrote is text, never markup")
 	require.NotContains(t, body, "<script>")
 
 	res, body = get(t, c, "GET", "/cost?by=pool&since=7d", host, true)
-	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, http.StatusOK, res.Code)
 	require.Equal(t, "pool", v.by[len(v.by)-1])
 	require.Contains(t, body, `<rect class="spend" x="260" y="4.0" width="420.0" height="18"/>`, "the most expensive is the longest bar")
 	require.Contains(t, body, `<rect class="spend" x="260" y="30.0" width="105.0" height="18"/>`, "a quarter of the cost, a quarter of the bar")
@@ -172,7 +172,7 @@ func TestPages(t *testing.T) {
 		{"/instances/i-0fffffffffffffff0", http.StatusNotFound, "instance i-0fffffffffffffff0: not in stack"},
 	} {
 		res, body := get(t, c, "GET", tc.path, host, true)
-		require.Equal(t, tc.status, res.StatusCode, tc.path)
+		require.Equal(t, tc.status, res.Code, tc.path)
 		require.Contains(t, body, tc.says, tc.path)
 	}
 }

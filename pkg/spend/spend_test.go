@@ -65,7 +65,7 @@ type line struct {
 			Metrics    []struct{ Name, Unit string }
 		}
 	} `json:"_aws"`
-	Stack, Pool, Repository                          string
+	Stack, Pool, Repository                            string
 	RunCostUSD, RunInstanceSeconds, RunUnpricedSeconds float64
 }
 
