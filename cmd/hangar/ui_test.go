@@ -29,7 +29,7 @@ func TestUI(t *testing.T) {
 	w := newWorld(t)
 	browser := chromium(t)
 	addr := startUI(t, w)
-	shots := t.ArtifactDir()
+	shots := screenshotDir(t)
 	shoot := func(t *testing.T, ctx context.Context, name string) {
 		t.Helper()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -138,6 +138,21 @@ func TestUI(t *testing.T) {
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"instances/i-0fffffffffffffff0"), chromedp.WaitVisible(chromedp.CSS("#problem"))))
 		require.Contains(t, text(t, ctx, "#problem"), "404 Not Found")
 	})
+}
+
+// screenshotDir is where the screenshots go: $HANGAR_TEST_OUTPUT/hangar-ui when set (make test
+// sets it to .cache/test-output), else the test's artifact directory (kept by go test
+// -artifacts).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	out := os.Getenv("HANGAR_TEST_OUTPUT")
+	if out == "" {
+		return t.ArtifactDir()
+	}
+	dir := filepath.Join(out, "hangar-ui")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() { t.Logf("screenshots of hangar ui in %s", dir) })
+	return dir
 }
 
 // chromium starts a headless Chromium for the test (Debian's, which make testbed-up installs).
