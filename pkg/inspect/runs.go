@@ -17,6 +17,8 @@ import (
 type History interface {
 	RunRecords(ctx context.Context, pool string, since, until time.Time) ([]state.RunRecord, error)
 	InPoolState(ctx context.Context, pool string, st state.State) ([]state.Instance, error)
+	// Holding returns the live instances holding runs, with only what says the hold.
+	Holding(ctx context.Context, pool string) ([]state.Instance, error)
 	Ended(ctx context.Context, pool string, since, until time.Time) ([]state.Instance, error)
 }
 
@@ -104,18 +106,14 @@ func (i *Inspector) held(ctx context.Context, w Window) ([]Held, error) {
 			}
 			add(hs, err)
 		})
-		for _, st := range []state.State{state.Created, state.Claimed, state.Running} {
-			wg.Go(func() {
-				items, err := i.d.History.InPoolState(ctx, doc.Name, st)
-				var hs []Held
-				for _, in := range items {
-					if in.RunID != "" {
-						hs = append(hs, fromLive(in, w.Until))
-					}
-				}
-				add(hs, err)
-			})
-		}
+		wg.Go(func() {
+			items, err := i.d.History.Holding(ctx, doc.Name)
+			hs := make([]Held, 0, len(items))
+			for _, in := range items {
+				hs = append(hs, fromLive(in, w.Until))
+			}
+			add(hs, err)
+		})
 	}
 	wg.Wait()
 	if len(errs) > 0 {

@@ -2,12 +2,9 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -37,69 +34,34 @@ func (s *Store) Census(ctx context.Context, pool string) (Census, error) {
 	if err := ValidatePool(pool); err != nil {
 		return Census{}, err
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	var reads []shardRead
+	for _, st := range LiveStates {
+		reads = append(reads, shardsOf(pool, st, shardRead{proj: &censusProjection})...)
+	}
 	out := Census{ByState: map[State]int{}, BySpec: map[string]int{}}
 	for _, st := range LiveStates {
 		out.ByState[st] = 0
-		for shard := range Shards {
-			wg.Go(func() {
-				part, err := s.censusShard(ctx, st, poolStateKey(pool, st, shard))
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-					return
-				}
-				out.ByState[st] += part.ByState[st]
-				out.CreatedForRun += part.CreatedForRun
-				for h, k := range part.BySpec {
-					out.BySpec[h] += k
-				}
-			})
-		}
 	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return Census{}, fmt.Errorf("count the instances of pool %s: %w", pool, errors.Join(errs...))
+	err := s.readShards(ctx, reads, func(r shardRead, item map[string]types.AttributeValue) error {
+		out.ByState[r.state]++
+		hash := ""
+		if h, ok := item[attrSpecHash].(*types.AttributeValueMemberS); ok {
+			hash = h.Value
+		}
+		out.BySpec[hash]++
+		if run, ok := item[AttrRunID].(*types.AttributeValueMemberS); ok && run.Value != "" && r.state == Created {
+			out.CreatedForRun++
+		}
+		return nil
+	})
+	if err != nil {
+		return Census{}, fmt.Errorf("count the instances of pool %s: %w", pool, err)
 	}
 	return out, nil
 }
 
-// censusShard counts one shard of one pool and state.
-func (s *Store) censusShard(ctx context.Context, st State, key string) (Census, error) {
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.table,
-		IndexName:                 aws.String(IndexByPoolState),
-		KeyConditionExpression:    aws.String("#k = :k"),
-		ExpressionAttributeNames:  map[string]string{"#k": AttrPoolStateShard, "#h": attrSpecHash, "#r": AttrRunID},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: key}},
-		ProjectionExpression:      aws.String("#h, #r"),
-	}
-	out := Census{ByState: map[State]int{}, BySpec: map[string]int{}}
-	p := dynamodb.NewQueryPaginator(s.db, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return Census{}, fmt.Errorf("query %s: %w", key, err)
-		}
-		for _, item := range page.Items {
-			out.ByState[st]++
-			hash := ""
-			if h, ok := item[attrSpecHash].(*types.AttributeValueMemberS); ok {
-				hash = h.Value
-			}
-			out.BySpec[hash]++
-			if r, ok := item[AttrRunID].(*types.AttributeValueMemberS); ok && r.Value != "" && st == Created {
-				out.CreatedForRun++
-			}
-		}
-	}
-	return out, nil
-}
+// censusProjection is what a census reads of an item: its launch's spec hash and its run.
+var censusProjection = expression.NamesList(expression.Name(attrSpecHash), expression.Name(AttrRunID))
 
 // attrSpecHash is the attribute holding the spec hash of an instance's launch (Spec.SpecHash).
 const attrSpecHash = "specHash"

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -108,7 +107,7 @@ func (r RunRecord) put(table string) (*types.Put, error) {
 // index (one Query per shard, in parallel, every page; no Scan), oldest first.
 func (s *Store) RunRecords(ctx context.Context, pool string, since, until time.Time) ([]RunRecord, error) {
 	var out []RunRecord
-	err := s.history(ctx, pool, runsState, since, until, func(item map[string]types.AttributeValue) error {
+	err := s.history(ctx, pool, runsState, since, until, &recordProjection, func(item map[string]types.AttributeValue) error {
 		var r RunRecord
 		if err := decoder.Decode(&types.AttributeValueMemberM{Value: item}, &r); err != nil {
 			return fmt.Errorf("decode a run record: %w", err)
@@ -124,7 +123,7 @@ func (s *Store) RunRecords(ctx context.Context, pool string, since, until time.T
 // first, through the byPoolState index.
 func (s *Store) Ended(ctx context.Context, pool string, since, until time.Time) ([]Instance, error) {
 	var out []Instance
-	err := s.history(ctx, pool, Terminated, since, until, func(item map[string]types.AttributeValue) error {
+	err := s.history(ctx, pool, Terminated, since, until, nil, func(item map[string]types.AttributeValue) error {
 		in, err := unmarshalItem(item)
 		if err != nil {
 			return err
@@ -136,57 +135,65 @@ func (s *Store) Ended(ctx context.Context, pool string, since, until time.Time) 
 	return out, err
 }
 
-// history queries every shard of pool's key for st, for items whose threshold (their end) is in
-// [since, until), and hands each item to add (under a lock).
-func (s *Store) history(ctx context.Context, pool string, st State, since, until time.Time, add func(map[string]types.AttributeValue) error) error {
+// history reads every shard of pool's key for st, for the items whose threshold (their end) is
+// in [since, until), reading what proj names (nil: an instance's attributes), and hands each
+// item to add (one at a time).
+func (s *Store) history(ctx context.Context, pool string, st State, since, until time.Time, proj *expression.ProjectionBuilder, add func(map[string]types.AttributeValue) error) error {
 	if err := ValidatePool(pool); err != nil {
 		return err
 	}
 	if !until.After(since) {
 		return fmt.Errorf("history of pool %s: until %s is not after since %s", pool, until, since)
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for shard := range Shards {
-		wg.Go(func() {
-			in := &dynamodb.QueryInput{
-				TableName:                &s.table,
-				IndexName:                aws.String(IndexByPoolState),
-				KeyConditionExpression:   aws.String("#k = :k AND #t BETWEEN :since AND :until"),
-				ExpressionAttributeNames: map[string]string{"#k": AttrPoolStateShard, "#t": AttrThreshold},
-				ExpressionAttributeValues: map[string]types.AttributeValue{
-					":k":     &types.AttributeValueMemberS{Value: poolStateKey(pool, st, shard)},
-					":since": &types.AttributeValueMemberN{Value: strconv.FormatInt(since.UnixMilli(), 10)},
-					":until": &types.AttributeValueMemberN{Value: strconv.FormatInt(until.UnixMilli()-1, 10)},
-				},
-			}
-			if s.PageLimit > 0 {
-				in.Limit = &s.PageLimit
-			}
-			p := dynamodb.NewQueryPaginator(s.db, in)
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("query %s: %w", poolStateKey(pool, st, shard), err))
-					mu.Unlock()
-					return
-				}
-				for _, item := range page.Items {
-					if err := add(item); err != nil {
-						errs = append(errs, fmt.Errorf("%w: %w", ErrBadItem, err))
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return fmt.Errorf("history of pool %s: %w", pool, errors.Join(errs...))
+	err := s.readShards(ctx, shardsOf(pool, st, shardRead{since: since, until: until, proj: proj}), func(_ shardRead, item map[string]types.AttributeValue) error {
+		return add(item)
+	})
+	if err != nil {
+		return fmt.Errorf("history of pool %s: %w", pool, err)
 	}
 	return nil
+}
+
+// recordProjection is every attribute of a run record.
+var recordProjection = projection(reflect.TypeFor[RunRecord](), nil)
+
+// holdProjection is what a live instance's hold of a run needs (hangar runs and cost): the run,
+// its attempt and repository; the instance, its pool, type, market and price; when the run got
+// it and when its runner registered; where it stands and why.
+var holdProjection = expression.NamesList(expression.Name(AttrARN), expression.Name("instanceId"), expression.Name("pool"),
+	expression.Name("state"), expression.Name("stateReason"), expression.Name(AttrThreshold), expression.Name(AttrRunID),
+	expression.Name("runAttempt"), expression.Name("repo"), expression.Name("claimed"), expression.Name("assignedAt"),
+	expression.Name("registeredAt"), expression.Name("instanceType"), expression.Name("usageClass"), expression.Name("price"),
+	expression.Name("priceSource"))
+
+// Holding returns pool's live instances that hold a run (created for it, claimed, running),
+// each with only what says the hold (holdProjection): one Query per state and shard, in
+// parallel, every page. Items that are not well-formed are left out and named in an error
+// matching ErrBadItem, returned with the others; any other error returns nothing.
+func (s *Store) Holding(ctx context.Context, pool string) ([]Instance, error) {
+	if err := ValidatePool(pool); err != nil {
+		return nil, err
+	}
+	var reads []shardRead
+	for _, st := range []State{Created, Claimed, Running} {
+		reads = append(reads, shardsOf(pool, st, shardRead{proj: &holdProjection})...)
+	}
+	var out []Instance
+	err := s.readShards(ctx, reads, func(_ shardRead, item map[string]types.AttributeValue) error {
+		if _, ok := item[AttrRunID]; !ok {
+			return nil // a warm instance on its way to idle: no run
+		}
+		in, err := unmarshalItem(item)
+		if err == nil {
+			out = append(out, *in)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrBadItem) {
+		return nil, fmt.Errorf("the instances of pool %s holding runs: %w", pool, err)
+	}
+	if err != nil {
+		return out, fmt.Errorf("the instances of pool %s holding runs: %w", pool, err)
+	}
+	return out, nil
 }

@@ -155,3 +155,69 @@ func TestHistoryRetention(t *testing.T) {
 	require.NotNil(t, rec, "the run's record")
 	require.InDelta(t, week, rec.ExpiresAt, 60)
 }
+
+// TestHolding: the instances holding runs, read with only what says the hold: created for a
+// run, claimed and running are found, a warm instance on its way and an idle one are not.
+func TestHolding(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	deadline := time.Now().Add(time.Hour)
+	spec := state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageSpot, AZ: "us-east-1a", Price: 0.0357, PriceSource: state.PriceSpot}
+	create := func(run string) *state.Instance {
+		in := &state.Instance{ID: newID(), Pool: testPool, Threshold: deadline, Spec: spec}
+		if run != "" {
+			in.Assignment = state.Assignment{RunID: run, RunAttempt: 1, Repo: "octo/app"}
+		}
+		require.NoError(t, s.Create(ctx, []*state.Instance{in}))
+		return in
+	}
+	booting := create("910")
+	create("") // warm, no run
+	idle := func() *state.Instance {
+		in := create("")
+		got, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Created, To: state.Idle, Version: 1, Threshold: deadline})
+		require.NoError(t, err)
+		return got
+	}
+	idle()
+	c := idle()
+	claimed, err := s.Transition(ctx, state.Change{InstanceID: c.ID, Pool: testPool, From: state.Idle, To: state.Claimed, Version: c.Version,
+		Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "911", RunAttempt: 2, Repo: "octo/lib"}})
+	require.NoError(t, err)
+	r := idle()
+	r, err = s.Transition(ctx, state.Change{InstanceID: r.ID, Pool: testPool, From: state.Idle, To: state.Claimed, Version: r.Version,
+		Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "912", RunAttempt: 1, Repo: "octo/app"}})
+	require.NoError(t, err)
+	running, err := s.Transition(ctx, state.Change{InstanceID: r.ID, Pool: testPool, From: state.Claimed, To: state.Running, Version: r.Version, RunID: "912", Threshold: deadline})
+	require.NoError(t, err)
+
+	got, err := s.Holding(ctx, testPool)
+	require.NoError(t, err)
+	byID := map[string]state.Instance{}
+	for _, in := range got {
+		byID[in.ID] = in
+	}
+	require.ElementsMatch(t, []string{booting.ID, claimed.ID, running.ID}, keysOf(byID))
+	h := byID[claimed.ID]
+	require.Equal(t, "911", h.RunID)
+	require.Equal(t, 2, h.RunAttempt)
+	require.Equal(t, "octo/lib", h.Repo)
+	require.True(t, h.Claimed)
+	require.Equal(t, claimed.AssignedAt, h.AssignedAt)
+	require.Equal(t, state.Claimed, h.State)
+	require.Equal(t, 0.0357, h.Price)
+	require.Equal(t, state.PriceSpot, h.PriceSource)
+	require.Equal(t, "c7i.large", h.InstanceType)
+	require.Equal(t, running.RegisteredAt, byID[running.ID].RegisteredAt)
+	require.Empty(t, h.AZ, "only what says the hold is read")
+	require.Zero(t, h.Version)
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // ByRun returns the instances that hold run (every state but terminated), through the byRun index.
@@ -51,38 +51,20 @@ func (s *Store) poolState(ctx context.Context, pool string, st State, before tim
 	if !st.Valid() || st == Terminated {
 		return nil, fmt.Errorf("state %q: want a live state (created, idle, claimed, running, stopped)", st)
 	}
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		all     []Instance
-		firstEr error
-		bad     []error
-	)
-	for shard := range Shards {
-		wg.Go(func() {
-			key := expression.Key(AttrPoolStateShard).Equal(expression.Value(poolStateKey(pool, st, shard)))
-			if !before.IsZero() {
-				key = key.And(expression.Key(AttrThreshold).LessThan(expression.Value(millis(before))))
-			}
-			items, err := s.query(ctx, IndexByPoolState, key)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, ErrBadItem):
-				bad = append(bad, err)
-			case err != nil && firstEr == nil:
-				firstEr = err
-			}
-			all = append(all, items...)
-		})
-	}
-	wg.Wait()
-	if firstEr != nil {
-		return nil, fmt.Errorf("%s instances of pool %s: %w", st, pool, firstEr)
+	var all []Instance
+	err := s.readShards(ctx, shardsOf(pool, st, shardRead{before: before}), func(_ shardRead, item map[string]types.AttributeValue) error {
+		in, err := unmarshalItem(item)
+		if err == nil {
+			all = append(all, *in)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrBadItem) {
+		return nil, fmt.Errorf("%s instances of pool %s: %w", st, pool, err)
 	}
 	slices.SortFunc(all, func(a, b Instance) int { return a.Threshold.Compare(b.Threshold) })
-	if len(bad) > 0 {
-		return all, fmt.Errorf("%s instances of pool %s: %w", st, pool, errors.Join(bad...))
+	if err != nil {
+		return all, fmt.Errorf("%s instances of pool %s: %w", st, pool, err)
 	}
 	return all, nil
 }
