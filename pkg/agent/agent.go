@@ -313,7 +313,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 
 // signal writes sig about the item's latest version, re-reading and retrying when the item has
 // moved on meanwhile (for signals not tied to one assignment).
-func (a *Agent) signalLatest(ctx context.Context, name state.SignalName, run, log string) error {
+func (a *Agent) signalLatest(ctx context.Context, sig state.Signal) error {
 	var err error
 	for range 3 {
 		item := a.last.Load()
@@ -322,7 +322,8 @@ func (a *Agent) signalLatest(ctx context.Context, name state.SignalName, run, lo
 				return err
 			}
 		}
-		err = a.store.Signal(ctx, state.Signal{Name: name, Run: run, Version: item.Version, Log: log, At: a.now()})
+		sig.Version, sig.At = item.Version, a.now()
+		err = a.store.Signal(ctx, sig)
 		if !errors.Is(err, state.ErrConflict) {
 			break
 		}
@@ -331,8 +332,8 @@ func (a *Agent) signalLatest(ctx context.Context, name state.SignalName, run, lo
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("signal %s: %w", name, err)
+		return fmt.Errorf("signal %s: %w", sig.Name, err)
 	}
-	a.log.Info("signalled", "signal", name, "run", run)
+	a.log.Info("signalled", "signal", sig.Name, "run", sig.Run)
 	return nil
 }

@@ -66,7 +66,7 @@ func (a *Agent) init(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := a.signalLatest(ctx, state.SignalReady, "", ""); err != nil {
+	if err := a.signalLatest(ctx, state.Signal{Name: state.SignalReady}); err != nil {
 		a.log.Warn("could not signal READY; serving anyway", "error", err)
 	}
 	return nil
@@ -102,7 +102,7 @@ func (a *Agent) failInit(ctx context.Context, cause error, logTail string) error
 		msg += "\n"
 	}
 	msg += "hangar-agent: " + cause.Error()
-	if err := a.signalLatest(ctx, state.SignalFailed, "", msg); err != nil {
+	if err := a.signalLatest(ctx, state.Signal{Name: state.SignalFailed, Log: msg}); err != nil {
 		a.log.Error("could not signal FAILED", "error", err)
 	}
 	return cause

@@ -136,7 +136,7 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 // finishJob ends the job on the instance (giveBack: kill, clear, check; DEREGISTERED, or FAILED)
 // and returns the instance: lost says the runner died mid-job with an earlier agent.
 func (a *Agent) finishJob(ctx context.Context, key string, version int64, dirs runDirs, lost bool) {
-	a.giveBack(ctx, key, dirs)
+	a.giveBack(ctx, key, dirs, time.Time{})
 	a.returning = returning{ret: jobs.Return{InstanceID: a.cfg.Identity.InstanceID, Key: key, Version: version, Lost: lost}}
 	a.sendReturn(ctx)
 }
@@ -148,7 +148,7 @@ func (a *Agent) returnInterrupted(ctx context.Context, key string) {
 	a.log.Warn("a job was being served when the agent restarted; its runner is lost, the scrub ended it, and the instance goes back",
 		"job", key)
 	a.jobServed = key
-	if err := a.signalLatest(ctx, state.SignalDeregistered, key, ""); err != nil {
+	if err := a.signalLatest(ctx, state.Signal{Name: state.SignalDeregistered, Run: key}); err != nil {
 		a.log.Warn("could not signal DEREGISTERED", "job", key, "error", err)
 		return
 	}

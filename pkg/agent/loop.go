@@ -233,19 +233,21 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 			proc = p
 		}
 	})
+	released := a.now()
 	if stopErr := proc.stop(a.cfg.StopTimeout); stopErr != nil {
 		log.Warn("stop runner", "error", stopErr)
 	}
 	if err != nil {
 		return false, err // ctx ended or the instance is terminating: nothing to give back
 	}
-	a.giveBack(ctx, run, dirs)
+	a.giveBack(ctx, run, dirs, released)
 	return false, nil
 }
 
-// giveBack ends the run on the instance (see endRun) and signals DEREGISTERED; when anything of
-// the run may have survived, it signals FAILED instead, and the instance is not reused.
-func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs) {
+// giveBack ends the run on the instance (see endRun) and signals DEREGISTERED, with how long it
+// took since released (when the release was noticed; zero: not timed); when anything of the run
+// may have survived, it signals FAILED instead, and the instance is not reused.
+func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs, released time.Time) {
 	log := a.log.With("run", run)
 	start := a.now()
 	if err := a.endRun(ctx, dirs, log); err != nil {
@@ -253,7 +255,11 @@ func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs) {
 		return
 	}
 	log.Info("run cleaned up", "ms", a.now().Sub(start).Milliseconds())
-	if err := a.signalLatest(ctx, state.SignalDeregistered, run, ""); err != nil {
+	sig := state.Signal{Name: state.SignalDeregistered, Run: run}
+	if !released.IsZero() {
+		sig.Took = a.now().Sub(released)
+	}
+	if err := a.signalLatest(ctx, sig); err != nil {
 		log.Warn("could not signal DEREGISTERED; release will terminate this instance when it times out", "error", err)
 	}
 }
@@ -264,7 +270,7 @@ func (a *Agent) cleaningFailed(ctx context.Context, run string, cause error) {
 	a.draining.Store(true)
 	a.log.Error("cleaning up after the run failed; this instance will not serve another run", "run", run, "error", cause)
 	msg := "hangar-agent: cleaning up after run " + run + " failed: " + cause.Error()
-	if err := a.signalLatest(ctx, state.SignalFailed, "", msg); err != nil {
+	if err := a.signalLatest(ctx, state.Signal{Name: state.SignalFailed, Log: msg}); err != nil {
 		a.log.Error("could not signal FAILED", "error", err)
 	}
 }
@@ -288,7 +294,7 @@ func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs r
 	case errors.Is(err, state.ErrConflict):
 		// The run let the instance go meanwhile (a release, a job's check): whoever gave it back
 		// waits for the run's DEREGISTERED, and the run is ended on the instance already.
-		if err := a.signalLatest(ctx, state.SignalDeregistered, item.RunID, ""); err != nil {
+		if err := a.signalLatest(ctx, state.Signal{Name: state.SignalDeregistered, Run: item.RunID}); err != nil {
 			a.log.Warn("could not signal DEREGISTERED for a run given back before it registered", "run", item.RunID, "error", err)
 		}
 	case err != nil:

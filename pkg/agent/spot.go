@@ -28,7 +28,7 @@ func (a *Agent) watchSpot(ctx context.Context) {
 		a.log.Warn("spot interruption notice; taking no new work", "notice", notice)
 		backoff := wait.Backoff{Initial: maxBackoff}
 		for ctx.Err() == nil {
-			if err := a.signalLatest(ctx, state.SignalSpotInterrupted, "", notice); err == nil {
+			if err := a.signalLatest(ctx, state.Signal{Name: state.SignalSpotInterrupted, Log: notice}); err == nil {
 				return
 			} else {
 				a.log.Warn("signal spot interruption", "error", err)

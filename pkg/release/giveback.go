@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
 	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 // releasing is one instance on its way back.
@@ -142,17 +144,20 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, g.cfg.DeregisterTimeout)
 	defer cancel()
-	err := g.d.Store.Poll(wctx, ids, g.cfg.PollInterval, func(items map[string]*state.Instance) bool {
-		var ready []*state.Instance
-		left := 0
-		for _, w := range waiting {
-			if !w.done {
-				ready, left = g.settle(ctx, w, items[w.inst.ID], ready, left)
+	err := wait.Sleep(wctx, g.firstRead(waiting))
+	if err == nil {
+		err = g.d.Store.Poll(wctx, ids, g.cfg.PollInterval, func(items map[string]*state.Instance) bool {
+			var ready []*state.Instance
+			left := 0
+			for _, w := range waiting {
+				if !w.done {
+					ready, left = g.settle(ctx, w, items[w.inst.ID], ready, left)
+				}
 			}
-		}
-		g.offer(ctx, ready)
-		return left == 0
-	})
+			g.offer(ctx, ready)
+			return left == 0
+		})
+	}
 	if err == nil {
 		return
 	}
@@ -165,6 +170,35 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 		}
 	}
 	g.terminate(ctx, fmt.Sprintf("its agent did not deregister within %s", g.cfg.DeregisterTimeout), stuck...)
+}
+
+// maxFirstRead bounds how long release waits before its first read of the items it gave back:
+// an agent's deregMs is the instance's own report, so a compromised one can delay only its own
+// release, and by this much at most.
+const maxFirstRead = 2 * time.Second
+
+// firstRead is how long to wait after the ring before reading the items at all: a little longer
+// than their agents took to deregister last time (their items' deregMs; of several, the median,
+// so that the faster half is offered without waiting for the slowest, and the poll's backoff
+// finds the rest), less the poll's own first wait (a quarter of the interval, state.Store.Poll).
+// It is zero when an agent has not reported one (its first release), and at most maxFirstRead
+// and half the deregister timeout. One read then usually finds an agent done, where polling from
+// the ring took three.
+func (g *giving) firstRead(waiting []*releasing) time.Duration {
+	took := make([]time.Duration, 0, len(waiting))
+	for _, w := range waiting {
+		if w.inst.DeregisterMs <= 0 {
+			return 0
+		}
+		took = append(took, time.Duration(w.inst.DeregisterMs)*time.Millisecond)
+	}
+	if len(took) == 0 {
+		return 0
+	}
+	slices.Sort(took)
+	median := took[len(took)/2]
+	d := median + median/10 + 15*time.Millisecond - g.cfg.PollInterval/4
+	return min(max(d, 0), maxFirstRead, g.cfg.DeregisterTimeout/2)
 }
 
 // settle looks at one released instance's item (nil when unreadable or gone): deregistered

@@ -44,6 +44,29 @@ func TestAgentWritesOnlyItsAttributes(t *testing.T) {
 	require.False(t, got.SignalFor(state.SignalRegistered, "555", in.Version+1), "a signal about an older version does not count")
 }
 
+// TestDeregisteredCarriesHowLongItTook: DEREGISTERED records how long the agent took (deregMs),
+// which outlasts the later signals and the next claim; a signal without it leaves it alone.
+func TestDeregisteredCarriesHowLongItTook(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, time.Minute)
+	in := reach(t, s, state.Claimed, "557")
+	a := newAgent(t, s, in.ID)
+	idle := move(t, s, in, state.Idle, "")
+	require.NoError(t, a.Signal(ctx, state.Signal{Name: state.SignalDeregistered, Run: "557", Version: idle.Version, Took: 137 * time.Millisecond}))
+	got, err := a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(137), got.DeregisterMs)
+
+	claimed, err := s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: testPool, From: state.Idle, To: state.Claimed, Version: got.Version,
+		Threshold: time.Now().Add(time.Hour), Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "558", RunAttempt: 1, Repo: "octo/app"}})
+	require.NoError(t, err)
+	require.NoError(t, a.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: "558", Version: claimed.Version, Took: time.Second}))
+	got, err = a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(137), got.DeregisterMs, "kept across the claim; only DEREGISTERED writes it")
+}
+
 // TestAgentSignalAboutStaleVersionRefused: once the control plane has moved the item, a signal
 // about the old version is refused.
 func TestAgentSignalAboutStaleVersionRefused(t *testing.T) {
