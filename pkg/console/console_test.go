@@ -123,6 +123,12 @@ func TestGuard(t *testing.T) {
 		require.True(t, ck.HttpOnly)
 		require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
 	})
+
+	t.Run("the redirect stays on this host", func(t *testing.T) {
+		res, _ := get(t, c, "GET", "//evil.example/x?token="+url.QueryEscape(token), "127.0.0.1:4000", false)
+		require.Equal(t, http.StatusSeeOther, res.Code)
+		require.Equal(t, "/", res.Header().Get("Location"))
+	})
 }
 
 func TestPages(t *testing.T) {

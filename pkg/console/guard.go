@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -56,8 +57,10 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request) bool {
 		http.SetCookie(w, &http.Cookie{Name: c.cookieName(), Value: c.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		q := r.URL.Query()
 		q.Del("token")
-		to := *r.URL
-		to.RawQuery = q.Encode()
+		to := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
+		if !strings.HasPrefix(to.Path, "/") || strings.HasPrefix(to.Path, "//") {
+			to.Path = "/" // never another host's address (//host/…)
+		}
 		http.Redirect(w, r, to.RequestURI(), http.StatusSeeOther)
 		return false
 	}
