@@ -10,8 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/hangar-ci/hangar/pkg/awserr"
 )
 
 // cursorPrefix keys cursor items: like leases, they have no index attributes (no query returns
@@ -53,21 +51,9 @@ func (s *Store) AdvanceCursor(ctx context.Context, name string, from, to time.Ti
 	if !from.IsZero() {
 		cond = expression.Name(attrCursorAt).Equal(expression.Value(from.UnixMilli()))
 	}
-	expr, err := expression.NewBuilder().WithCondition(cond).
-		WithUpdate(expression.Set(expression.Name(attrCursorAt), expression.Value(to.UnixMilli()))).Build()
+	ok, err := s.updateIf(ctx, cursorPrefix+name, cond, expression.Set(expression.Name(attrCursorAt), expression.Value(to.UnixMilli())))
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("advance cursor %s: %w", name, err)
 	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: cursorPrefix + name}},
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	switch {
-	case err == nil:
-		return true, nil
-	case awserr.IsConditionFailed(err):
-		return false, nil
-	}
-	return false, fmt.Errorf("advance cursor %s: %w", name, err)
+	return ok, nil
 }

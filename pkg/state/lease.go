@@ -29,12 +29,33 @@ func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duratio
 	upd := expression.Set(expression.Name("leaseUntil"), expression.Value(now.Add(ttl).UnixMilli())).
 		Set(expression.Name("holder"), expression.Value(holder)).
 		Set(expression.Name(AttrTTL), expression.Value(now.Add(ttl+time.Hour).Unix()))
+	ok, err := s.updateIf(ctx, leasePrefix+name, cond, upd)
+	if err != nil {
+		return false, fmt.Errorf("take lease %s: %w", name, err)
+	}
+	return ok, nil
+}
+
+// ReleaseLease gives the named lease up if holder holds it.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
+	_, err := s.updateIf(ctx, leasePrefix+name, expression.Name("holder").Equal(expression.Value(holder)),
+		expression.Set(expression.Name("leaseUntil"), expression.Value(0)))
+	if err != nil {
+		return fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// updateIf makes upd to the control item key (a lease's or a cursor's: no instance's) if cond
+// holds, with one conditional write, and reports whether it did: a condition that does not hold
+// is an answer, not an error.
+func (s *Store) updateIf(ctx context.Context, key string, cond expression.ConditionBuilder, upd expression.UpdateBuilder) (bool, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return false, err
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: leasePrefix + name}},
+		TableName: &s.table, Key: map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: key}},
 		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
 		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
@@ -44,24 +65,5 @@ func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duratio
 	case awserr.IsConditionFailed(err):
 		return false, nil
 	}
-	return false, fmt.Errorf("take lease %s: %w", name, err)
-}
-
-// ReleaseLease gives the named lease up if holder holds it.
-func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	expr, err := expression.NewBuilder().
-		WithCondition(expression.Name("holder").Equal(expression.Value(holder))).
-		WithUpdate(expression.Set(expression.Name("leaseUntil"), expression.Value(0))).Build()
-	if err != nil {
-		return err
-	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &s.table, Key: map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: leasePrefix + name}},
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-	})
-	if err != nil && !awserr.IsConditionFailed(err) {
-		return fmt.Errorf("release lease %s: %w", name, err)
-	}
-	return nil
+	return false, err
 }
