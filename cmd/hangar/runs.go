@@ -25,14 +25,7 @@ func (f *windowFlags) add(cmd *cobra.Command, since string) {
 }
 
 func (f *windowFlags) window(now time.Time) (inspect.Window, error) {
-	since, err := inspect.ParseSince(f.since, now)
-	if err != nil {
-		return inspect.Window{}, err
-	}
-	if f.repo != "" && strings.Count(f.repo, "/") != 1 {
-		return inspect.Window{}, fmt.Errorf("%w: --repo %q: want owner/name", errBadInput, f.repo)
-	}
-	return inspect.Window{Since: since, Until: now, Pools: f.pools, Repo: f.repo}, nil
+	return inspect.NewWindow(f.since, f.repo, f.pools, now)
 }
 
 func newRuns(g *globals) *cobra.Command {

@@ -41,7 +41,7 @@ func (v *view) Runs(_ context.Context, w inspect.Window) ([]inspect.RunSummary, 
 
 func (v *view) Instance(_ context.Context, id string) (*inspect.InstanceReport, error) {
 	if id != "i-0aaaaaaaaaaaaaaaa" {
-		return nil, fmt.Errorf("%w: instance %s: not in stack s's table", inspect.ErrBadInput, id)
+		return nil, fmt.Errorf("%w: %w: instance %s: not in stack s's table", inspect.ErrBadInput, inspect.ErrUnknown, id) // as inspect.Instance's matches
 	}
 	return &inspect.InstanceReport{ID: id, Pool: "linux-x64", State: "claimed", Signal: "REGISTER_FAILED",
 		LogTail: "pre-runner: <script>alert(1)</script>\n\x1b[31mred\x1b[0m\n"}, nil
@@ -173,7 +173,7 @@ func TestPages(t *testing.T) {
 		says   string
 	}{
 		{"/runs?since=a+month", http.StatusBadRequest, "--since &#34;a month&#34;: want a duration like 30d, 12h or 90m, or a date like 2026-11-01"},
-		{"/cost?repo=app", http.StatusBadRequest, "repo &#34;app&#34;: want owner/name"},
+		{"/cost?repo=app", http.StatusBadRequest, "--repo &#34;app&#34;: want owner/name"},
 		{"/cost?by=team", http.StatusBadRequest, "--by &#34;team&#34;: want repository, pool, run or day"},
 		{"/instances/i-0fffffffffffffff0", http.StatusNotFound, "instance i-0fffffffffffffff0: not in stack"},
 	} {

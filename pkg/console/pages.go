@@ -51,7 +51,7 @@ func (c *Console) problem(w http.ResponseWriter, _ *http.Request, status int, ms
 // AWS services having failed the read.
 func (c *Console) failed(w http.ResponseWriter, r *http.Request, what string, err error) {
 	switch {
-	case errors.Is(err, inspect.ErrBadInput) && strings.Contains(err.Error(), "not in stack"):
+	case errors.Is(err, inspect.ErrUnknown):
 		c.problem(w, r, http.StatusNotFound, err.Error())
 	case errors.Is(err, inspect.ErrBadInput):
 		c.problem(w, r, http.StatusBadRequest, err.Error())
@@ -130,16 +130,9 @@ func (c *Console) filter(r *http.Request, defSince string) (filter, error) {
 	if f.Since == "" {
 		f.Since = defSince
 	}
-	now := c.cfg.Now()
-	since, err := inspect.ParseSince(f.Since, now)
-	if err != nil {
-		return f, err
-	}
-	if f.Repo != "" && strings.Count(f.Repo, "/") != 1 {
-		return f, fmt.Errorf("%w: repo %q: want owner/name", inspect.ErrBadInput, f.Repo)
-	}
-	f.Window = inspect.Window{Since: since, Until: now, Repo: f.Repo}
-	return f, nil
+	var err error
+	f.Window, err = inspect.NewWindow(f.Since, f.Repo, nil, c.cfg.Now())
+	return f, err
 }
 
 // runView is one run on the runs page.

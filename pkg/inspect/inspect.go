@@ -15,6 +15,16 @@ import (
 // stack (an unknown pool or instance) or is malformed: the command exits 2 for them.
 var ErrBadInput = errors.New("bad input")
 
+// ErrUnknown is matched, with ErrBadInput, by the errors of input that names nothing in the
+// stack: an unknown pool or instance (the web page answers 404 for them).
+var ErrUnknown = errors.New("names nothing in the stack")
+
+// unknown marks err (which matches ErrBadInput) as naming nothing in the stack, its text as is.
+type unknown struct{ error }
+
+func (u unknown) Unwrap() error      { return u.error }
+func (unknown) Is(target error) bool { return target == ErrUnknown }
+
 // Store is the part of the state store inspect reads.
 type Store interface {
 	Census(ctx context.Context, pool string) (state.Census, error)
@@ -72,7 +82,7 @@ func (i *Inspector) pools(names []string) ([]*poolconfig.Document, error) {
 	for _, n := range names {
 		doc := i.d.Stack.Pool(n)
 		if doc == nil {
-			return nil, fmt.Errorf("%w: pool %q: no such pool in stack %s: want one of %s", ErrBadInput, n, i.d.Stack.Name, poolNames(i.d.Stack))
+			return nil, unknown{fmt.Errorf("%w: pool %q: no such pool in stack %s: want one of %s", ErrBadInput, n, i.d.Stack.Name, poolNames(i.d.Stack))}
 		}
 		out = append(out, doc)
 	}

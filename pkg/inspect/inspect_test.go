@@ -99,6 +99,7 @@ func TestStatus(t *testing.T) {
 	_, err = in.Status(context.Background(), "arm", "gpu")
 	require.ErrorIs(t, err, inspect.ErrBadInput)
 	require.ErrorContains(t, err, `pool "gpu": no such pool in stack ci: want one of x64, arm`)
+	require.ErrorIs(t, err, inspect.ErrUnknown, "names nothing in the stack")
 }
 
 // TestInstance: a malformed or unknown id is bad input; a failed instance says why it ended.

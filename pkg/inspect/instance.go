@@ -66,8 +66,8 @@ func (i *Inspector) Instance(ctx context.Context, id string) (*InstanceReport, e
 	}
 	in, err := i.d.Store.Get(ctx, id)
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, fmt.Errorf("%w: instance %s: not in stack %s's table (an instance the stack launched is kept %s after it ends): want the id of one of its instances",
-			ErrBadInput, id, i.d.Stack.Name, days(i.d.Stack.HistoryRetention()))
+		return nil, unknown{fmt.Errorf("%w: instance %s: not in stack %s's table (an instance the stack launched is kept %s after it ends): want the id of one of its instances",
+			ErrBadInput, id, i.d.Stack.Name, days(i.d.Stack.HistoryRetention()))}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read instance %s: %w", id, err)

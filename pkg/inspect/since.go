@@ -38,3 +38,17 @@ func ParseSince(s string, now time.Time) (time.Time, error) {
 	}
 	return now.Add(-time.Duration(n) * unit), nil
 }
+
+// NewWindow is the window of history from since (ParseSince's forms) to now, of the named pools
+// (every pool when none) and repository (owner/name; every one when empty). Malformed input is
+// bad input naming the flag and the accepted form.
+func NewWindow(since, repo string, pools []string, now time.Time) (Window, error) {
+	from, err := ParseSince(since, now)
+	if err != nil {
+		return Window{}, err
+	}
+	if repo != "" && strings.Count(repo, "/") != 1 {
+		return Window{}, fmt.Errorf("%w: --repo %q: want owner/name", ErrBadInput, repo)
+	}
+	return Window{Since: from, Until: now, Pools: pools, Repo: repo}, nil
+}
