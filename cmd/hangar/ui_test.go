@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/browser"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
@@ -158,17 +159,8 @@ func screenshotDir(t *testing.T) string {
 // chromium starts a headless Chromium for the test (Debian's, which make testbed-up installs).
 func chromium(t *testing.T) context.Context {
 	t.Helper()
-	path, err := exec.LookPath("chromium")
-	require.NoError(t, err, "Chromium is not installed: make testbed-up installs Debian's chromium package")
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-component-update", true))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(testbed.Context(t, 5*time.Minute), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(alloc)
+	ctx, cancel, err := browser.Start(testbed.Context(t, 5*time.Minute), t.TempDir(), 1280, 900)
+	require.NoError(t, err)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/sys/unix"
 
+	"github.com/hangar-ci/hangar/internal/testkit/browser"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 )
 
@@ -141,14 +142,15 @@ func screenshots(ctx context.Context, addr, dir string, e *localenv.Env) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.WindowSize(1200, 800), chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
+	data, err := os.MkdirTemp("", "hangar-demo-chromium-")
+	if err != nil {
+		return err
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancel := chromedp.NewContext(actx)
+	defer os.RemoveAll(data)
+	bctx, cancel, err := browser.Start(ctx, data, 1200, 800)
+	if err != nil {
+		return fmt.Errorf("screenshots: %w", err)
+	}
 	defer cancel()
 	base := strings.SplitN(addr, "/?", 2)[0]
 	if err := chromedp.Do(bctx, chromedp.Navigate(addr), chromedp.WaitVisible(chromedp.CSS("#pool-"+e.Pool))); err != nil {
