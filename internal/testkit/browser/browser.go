@@ -17,7 +17,7 @@ import (
 func Start(ctx context.Context, dataDir string, width, height int) (context.Context, context.CancelFunc, error) {
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		return nil, nil, errors.New("Chromium is not installed: make testbed-up installs Debian's chromium package")
+		return nil, nil, errors.New("no chromium on PATH: make testbed-up installs Debian's chromium package")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.UserDataDir(dataDir),
 		chromedp.WindowSize(width, height), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-quic", true),
