@@ -17,8 +17,12 @@ func (r *run) publishSpend(ctx context.Context, pools []*poolconfig.Document) {
 	var wg sync.WaitGroup
 	for _, doc := range pools {
 		wg.Go(func() {
-			if _, err := r.d.Spend.Publish(ctx, doc.Name); err != nil {
+			pub, err := r.d.Spend.Publish(ctx, doc.Name)
+			switch {
+			case err != nil:
 				r.d.Log.Warn("refresh: publish the cost of ended runs", "pool", doc.Name, "error", err)
+			case pub.Skipped != nil:
+				r.d.Log.Warn("refresh: malformed run records left out of the cost", "pool", doc.Name, "error", pub.Skipped)
 			}
 		})
 	}

@@ -103,6 +103,8 @@ type Published struct {
 	From, Until time.Time
 	// Taken says another publisher published this window first.
 	Taken bool
+	// Skipped names the records of the window left out as malformed (nil: none).
+	Skipped error
 	Spend []Spend
 }
 
@@ -126,7 +128,12 @@ func (p *Publisher) Publish(ctx context.Context, pool string) (*Published, error
 		return out, nil
 	}
 	recs, err := p.store.RunRecords(ctx, pool, from, until)
-	if err != nil {
+	switch {
+	case errors.Is(err, state.ErrBadItem):
+		// A malformed record is left out (anyone who may write items could write one); were it
+		// an error, it would stop every later window of the pool.
+		out.Skipped = err
+	case err != nil:
 		return nil, fmt.Errorf("read the run records of pool %s: %w", pool, err)
 	}
 	moved, err := p.store.AdvanceCursor(ctx, name, cur, until)
