@@ -105,7 +105,7 @@ type Published struct {
 	Taken bool
 	// Skipped names the records of the window left out as malformed (nil: none).
 	Skipped error
-	Spend []Spend
+	Spend   []Spend
 }
 
 // Publish publishes the cost of pool's run records that ended since the pool's cursor (at most
