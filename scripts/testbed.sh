@@ -8,6 +8,7 @@
 #
 # Services, all on 127.0.0.1:
 #   moto server           EC2, SQS, SSM, IAM, STS, S3, CloudFormation   port $MOTO_PORT (5000)
+#                         (started by scripts/moto/server.py: SQS's delete and receive made atomic)
 #   DynamoDB Local        AWS's own jar                                  port $DDB_PORT (8002)
 #   EC2 metadata mock     amazon-ec2-metadata-mock, IMDSv2 only          port $IMDS_PORT (1338)
 #   Price List stand-in   internal/testkit/cmd/pricefake (GetProducts)   port $PRICE_PORT (1339)
@@ -277,7 +278,7 @@ cmd_up() {
   ensure_runner_users
 
   start moto "http://127.0.0.1:$MOTO_PORT/moto-api/" \
-    env PYTHONPATH="$(moto_pythonpath)" /usr/bin/python3 -m moto.server -H 127.0.0.1 -p "$MOTO_PORT"
+    env PYTHONPATH="$(moto_pythonpath)" /usr/bin/python3 "$ROOT/scripts/moto/server.py" -H 127.0.0.1 -p "$MOTO_PORT"
   curl -s -o /dev/null -X POST "http://127.0.0.1:$MOTO_PORT/moto-api/config" -H 'Content-Type: application/json' \
     -d '{"lambda":{"use_docker":false},"batch":{"use_docker":false}}'
   start dynamodb-local "http://127.0.0.1:$DDB_PORT/" \
