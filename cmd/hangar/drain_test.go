@@ -73,6 +73,8 @@ func TestDrain(t *testing.T) {
 	it, err := e.Store.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, state.Running, it.State, "running work is left to finish")
+	require.Equal(t, "its pool is drained", it.Retire, "marked: whoever gives it back ends it, by its item alone")
+	require.Equal(t, reg.Version+1, it.Version, "the mark moves no version: the run's own writes still hold")
 
 	code, out, errOut = w.hangar(t, nil, "status", "-o", "json")
 	require.Equal(t, 0, code, errOut)

@@ -58,8 +58,8 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 		return nil, err
 	}
 	return inspect.New(inspect.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqsc},
-		Documents: documents{client: ssmc, stack: g.stack},
-		Retirer:   &lifecycle.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
+		Documents: documents{client: ssmc, stack: g.stack}, Marker: store,
+		Retirer: &lifecycle.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
 }
 
 // documents writes the stack's pool documents (drain, undrain).

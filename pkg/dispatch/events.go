@@ -149,7 +149,7 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 		if err != nil {
 			return err
 		}
-		_, err = x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: key,
+		_, err = x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key,
 			Reason: fmt.Sprintf("job %d completed (%s)", j.ID, j.Conclusion)})
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return err
@@ -256,7 +256,7 @@ func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jo
 			return false, err
 		}
 	}
-	_, err = x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: it.RunID, Reason: why})
+	_, err = x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: it.RunID, Reason: why})
 	if errors.Is(err, state.ErrConflict) {
 		return false, nil
 	}

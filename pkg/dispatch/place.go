@@ -232,8 +232,9 @@ func (x *Dispatcher) claim(ctx context.Context, doc *poolconfig.Document, claimI
 	now := x.d.Now()
 	jobOf := sync.Map{} // instance id → its job
 	sel := &offers.Selector{Queue: queue, Store: x.d.Store, Log: x.d.Log}
+	home := doc.Home()
 	res, err := sel.Claim(ctx, offers.Request{
-		Count: len(group), Assign: x.base(doc, group[0].job, claimID), Reuse: doc.Reuse,
+		Count: len(group), Assign: x.base(doc, group[0].job, claimID), Home: &home, Reuse: doc.Reuse,
 		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
 		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
 		AliveSince: now.Add(-state.HeartbeatFresh), ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),

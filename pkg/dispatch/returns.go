@@ -67,7 +67,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 				x.d.Log.Warn("dispatch: delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
 			}
 		}
-		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: r.Key, Reason: "its agent finished " + state.Describe(r.Key)})
+		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + state.Describe(r.Key)})
 		if errors.Is(err, state.ErrConflict) {
 			return true, nil
 		}
@@ -84,7 +84,9 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 // offer offers an instance that has served a job to its pool, or retires it when its pool may
 // not have it again (reuse never).
 func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
-	res := x.returns.OfferOrRetire(ctx, x.pool, []*state.Instance{it})
+	res := x.returns.OfferOrRetire(ctx, func(ctx context.Context, in *state.Instance) (*poolconfig.Document, error) {
+		return x.pool(ctx, in.Pool)
+	}, []*state.Instance{it})
 	for _, r := range res.Retired {
 		if r.Err != nil {
 			return fmt.Errorf("retire %s (%s): %w", it.ID, r.Reason, r.Err)
@@ -108,7 +110,7 @@ func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *po
 			return res.Err
 		}
 	} else {
-		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Pool: doc, RunID: key, RegisterFailed: it.State == state.Claimed,
+		out, err := x.returns.Idle(ctx, lifecycle.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key, RegisterFailed: it.State == state.Claimed,
 			Reason: "its agent could not start the job's runner: " + it.SignalLog})
 		if errors.Is(err, state.ErrConflict) {
 			return nil

@@ -27,17 +27,34 @@ type DrainReport struct {
 	Drained bool   `json:"drained"`
 	// Retired are the idle, stopped and warm instances terminated now.
 	Retired []string `json:"retired"`
-	// Serving are the instances that hold runs: they finish them, then end.
+	// Serving are the instances that hold runs, marked to retire: they finish them, then end.
 	Serving []string `json:"serving"`
-	// Lost are the instances someone else moved first (a claim in flight): the drained
-	// document keeps them from being offered again.
+	// Lost are the instances that moved from run to run while the drain followed them (claims
+	// in flight): left to refresh, which retires a drained pool's idle instances.
 	Lost []string `json:"lost,omitempty"`
 }
 
+// Marker marks an instance serving a run to be retired when the run gives it back
+// (state.Store.MarkRetire): the item as written and true, or the item as it is (nil: none) and
+// false when it no longer serves that run.
+type Marker interface {
+	MarkRetire(ctx context.Context, id, run, why string) (*state.Instance, bool, error)
+}
+
+// drainedReason is why a drained pool's instances end.
+const drainedReason = "its pool is drained"
+
+// markTries bounds how often drain follows one instance from run to run (a claim racing the
+// drain) before it leaves it to refresh, which retires a drained pool's idle instances.
+const markTries = 3
+
 // Drain closes pool to reuse: its document is marked drained, so nothing of it is claimed or
-// offered any more and refresh keeps none warm; then its idle, stopped and warm instances are
-// terminated now. Instances serving runs finish them, and are terminated when they end (release,
-// the dispatcher and refresh retire a drained pool's instances instead of offering them).
+// offered any more and refresh keeps none warm; then every instance serving a run is marked to
+// retire (state.Home.Retire), so that whoever gives it back when the run ends terminates it
+// instead of offering it, by its item alone; and its idle, stopped and warm instances are
+// terminated now. An instance given back between the read and the mark is terminated as idle;
+// one claimed between the read and its termination (a provision that read the document before
+// the drain) is marked for the run that took it.
 func (i *Inspector) Drain(ctx context.Context, pool string) (*DrainReport, error) {
 	if err := i.writable(pool); err != nil {
 		return nil, err
@@ -46,7 +63,7 @@ func (i *Inspector) Drain(ctx context.Context, pool string) (*DrainReport, error
 		return nil, fmt.Errorf("drain pool %s: %w", pool, err)
 	}
 	rep := &DrainReport{Pool: pool, Drained: true}
-	var idle []state.Instance
+	var idle, serving []state.Instance
 	var errs []error
 	for _, st := range state.LiveStates {
 		items, err := i.d.History.InPoolState(ctx, pool, st)
@@ -54,24 +71,43 @@ func (i *Inspector) Drain(ctx context.Context, pool string) (*DrainReport, error
 			errs = append(errs, err)
 		}
 		for _, in := range items {
-			if in.RunID != "" {
-				rep.Serving = append(rep.Serving, in.ID)
-				continue
-			}
-			if st == state.Idle || st == state.Stopped || st == state.Created {
+			switch {
+			case in.RunID != "":
+				serving = append(serving, in)
+			case st == state.Idle || st == state.Stopped || st == state.Created:
 				idle = append(idle, in)
 			}
 		}
 	}
-	res := i.d.Retirer.Retire(ctx, idle, lifecycle.Because("its pool is drained"))
-	for _, in := range slices.Concat(res.Ended, res.Already) {
-		rep.Retired = append(rep.Retired, in.ID)
+	for try := 0; try < markTries && len(serving)+len(idle) > 0; try++ {
+		var freed []state.Instance
+		for _, in := range serving {
+			cur, marked, err := i.d.Marker.MarkRetire(ctx, in.ID, in.RunID, drainedReason)
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case marked:
+				rep.Serving = append(rep.Serving, in.ID)
+			case cur != nil && cur.RunID == "" && (cur.State == state.Idle || cur.State == state.Stopped || cur.State == state.Created):
+				freed = append(freed, *cur) // given back meanwhile: ended now, as idle
+			}
+		}
+		res := i.d.Retirer.Retire(ctx, append(idle, freed...), lifecycle.Because(drainedReason))
+		for _, in := range slices.Concat(res.Ended, res.Already) {
+			rep.Retired = append(rep.Retired, in.ID)
+		}
+		if res.Err != nil {
+			errs = append(errs, res.Err)
+		}
+		serving, idle = nil, nil
+		for _, in := range res.Lost {
+			if in.RunID != "" && in.State != state.Terminated {
+				serving = append(serving, in) // claimed meanwhile: marked for the run that took it
+			}
+		}
 	}
-	for _, in := range res.Lost {
+	for _, in := range serving {
 		rep.Lost = append(rep.Lost, in.ID)
-	}
-	if res.Err != nil {
-		errs = append(errs, res.Err)
 	}
 	// The retired instances' offers are stale now: deleted, so that the queue holds nothing.
 	if _, err := i.d.Queues.Tidy(ctx, pool, nil, i.d.Store); err != nil {
@@ -101,8 +137,8 @@ func (i *Inspector) writable(pool string) error {
 	if _, err := i.pools([]string{pool}); err != nil {
 		return err
 	}
-	if i.d.Documents == nil || i.d.Retirer == nil || i.d.History == nil {
-		return errors.New("inspect: Deps.Documents, Deps.Retirer and Deps.History must be set to drain")
+	if i.d.Documents == nil || i.d.Retirer == nil || i.d.History == nil || i.d.Marker == nil {
+		return errors.New("inspect: Deps.Documents, Deps.Retirer, Deps.History and Deps.Marker must be set to drain")
 	}
 	return nil
 }

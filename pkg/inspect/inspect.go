@@ -46,9 +46,10 @@ type Deps struct {
 	Queues Queues
 	// History reads run records and items for runs and cost (nil: those views refuse).
 	History History
-	// Documents and Retirer drain and undrain pools (nil: those refuse).
+	// Documents, Retirer and Marker drain and undrain pools (nil: those refuse).
 	Documents Documents
 	Retirer   Retirer
+	Marker    Marker
 	// Now is the clock warm targets are evaluated at; time.Now when nil.
 	Now func() time.Time
 }

@@ -38,8 +38,8 @@ type Returner struct {
 type Back struct {
 	// Instance is its item as read: the write is conditional on its state and version.
 	Instance state.Instance
-	// Pool is its pool's document: the idle deadline is the pool's.
-	Pool *poolconfig.Document
+	// Idle is the length of its idle deadline (its pool's idle timeout).
+	Idle time.Duration
 	// RunID is the run giving it back, which must still hold it ("" for a warm instance).
 	RunID string
 	// At is when the idle deadline starts (zero: now).
@@ -78,7 +78,7 @@ func (r *Returner) IdleAll(ctx context.Context, backs []Back) []state.Written {
 		in := b.Instance
 		changes[i] = state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
 			Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed,
-			Threshold: at.Add(b.Pool.Timeout(state.Idle)), Reason: b.Reason}
+			Threshold: at.Add(b.Idle), Reason: b.Reason}
 		befores[i] = in
 	}
 	out := r.Store.TransitionAll(ctx, changes, befores)
@@ -103,19 +103,20 @@ func (r *Returner) Offer(ctx context.Context, insts ...*state.Instance) error {
 	return r.Offers.Publish(ctx, insts...)
 }
 
-// NotReusable says why an instance that served a run may not be offered again ("" when it may): its
-// pool's reuse is never (one run per instance), the pool is drained, or its pool document cannot
-// be read (docErr).
-func NotReusable(doc *poolconfig.Document, docErr error) string {
+// NotReusable says why an instance that served a run may not be offered again ("" when it may):
+// its item is marked to retire (state.Home.Retire: drained while it served, or of a pool whose
+// reuse is never), its pool's document says so now (poolconfig.Document.Retire), or that document
+// cannot be read (docErr). A nil doc with no docErr leaves it to the item alone.
+func NotReusable(in *state.Instance, doc *poolconfig.Document, docErr error) string {
 	switch {
+	case in != nil && in.Retire != "":
+		return in.Retire
 	case docErr != nil:
 		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
-	case doc.Reuse == state.ReuseNever:
-		return "its pool's reuse is never: one run per instance"
-	case doc.Drained:
-		return "its pool is drained"
+	case doc == nil:
+		return ""
 	}
-	return ""
+	return doc.Retire()
 }
 
 // Offered is what an OfferOrRetire did.
@@ -135,13 +136,14 @@ type Retirement struct {
 }
 
 // OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
-// have again (NotReusable, with each instance's document as pool returns it) are retired instead,
-// one by one, before the others are offered in one request.
-func (r *Returner) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, name string) (*poolconfig.Document, error), insts []*state.Instance) Offered {
+// have again (NotReusable, with each instance's document as pool returns it: nil, with no error,
+// when its item says enough) are retired instead, one by one, before the others are offered in
+// one request.
+func (r *Returner) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, in *state.Instance) (*poolconfig.Document, error), insts []*state.Instance) Offered {
 	var out Offered
 	for _, in := range insts {
-		doc, err := pool(ctx, in.Pool)
-		why := NotReusable(doc, err)
+		doc, err := pool(ctx, in)
+		why := NotReusable(in, doc, err)
 		if why == "" {
 			out.Offered = append(out.Offered, in)
 			continue

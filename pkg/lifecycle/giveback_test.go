@@ -63,8 +63,8 @@ func (w *world) claimed(t *testing.T, n int, run string) []state.Instance {
 	return out
 }
 
-func fixed(d *poolconfig.Document) func(context.Context, string) (*poolconfig.Document, error) {
-	return func(context.Context, string) (*poolconfig.Document, error) { return d, nil }
+func fixed(d *poolconfig.Document) func(context.Context, *state.Instance) (*poolconfig.Document, error) {
+	return func(context.Context, *state.Instance) (*poolconfig.Document, error) { return d, nil }
 }
 
 // TestGiveBackOffers: an instance given back is idle with its pool's idle deadline, and its offer,
@@ -76,7 +76,7 @@ func TestGiveBackOffers(t *testing.T) {
 	in := w.claimed(t, 1, "42")[0]
 	at := time.Now()
 
-	out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: "42", At: at, Reason: "released by run 42"})
+	out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", At: at, Reason: "released by run 42"})
 	require.NoError(t, err)
 	res := back.OfferOrRetire(w.ctx, fixed(doc), []*state.Instance{out})
 	require.NoError(t, res.Err)
@@ -95,20 +95,26 @@ func TestGiveBackOffers(t *testing.T) {
 	require.Empty(t, w.ec2.requested())
 }
 
-// TestGiveBackReuseNever: an instance of a pool whose reuse is never, or whose pool document
-// cannot be read, is terminated (item and EC2), and not offered.
+// TestGiveBackReuseNever: an instance of a pool whose reuse is never, whose item was marked to
+// retire while it served the run (a drain), or whose pool document cannot be read, is terminated
+// (item and EC2), and not offered.
 func TestGiveBackReuseNever(t *testing.T) {
 	t.Parallel()
 	never := *doc
 	never.Reuse = state.ReuseNever
 	tests := []struct {
 		name   string
-		pool   func(context.Context, string) (*poolconfig.Document, error)
+		pool   func(context.Context, *state.Instance) (*poolconfig.Document, error)
+		mark   string // the reason the item is marked to retire with while it serves the run
 		reason string
 	}{
-		{"reuse never", fixed(&never), "its pool's reuse is never: one run per instance"},
-		{"unreadable pool", func(context.Context, string) (*poolconfig.Document, error) { return nil, errors.New("no such pool") },
-			"its pool document is unreadable (no such pool)"},
+		{"reuse never", fixed(&never), "", "its pool's reuse is never: one run per instance"},
+		{"marked while serving", fixed(doc), "its pool is drained", "its pool is drained"},
+		{"marked, the item deciding alone", fixed(nil), "its pool is drained", "its pool is drained"},
+		{"unreadable pool", func(context.Context, *state.Instance) (*poolconfig.Document, error) {
+			return nil, errors.New("no such pool")
+		},
+			"", "its pool document is unreadable (no such pool)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,8 +122,16 @@ func TestGiveBackReuseNever(t *testing.T) {
 			w := newWorld(t)
 			back, queue := w.returner(t)
 			in := w.claimed(t, 1, "42")[0]
-			out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: "42", Reason: "released by run 42"})
+			if tc.mark != "" {
+				marked, ok, err := w.store.MarkRetire(w.ctx, in.ID, "42", tc.mark)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, tc.mark, marked.Retire)
+				require.Equal(t, in.Version, marked.Version, "a mark moves no version: no transition in flight loses")
+			}
+			out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
 			require.NoError(t, err)
+			require.Equal(t, tc.mark, out.Retire, "the mark outlives the move to idle")
 
 			res := back.OfferOrRetire(w.ctx, tc.pool, []*state.Instance{out})
 			require.NoError(t, res.Err)
@@ -148,7 +162,7 @@ func TestGiveBackLost(t *testing.T) {
 		Version: in.Version, RunID: "42", Threshold: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 
-	out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Pool: doc, RunID: "42", Reason: "released by run 42"})
+	out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
 	require.Nil(t, out)
 	var conflict *state.ConflictError
 	require.ErrorAs(t, err, &conflict)

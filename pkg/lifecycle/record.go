@@ -77,7 +77,7 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 		items[i] = &state.Instance{ID: in.ID, Pool: doc.Name, Threshold: l.At.Add(doc.Timeout(state.Created)), LaunchedAt: l.At,
 			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 				SpecHash: doc.SpecHash},
-			StateReason: l.Reason, Bell: r.Bells.URL(in.ID)}
+			StateReason: l.Reason, Bell: r.Bells.URL(in.ID), Home: doc.Home()}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

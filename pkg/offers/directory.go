@@ -49,26 +49,38 @@ func (d *Directory) Queue(ctx context.Context, name string) (*Queue, error) {
 }
 
 // Publish offers each instance on its own pool's queue (one batch per pool); see Queue.Publish.
+// An instance whose item names its pool's queue (state.Home) is offered there without reading
+// the pool's document; the others, on the queue their document names.
 func (d *Directory) Publish(ctx context.Context, insts ...*state.Instance) error {
-	byPool := map[string][]*state.Instance{}
-	var order []string
+	type dest struct{ pool, url string }
+	byDest := map[dest][]*state.Instance{}
+	var order []dest
 	for _, in := range insts {
-		if _, ok := byPool[in.Pool]; !ok {
-			order = append(order, in.Pool)
+		k := dest{pool: in.Pool, url: in.Queue}
+		if _, ok := byDest[k]; !ok {
+			order = append(order, k)
 		}
-		byPool[in.Pool] = append(byPool[in.Pool], in)
+		byDest[k] = append(byDest[k], in)
 	}
 	var errs []error
-	for _, name := range order {
-		q, err := d.Queue(ctx, name)
+	for _, k := range order {
+		q, err := d.queueAt(ctx, k.pool, k.url)
 		if err == nil {
-			err = q.Publish(ctx, byPool[name]...)
+			err = q.Publish(ctx, byDest[k]...)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("offer %d instances to pool %s: %w", len(byPool[name]), name, err))
+			errs = append(errs, fmt.Errorf("offer %d instances to pool %s: %w", len(byDest[k]), k.pool, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// queueAt is pool's queue at url, or, when url is empty, at the URL its document names.
+func (d *Directory) queueAt(ctx context.Context, pool, url string) (*Queue, error) {
+	if url == "" {
+		return d.Queue(ctx, pool)
+	}
+	return NewQueue(d.SQS, pool, url, "")
 }
 
 // Counts returns a pool queue's counts (Queue.Counts).

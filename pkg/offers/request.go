@@ -45,6 +45,9 @@ type Request struct {
 	// Unused, when set, is told of each assignment Personalize completed whose claim was not won
 	// (the instance had moved on), so that what was made for it can be undone.
 	Unused func(instanceID string, a state.Assignment)
+	// Home, when set, is how the claimed instances go back when the run ends, from the pool's
+	// document in hand (poolconfig.Document.Home): written with each claim (state.Change.Home).
+	Home *state.Home
 	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
 	// be given (state.Reusable; "" is state.ReuseRepository).
 	Reuse state.Reuse
@@ -55,6 +58,15 @@ type Request struct {
 	ClaimDeadline time.Time
 	// Exclude lists instances not to claim (ones that already failed this request).
 	Exclude []string
+}
+
+// home is the Home the claims write: none when the request's says nowhere to go back (a document
+// without a queue), so that release reads the pool's document instead.
+func (r Request) home() *state.Home {
+	if r.Home == nil || !r.Home.Known() {
+		return nil
+	}
+	return r.Home
 }
 
 // ValidateTypePattern checks one instance type pattern.

@@ -323,7 +323,7 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		}
 		changes = append(changes, state.Change{
 			InstanceID: o.r.msg.InstanceID, Pool: sel.Queue.pool, From: o.r.msg.State(), To: state.Claimed,
-			Version: o.r.msg.Version, Assign: &o.assign, Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
+			Version: o.r.msg.Version, Assign: &o.assign, Home: sel.req.home(), Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
 			Reason: "claimed for " + state.Describe(o.assign.RunID),
 		})
 		befores = append(befores, o.r.msg.Instance())

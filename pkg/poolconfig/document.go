@@ -325,6 +325,25 @@ func (d *Document) StateAccount() state.Account {
 	return state.Account{Partition: d.Partition, Region: d.Region, ID: d.Account}
 }
 
+// Retire says why an instance of the pool that served a run may not be offered again ("" when
+// it may): the pool's reuse is never (one run per instance), or the pool is drained.
+func (d *Document) Retire() string {
+	switch {
+	case d.Reuse == state.ReuseNever:
+		return "its pool's reuse is never: one run per instance"
+	case d.Drained:
+		return "its pool is drained"
+	}
+	return ""
+}
+
+// Home is how the pool's instances go back when a run ends, as this document says (written into
+// their items at launch and at every claim): the idle timeout, in whole seconds rounded up, the
+// queue, and Retire.
+func (d *Document) Home() state.Home {
+	return state.Home{IdleSecs: int64((d.Timeout(state.Idle) + time.Second - 1) / time.Second), Queue: d.QueueURL, Retire: d.Retire()}
+}
+
 // Timeout returns the deadline length of state st (0 for terminated).
 func (d *Document) Timeout(st state.State) time.Duration {
 	switch st {

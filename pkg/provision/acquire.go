@@ -32,8 +32,9 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	doc := p.d.Pool
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
+	home := doc.Home()
 	res, err := p.d.Claimer.Claim(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
-		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Reuse: doc.Reuse,
+		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Home: &home, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
 	// Hand over first: the token rings each doorbell, and each agent reads its item at once.
 	p.handOver(ctx, res.Instances...)

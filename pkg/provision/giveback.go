@@ -25,9 +25,9 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	registerFailed := it.State == state.Claimed && it.Signal == state.SignalRegisterFailed
 	if registerFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if registerFailed && lifecycle.NotReusable(p.d.Pool, nil) == "" {
+	} else if registerFailed && lifecycle.NotReusable(it, p.d.Pool, nil) == "" {
 		back := p.returner()
-		out, err := back.Idle(ctx, lifecycle.Back{Instance: *it, Pool: p.d.Pool, RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
+		out, err := back.Idle(ctx, lifecycle.Back{Instance: *it, Idle: p.d.Pool.Timeout(state.Idle), RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
 		if err == nil {
 			if err := back.Offer(ctx, out); err != nil {
 				p.warn("offer %s back to the pool: %v", it.ID, err)

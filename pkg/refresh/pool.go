@@ -337,7 +337,7 @@ func (r *run) promote(ctx context.Context, doc *poolconfig.Document, in state.In
 		return &in
 	}
 	back := r.returner()
-	out, err := back.Idle(ctx, lifecycle.Back{Instance: in, Pool: doc, At: now, Reason: "warm and ready"})
+	out, err := back.Idle(ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), At: now, Reason: "warm and ready"})
 	if err != nil {
 		if !errors.Is(err, state.ErrConflict) {
 			r.fail("pool %s: promote %s: %v", doc.Name, in.ID, err)

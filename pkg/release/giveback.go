@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/lifecycle"
+	"github.com/hangar-ci/hangar/pkg/poolconfig"
 	"github.com/hangar-ci/hangar/pkg/state"
 	"github.com/hangar-ci/hangar/pkg/wait"
 )
@@ -79,19 +80,33 @@ func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Insta
 	return acked
 }
 
-// backs is how insts go back to idle: each with its pool's document. An instance whose document
-// cannot be read is terminated instead (lifecycle.NotReusable).
+// backs is how insts go back to idle: each with its idle deadline, from its item (state.Home)
+// or, for an item that does not say, its pool's document. An instance whose document cannot be
+// read then is terminated instead (lifecycle.NotReusable).
 func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledged bool, reason string) []lifecycle.Back {
 	backs := make([]lifecycle.Back, 0, len(insts))
 	for _, in := range insts {
-		doc, err := g.d.Pools.Pool(ctx, in.Pool)
-		if err != nil {
-			g.terminate(ctx, lifecycle.NotReusable(nil, err), in)
-			continue
+		idle := in.IdleTimeout()
+		if !in.Home.Known() {
+			doc, err := g.d.Pools.Pool(ctx, in.Pool)
+			if err != nil {
+				g.terminate(ctx, lifecycle.NotReusable(&in, nil, err), in)
+				continue
+			}
+			idle = doc.Timeout(state.Idle)
 		}
-		backs = append(backs, lifecycle.Back{Instance: in, Pool: doc, RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
+		backs = append(backs, lifecycle.Back{Instance: in, Idle: idle, RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
 	}
 	return backs
+}
+
+// home is the pool document an instance's way back needs: none when its item says (state.Home),
+// else its pool's.
+func (g *giving) home(ctx context.Context, in *state.Instance) (*poolconfig.Document, error) {
+	if in.Home.Known() {
+		return nil, nil
+	}
+	return g.d.Pools.Pool(ctx, in.Pool)
 }
 
 // toIdle moves instances to idle, all in one request, following each through a concurrent
@@ -233,7 +248,7 @@ func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
 	if len(insts) == 0 {
 		return
 	}
-	res := g.returner().OfferOrRetire(ctx, g.d.Pools.Pool, insts)
+	res := g.returner().OfferOrRetire(ctx, g.home, insts)
 	for _, r := range res.Retired {
 		g.retired(r.Reason, r.Retired)
 	}

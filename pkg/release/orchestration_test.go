@@ -81,6 +81,45 @@ func TestFakeReuseNeverTerminates(t *testing.T) {
 	require.Empty(t, w.Offered(t), "no offer")
 }
 
+// TestFakeReleaseByItemAlone: an item that says how it goes back (state.Home, written by its
+// launch or claim) is given back without reading the pool documents: offered on the queue it
+// names, with its idle deadline; or, marked to retire (a drain while it served), terminated.
+func TestFakeReleaseByItemAlone(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		retire string
+		result string
+	}{
+		{name: "offered", result: release.Returned},
+		{name: "marked to retire", retire: "its pool is drained", result: release.Terminated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := fake.NewWorld(t, nil)
+			in := w.AddHeld(t, fake.Held{Run: "300", Home: &state.Home{IdleSecs: 420, Queue: w.Doc.QueueURL, Retire: tc.retire}})
+			w.SSM.Reset()
+			start := time.Now()
+
+			res := fakeRelease(t, w, "300")
+			o := requireOutcome(t, res, in.ID, tc.result)
+			require.Zero(t, w.SSM.Calls("GetParametersByPath")+w.SSM.Calls("GetParameter"), "no pool document read")
+			it := w.Store.Item(in.ID)
+			if tc.retire != "" {
+				require.Equal(t, tc.retire, o.Reason)
+				require.Equal(t, state.Terminated, it.State)
+				require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
+				require.Empty(t, w.Offered(t), "no offer")
+				return
+			}
+			require.Equal(t, state.Idle, it.State)
+			require.WithinDuration(t, start.Add(420*time.Second), it.Threshold, 5*time.Second, "the item's idle timeout, not the document's")
+			require.NotEqual(t, w.Doc.Timeout(state.Idle), 420*time.Second)
+			require.Equal(t, []string{in.ID}, w.Offered(t), "offered on the queue the item names")
+		})
+	}
+}
+
 func TestFakeAgentNotDeregisteringInTimeIsTerminated(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)

@@ -31,6 +31,12 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 		in.Assignment = a
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
 		in.ServedOwners = addToSet(in.ServedOwners, Owner(a.Repo))
+		if h := c.Home; h != nil {
+			in.IdleSecs, in.Queue = h.IdleSecs, h.Queue
+			if h.Retire != "" {
+				in.Retire = h.Retire
+			}
+		}
 	case c.Releases():
 		if !c.Unacknowledged {
 			in.LastRunID = c.RunID

@@ -32,6 +32,10 @@ type Change struct {
 	RunID string
 	// Assign is the run the instance is claimed for (idle or stopped → claimed).
 	Assign *Assignment
+	// Home, with a claim, is how the instance goes back, from the claimer's pool document: its
+	// idle timeout and queue are set, and its Retire too when given (an instance marked to
+	// retire stays marked).
+	Home *Home
 	// AliveSince, for a claim from idle, requires the agent's last heartbeat at or after it: an
 	// instance whose agent has gone quiet is not handed a run.
 	AliveSince time.Time
@@ -70,6 +74,9 @@ const (
 )
 
 const (
+	attrIdleSecs    = "idleSecs"
+	attrOfferTo     = "offerTo"
+	AttrRetire      = "retire"
 	attrHeartbeatAt = "heartbeatAt"
 	attrAckVersion  = "ackVersion"
 	attrSig         = "sig"
@@ -128,8 +135,11 @@ func (c Change) Validate() error {
 			return fmt.Errorf("%s → %s of %s: reuse %w", c.From, c.To, c.InstanceID, err)
 		}
 	}
-	if c.Assign != nil && r.before != runSet {
+	if (c.Assign != nil || c.Home != nil) && r.before != runSet {
 		return fmt.Errorf("%s → %s of %s: an assignment is only given with a claim", c.From, c.To, c.InstanceID)
+	}
+	if c.Home != nil && !c.Home.Known() {
+		return fmt.Errorf("%s → %s of %s: home %+v: want the pool's idle timeout (1 s or more) and queue URL", c.From, c.To, c.InstanceID, *c.Home)
 	}
 	if c.RegisterFailed && (c.From != Claimed || c.To != Idle) {
 		return fmt.Errorf("%s → %s of %s: a failed registration is only counted when a claim is given back (claimed → idle)", c.From, c.To, c.InstanceID)
@@ -271,6 +281,13 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 		u.remove("registeredAt")
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
 		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
+		if h := c.Home; h != nil {
+			u.set(attrIdleSecs, h.IdleSecs)
+			u.set(attrOfferTo, h.Queue)
+			if h.Retire != "" {
+				u.set(AttrRetire, h.Retire)
+			}
+		}
 	case c.Releases():
 		if !c.Unacknowledged { // a claim never acknowledged served nothing: the last run stays
 			u.set("lastRunId", c.RunID)

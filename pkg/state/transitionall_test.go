@@ -54,6 +54,41 @@ func TestTransitionAll(t *testing.T) {
 		return insts
 	}
 
+	t.Run("claims write the way home, and a mark to retire stays", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t)
+		ctx := testbed.Context(t, 30*time.Second)
+		home := &state.Home{IdleSecs: 300, Queue: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-linux"}
+		claim := func(in *state.Instance, h *state.Home) state.Change {
+			return state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Idle, To: state.Claimed, Version: in.Version,
+				Assign: &state.Assignment{RunID: run, Repo: "octo/app"}, Home: h, Threshold: later(5 * time.Minute)}
+		}
+		a, b := reach(t, s, state.Idle, ""), reach(t, s, state.Idle, "")
+		got := s.TransitionAll(ctx, []state.Change{claim(a, home), claim(b, home)}, []state.Instance{*a, *b})
+		matchesTable(t, s, got, nil)
+		require.Equal(t, *home, got[0].Item.Home)
+
+		marked, ok, err := s.MarkRetire(ctx, a.ID, run, "its pool is drained")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, got[0].Item.Version, marked.Version, "a mark moves no version")
+		_, ok, err = s.MarkRetire(ctx, b.ID, "778", "its pool is drained")
+		require.NoError(t, err)
+		require.False(t, ok, "only the run that holds it is marked for")
+
+		back, err := s.Transition(ctx, state.Change{InstanceID: a.ID, Pool: a.Pool, From: state.Claimed, To: state.Idle,
+			Version: marked.Version, RunID: run, Threshold: later(time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, "its pool is drained", back.Retire, "the mark outlives the run")
+		again, err := s.Transition(ctx, claim(back, &state.Home{IdleSecs: 60, Queue: home.Queue}))
+		require.NoError(t, err)
+		require.Equal(t, state.Home{IdleSecs: 60, Queue: home.Queue, Retire: "its pool is drained"}, again.Home,
+			"a later claim updates the timeout, never clears the mark")
+
+		_, err = s.Transition(ctx, claim(b, &state.Home{Queue: home.Queue}))
+		require.ErrorContains(t, err, "want the pool's idle timeout")
+	})
+
 	t.Run("ten in one request, as the table has them", func(t *testing.T) {
 		t.Parallel()
 		s, db := newStore(t)

@@ -177,7 +177,28 @@ type Instance struct {
 	Spec
 	Assignment
 	Report
+	Home
 }
+
+// Home is how the instance goes back to its pool when a run ends, as its pool's document said
+// when it was launched or last claimed (both writes set it from the document in hand): release
+// gives an instance back by its item alone, without reading the documents (design §8).
+type Home struct {
+	// IdleSecs is the pool's idle timeout, in seconds: the deadline of the instance once back.
+	IdleSecs int64 `dynamodbav:"idleSecs,omitempty"`
+	// Queue is the pool's queue URL, where the instance is offered once back.
+	Queue string `dynamodbav:"offerTo,omitempty"`
+	// Retire says why the instance may not be offered again ("" when it may): its pool's reuse
+	// is never, or its pool was drained while it served a run (Store.MarkRetire). Never cleared.
+	Retire string `dynamodbav:"retire,omitempty"`
+}
+
+// Known reports whether h says where and for how long the instance goes back; an item written
+// before Home existed does not, and its pool's document says instead.
+func (h Home) Known() bool { return h.IdleSecs > 0 && h.Queue != "" }
+
+// IdleTimeout is the idle deadline's length.
+func (h Home) IdleTimeout() time.Duration { return time.Duration(h.IdleSecs) * time.Second }
 
 // SignalFor reports whether the instance's latest signal is name, about run, written for version
 // minVersion or later: the test a waiter applies after its own transition wrote minVersion.

@@ -198,6 +198,9 @@ type Held struct {
 	Unacked bool
 	// Agent is how the fake agent answers for it, set before the item exists.
 	Agent Behaviour
+	// Home is how it goes back, as a launch or claim writes it (nil: none, as an item written
+	// before state.Home, whose pool's document says instead).
+	Home *state.Home
 }
 
 // AddHeld sets up an instance holding h.Run: running on EC2, its item claimed or running for the
@@ -219,6 +222,9 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 		Assignment: state.Assignment{RunID: h.Run, RunAttempt: 1, Repo: repo, RunnerURL: "https://github.com/" + repo,
 			RunnerPrefix: state.RunnerNamesOf(Stack).Prefix(), ClaimID: "claim-" + id},
 		Report: state.Report{Signal: state.SignalRegistered, SignalRun: h.Run, SignalVersion: 5, HeartbeatAt: stored(now), AckVersion: 5}}
+	if h.Home != nil {
+		item.Home = *h.Home
+	}
 	if h.Claimed {
 		item.State, item.Version = state.Claimed, 5
 		item.Threshold = stored(now.Add(w.Doc.Timeout(state.Claimed)))
