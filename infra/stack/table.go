@@ -16,7 +16,7 @@ func newTable(stack awscdk.Stack, name string) *table {
 		return &awsdynamodb.Attribute{Name: jsii.String(n), Type: awsdynamodb.AttributeType_STRING}
 	}
 	t := awsdynamodb.NewTable(stack, jsii.String("Instances"), &awsdynamodb.TableProps{
-		TableName:           jsii.String(name + "-instances"),
+		TableName:           jsii.String(state.TableName(name)),
 		PartitionKey:        s(state.AttrARN),
 		BillingMode:         awsdynamodb.BillingMode_PAY_PER_REQUEST,
 		TimeToLiveAttribute: jsii.String(state.AttrTTL),

@@ -77,7 +77,7 @@ func (r *Returner) IdleAll(ctx context.Context, backs []Back) []state.Written {
 		}
 		in := b.Instance
 		changes[i] = state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
-			Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed,
+			Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed, Marked: in.Retire != "",
 			Threshold: at.Add(b.Idle), Reason: b.Reason}
 		befores[i] = in
 	}

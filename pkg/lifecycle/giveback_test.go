@@ -128,6 +128,12 @@ func TestGiveBackReuseNever(t *testing.T) {
 				require.True(t, ok)
 				require.Equal(t, tc.mark, marked.Retire)
 				require.Equal(t, in.Version, marked.Version, "a mark moves no version: no transition in flight loses")
+				// A give-back from the item as read before the mark loses, and is told of it.
+				_, err = back.Idle(w.ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
+				var conflict *state.ConflictError
+				require.ErrorAs(t, err, &conflict)
+				require.Equal(t, tc.mark, conflict.Current.Retire)
+				in = *marked
 			}
 			out, err := back.Idle(w.ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
 			require.NoError(t, err)

@@ -82,12 +82,7 @@ const MaxHistoryDays = 3650
 
 // HistoryRetention is how long the stack keeps its history: the store's setting
 // (state.Store.HistoryRetention).
-func (d *Document) HistoryRetention() time.Duration {
-	if d.HistoryDays <= 0 {
-		return state.DefaultHistoryRetention
-	}
-	return time.Duration(d.HistoryDays) * 24 * time.Hour
-}
+func (d *Document) HistoryRetention() time.Duration { return state.RetentionOf(d.HistoryDays) }
 
 // Scopes a pool's label-routed runners are registered in.
 const (
@@ -339,9 +334,10 @@ func (d *Document) Retire() string {
 
 // Home is how the pool's instances go back when a run ends, as this document says (written into
 // their items at launch and at every claim): the idle timeout, in whole seconds rounded up, the
-// queue, and Retire.
+// queue, Retire, and how long the stack keeps history.
 func (d *Document) Home() state.Home {
-	return state.Home{IdleSecs: int64((d.Timeout(state.Idle) + time.Second - 1) / time.Second), Queue: d.QueueURL, Retire: d.Retire()}
+	return state.Home{IdleSecs: int64((d.Timeout(state.Idle) + time.Second - 1) / time.Second), Queue: d.QueueURL, Retire: d.Retire(),
+		HistoryDays: d.HistoryDays}
 }
 
 // Timeout returns the deadline length of state st (0 for terminated).

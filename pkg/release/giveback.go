@@ -54,27 +54,36 @@ func (g *giving) giveBackAll(ctx context.Context, insts []state.Instance) {
 // are offered at once, with nothing to deregister. It returns those whose agents acknowledged
 // meanwhile, for the usual way back.
 func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Instance) []state.Instance {
-	backs := g.backs(ctx, insts, true, "released by run "+g.run+" before its agent took the claim")
 	var (
 		acked []state.Instance
 		ready []*state.Instance
 	)
-	for i, w := range g.returner().IdleAll(ctx, backs) {
-		in := backs[i].Instance
-		if w.Err == nil {
-			ready = append(ready, w.Item)
-			continue
+	for try := 0; len(insts) > 0 && try < 2; try++ {
+		backs := g.backs(ctx, insts, true, "released by run "+g.run+" before its agent took the claim")
+		insts = nil
+		for i, w := range g.returner().IdleAll(ctx, backs) {
+			in := backs[i].Instance
+			if w.Err == nil {
+				ready = append(ready, w.Item)
+				continue
+			}
+			var conflict *state.ConflictError
+			cur := (*state.Instance)(nil)
+			if errors.As(w.Err, &conflict) {
+				cur = conflict.Current
+			}
+			switch {
+			case cur != nil && cur.RunID == g.run && cur.Version == in.Version && cur.Retire != in.Retire && try == 0:
+				insts = append(insts, *cur) // marked to retire meanwhile (a drain): again, as it is now
+			case cur != nil && cur.RunID == g.run && (cur.State == state.Claimed || cur.State == state.Running):
+				acked = append(acked, *cur) // noticed meanwhile
+			default:
+				if conflict == nil {
+					g.warn("release %s: %v", in.ID, w.Err)
+				}
+				g.outcome(in, Already, w.Err.Error())
+			}
 		}
-		var conflict *state.ConflictError
-		if errors.As(w.Err, &conflict) && conflict.Current != nil && conflict.Current.RunID == g.run &&
-			(conflict.Current.State == state.Claimed || conflict.Current.State == state.Running) {
-			acked = append(acked, *conflict.Current) // noticed meanwhile
-			continue
-		}
-		if conflict == nil {
-			g.warn("release %s: %v", in.ID, w.Err)
-		}
-		g.outcome(in, Already, w.Err.Error())
 	}
 	g.offer(ctx, ready)
 	return acked

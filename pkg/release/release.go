@@ -129,6 +129,15 @@ func (r *Releaser) Release(ctx context.Context, run string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the instances of run %s: %w", run, err)
 	}
+	return r.ReleaseRead(ctx, run, insts)
+}
+
+// ReleaseRead is Release of the instances of run as the caller read them (state.ReadRun: every
+// instance the run holds), for a caller that read them before it could wire the releaser.
+func (r *Releaser) ReleaseRead(ctx context.Context, run string, insts []state.Instance) (*Result, error) {
+	if err := state.ValidateRunID(run); err != nil {
+		return nil, fmt.Errorf("run-id: %w", err)
+	}
 	// First the stack's runners other runs left behind in the scope (a provision killed
 	// mid-way, a release that never finished); then, at the end, every runner this stack
 	// registered for the run, whether or not its instance is still in the table.

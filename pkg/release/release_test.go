@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
@@ -237,4 +238,36 @@ func TestUnacknowledgedClaimReturnedAtOnce(t *testing.T) {
 	offered, err := e.Offered(e.ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{id: 1}, offered, "offered once, at once")
+}
+
+// TestReleaseByItemsAlone: a run whose items say how they go back (state.Home, as provision's
+// claim writes it) is released without reading the stack's pool documents: with SSM out of
+// reach, release finds the table by the stack's name, offers the instance on the queue its item
+// names with the pool's idle deadline, and deregisters its runner.
+func TestReleaseByItemsAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := e.running("9201")
+	require.True(t, in.Home.Known(), "the claim wrote the way home: %+v", in.Home)
+
+	w, err := e.Wiring(nil, quiet)
+	require.NoError(t, err)
+	w.Clients.SSM = ssm.NewFromConfig(e.AWS, func(o *ssm.Options) { o.BaseEndpoint = aws.String("http://127.0.0.1:9"); o.RetryMaxAttempts = 1 })
+	releaser, insts, warnings, err := w.ReleaseRun(e.ctx, release.Config{DeregisterTimeout: time.Minute}, "9201")
+	require.NoError(t, err)
+	require.Empty(t, warnings)
+	require.Len(t, insts, 1)
+	start := time.Now()
+	res, err := releaser.ReleaseRead(e.ctx, "9201", insts)
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, release.Returned, res.Instances[0].Result, "%+v", res)
+	back, err := e.Store.Get(e.ctx, in.ID)
+	require.NoError(t, err)
+	require.Equal(t, state.Idle, back.State)
+	require.WithinDuration(t, start.Add(e.Doc.Timeout(state.Idle)), back.Threshold, 30*time.Second, "the pool's idle deadline")
+	offered, err := e.Offered(e.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{in.ID: 1}, offered, "offered once, on the pool's queue")
+	require.Empty(t, e.GH.Runners("9201"), "the run's runner is gone")
 }

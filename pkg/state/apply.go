@@ -32,7 +32,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
 		in.ServedOwners = addToSet(in.ServedOwners, Owner(a.Repo))
 		if h := c.Home; h != nil {
-			in.IdleSecs, in.Queue = h.IdleSecs, h.Queue
+			in.IdleSecs, in.Queue, in.HistoryDays = h.IdleSecs, h.Queue, h.HistoryDays
 			if h.Retire != "" {
 				in.Retire = h.Retire
 			}

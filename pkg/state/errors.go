@@ -36,7 +36,11 @@ func (e *ConflictError) Error() string {
 	if e.Current == nil {
 		return fmt.Sprintf("%s → %s of instance %s lost: the instance has no item, want %s", e.From, e.To, e.InstanceID, want)
 	}
-	return fmt.Sprintf("%s → %s of instance %s lost: it is %s, want %s", e.From, e.To, e.InstanceID, e.Current.Holder(), want)
+	marked := ""
+	if e.Current.Retire != "" {
+		marked = fmt.Sprintf(", marked to retire (%s)", e.Current.Retire)
+	}
+	return fmt.Sprintf("%s → %s of instance %s lost: it is %s%s, want %s", e.From, e.To, e.InstanceID, e.Current.Holder(), marked, want)
 }
 
 // Is makes errors.Is(err, ErrConflict) true.

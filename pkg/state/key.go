@@ -138,6 +138,23 @@ func (a Account) ARN(id string) string {
 	return fmt.Sprintf("arn:%s:ec2:%s:%s:instance/%s", a.Partition, a.Region, a.ID, id)
 }
 
+// AccountFromARN returns the account an instance ARN names.
+func AccountFromARN(arn string) (Account, error) {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "ec2" || !strings.HasPrefix(parts[5], "instance/") {
+		return Account{}, fmt.Errorf("instance ARN %q is malformed: want arn:<partition>:ec2:<region>:<account>:instance/<id>", arn)
+	}
+	a := Account{Partition: parts[1], Region: parts[3], ID: parts[4]}
+	if err := a.Validate(); err != nil {
+		return Account{}, fmt.Errorf("instance ARN %q: %w", arn, err)
+	}
+	return a, nil
+}
+
+// TableName is the state table of stack: the CDK app names it so, and a step that has only the
+// stack's name finds it by it.
+func TableName(stack string) string { return stack + "-instances" }
+
 // InstanceIDFromARN returns the instance id an instance ARN names.
 func InstanceIDFromARN(arn string) (string, error) {
 	i := strings.LastIndex(arn, ":instance/")

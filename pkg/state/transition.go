@@ -17,6 +17,15 @@ import (
 // instance's item and the record of every run an instance served (RunRecord).
 const DefaultHistoryRetention = 90 * 24 * time.Hour
 
+// RetentionOf is the history retention of a stack's history.days (DefaultHistoryRetention for 0
+// or less).
+func RetentionOf(days int) time.Duration {
+	if days <= 0 {
+		return DefaultHistoryRetention
+	}
+	return time.Duration(days) * 24 * time.Hour
+}
+
 // Change is one transition of one instance: from the state, run and version the caller saw to a
 // new state with a new deadline.
 type Change struct {
@@ -54,6 +63,10 @@ type Change struct {
 	// noticed, so once this write wins the agent never serves the claim: nothing of the run
 	// reached the instance, and it may be offered at once, without waiting for a deregistration.
 	Unacknowledged bool
+	// Marked says the caller read the instance marked to retire (Home.Retire). A change that
+	// gives an instance back (Releases) is conditional on the mark being as read, so that what
+	// it returns never misses a mark a drain made meanwhile (Store.MarkRetire moves no version).
+	Marked bool
 	// Registered moves a claimed or created instance to running only if its agent has signalled
 	// REGISTERED for the run at Version or later: the write is the read too, for a caller
 	// waiting on one instance (a lost condition returns the item as it is).
@@ -76,6 +89,7 @@ const (
 const (
 	attrIdleSecs    = "idleSecs"
 	attrOfferTo     = "offerTo"
+	attrHistoryDays = "historyDays"
 	AttrRetire      = "retire"
 	attrHeartbeatAt = "heartbeatAt"
 	attrAckVersion  = "ackVersion"
@@ -238,6 +252,13 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 			And(expression.Name(attrSigRun).Equal(expression.Value(c.RunID))).
 			And(expression.Name(attrSigVersion).GreaterThanEqual(expression.Value(c.Version)))
 	}
+	if c.Releases() {
+		if c.Marked {
+			cond = cond.And(expression.AttributeExists(expression.Name(AttrRetire)))
+		} else {
+			cond = cond.And(expression.AttributeNotExists(expression.Name(AttrRetire)))
+		}
+	}
 	if c.Unacknowledged {
 		cond = cond.And(expression.Or(expression.AttributeNotExists(expression.Name(attrAckVersion)),
 			expression.Name(attrAckVersion).LessThan(expression.Value(c.Version))))
@@ -284,6 +305,7 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 		if h := c.Home; h != nil {
 			u.set(attrIdleSecs, h.IdleSecs)
 			u.set(attrOfferTo, h.Queue)
+			u.setOrRemove(attrHistoryDays, h.HistoryDays > 0, h.HistoryDays)
 			if h.Retire != "" {
 				u.set(AttrRetire, h.Retire)
 			}

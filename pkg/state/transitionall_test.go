@@ -72,12 +72,16 @@ func TestTransitionAll(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, got[0].Item.Version, marked.Version, "a mark moves no version")
+		_, err = s.Transition(ctx, state.Change{InstanceID: a.ID, Pool: a.Pool, From: state.Claimed, To: state.Idle,
+			Version: marked.Version, RunID: run, Threshold: later(time.Minute)})
+		require.ErrorIs(t, err, state.ErrConflict, "a give-back that did not see the mark loses")
+		require.ErrorContains(t, err, "marked to retire (its pool is drained)")
 		_, ok, err = s.MarkRetire(ctx, b.ID, "778", "its pool is drained")
 		require.NoError(t, err)
 		require.False(t, ok, "only the run that holds it is marked for")
 
 		back, err := s.Transition(ctx, state.Change{InstanceID: a.ID, Pool: a.Pool, From: state.Claimed, To: state.Idle,
-			Version: marked.Version, RunID: run, Threshold: later(time.Minute)})
+			Version: marked.Version, RunID: run, Threshold: later(time.Minute), Marked: true})
 		require.NoError(t, err)
 		require.Equal(t, "its pool is drained", back.Retire, "the mark outlives the run")
 		again, err := s.Transition(ctx, claim(back, &state.Home{IdleSecs: 60, Queue: home.Queue}))

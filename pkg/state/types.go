@@ -191,6 +191,8 @@ type Home struct {
 	// Retire says why the instance may not be offered again ("" when it may): its pool's reuse
 	// is never, or its pool was drained while it served a run (Store.MarkRetire). Never cleared.
 	Retire string `dynamodbav:"retire,omitempty"`
+	// HistoryDays is how long the stack keeps history (Store.HistoryRetention; 0: the default).
+	HistoryDays int `dynamodbav:"historyDays,omitempty"`
 }
 
 // Known reports whether h says where and for how long the instance goes back; an item written

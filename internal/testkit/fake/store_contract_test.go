@@ -27,6 +27,7 @@ type backend struct {
 		Create(ctx context.Context, insts []*state.Instance) error
 		Get(ctx context.Context, id string) (*state.Instance, error)
 		Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+		MarkRetire(ctx context.Context, id, run, why string) (*state.Instance, bool, error)
 	}
 	ack    func(ctx context.Context, id string, version int64, at time.Time) error
 	beat   func(ctx context.Context, id string, at time.Time) error
@@ -127,6 +128,18 @@ func signal(name state.SignalName, run string) step {
 	}
 }
 
+// mark marks the instance to retire for run (a drain while it serves run); a mark refused (the
+// instance serves no such run) is a conflict as the item is.
+func mark(run string) step {
+	return func(ctx context.Context, b backend, id string, _ *state.Instance) (*state.Instance, error) {
+		in, ok, err := b.store.MarkRetire(ctx, id, run, "its pool is drained")
+		if err == nil && !ok {
+			err = &state.ConflictError{InstanceID: id, RunID: run, Current: in}
+		}
+		return in, err
+	}
+}
+
 // whenRegistered is a move to running conditional on the agent's REGISTERED (Change.Registered).
 func whenRegistered(c *state.Change) { c.Registered = true }
 
@@ -208,6 +221,14 @@ var contract = []struct {
 	{"claim with no heartbeat at all", []step{create(""), move(state.Idle, nil),
 		move(state.Claimed, func(c *state.Change) { c.AliveSince = time.Now().Add(-state.HeartbeatFresh) })},
 		outcome{Err: "conflict", State: state.Idle, Version: 2}},
+	{"marked while serving; given back by one who saw the mark", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), ack(),
+		mark("500"), move(state.Idle, func(c *state.Change) { c.Marked = true })},
+		outcome{State: state.Idle, Version: 4, LastRunID: "500", Served: []string{"octo/app"}}},
+	{"marked while serving; given back by one who did not see the mark", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), ack(),
+		mark("500"), move(state.Idle, nil)},
+		outcome{Err: "conflict", State: state.Claimed, Version: 3, RunID: "500"}},
+	{"mark for a run the instance does not serve", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""), mark("501")},
+		outcome{Err: "conflict", State: state.Claimed, Version: 3, RunID: "500"}},
 	{"unacknowledged claim given back", []step{create(""), move(state.Idle, nil), claimBy("octo/app", "500", ""),
 		move(state.Idle, func(c *state.Change) { c.Unacknowledged = true })},
 		outcome{State: state.Idle, Version: 4, Served: []string{"octo/app"}}},

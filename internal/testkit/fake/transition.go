@@ -60,6 +60,9 @@ func holds(c state.Change, in *state.Instance) bool {
 	if c.Unacknowledged && in.AckVersion >= c.Version {
 		return false
 	}
+	if c.Releases() && (in.Retire != "") != c.Marked {
+		return false
+	}
 	if c.Registered && !in.SignalFor(state.SignalRegistered, c.RunID, c.Version) {
 		return false
 	}
@@ -194,4 +197,28 @@ func (s *Store) TransitionAll(ctx context.Context, changes []state.Change, befor
 		}
 	}
 	return out
+}
+
+// MarkRetire marks an instance serving run to retire (state.Store.MarkRetire): the item as
+// written and true, or as it is (nil: none) and false when it does not serve run.
+func (s *Store) MarkRetire(_ context.Context, id, run, why string) (*state.Instance, bool, error) {
+	if err := s.call("MarkRetire"); err != nil {
+		return nil, false, err
+	}
+	s.mu.Lock()
+	in, ok := s.items[id]
+	if !ok {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	if in.RunID != run {
+		out := clone(in)
+		s.mu.Unlock()
+		return out, false, nil
+	}
+	in.Retire = why
+	out := clone(in)
+	s.mu.Unlock()
+	s.notify()
+	return out, true, nil
 }

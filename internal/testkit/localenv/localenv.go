@@ -158,7 +158,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("load AWS config: %w", err)
 	}
 	// e is not the named result: a failed return sets that to nil before the deferred Close runs.
-	e := &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: o.Stack + "-instances", deployed: o.Deployed, ddbURL: ddbURL}
+	e := &Env{AWS: cfg, EC2: ec2.NewFromConfig(cfg), Stack: o.Stack, Pool: o.Pool, Table: state.TableName(o.Stack), deployed: o.Deployed, ddbURL: ddbURL}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -627,8 +627,9 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	if err != nil {
 		return nil, err
 	}
+	home := e.Doc.Home() // as provision's claim writes it
 	out, err := e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix()}})
+		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix()}, Home: &home})
 	if err != nil {
 		return nil, err
 	}

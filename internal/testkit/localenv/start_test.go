@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 func TestStartWithoutTheEmulatorsSaysSo(t *testing.T) {
@@ -46,7 +47,7 @@ func TestStartFailureReturnsTheCauseAndCleansUp(t *testing.T) {
 	require.ErrorContains(t, err, `market: "reserved"`)
 
 	// The table, the queues and the launch template Start had created are gone.
-	_, err = testbed.DynamoDB(t).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(stack + "-instances")})
+	_, err = testbed.DynamoDB(t).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(state.TableName(stack))})
 	var notFound *ddbtypes.ResourceNotFoundException
 	require.True(t, errors.As(err, &notFound), "the table is left: %v", err)
 	for _, q := range []string{stack + "-linux-x64", stack + "-linux-x64-dlq"} {
