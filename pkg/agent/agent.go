@@ -73,8 +73,12 @@ type Agent struct {
 	// from the job's completed webhook alone.
 	Returns Sender
 
-	rings    chan struct{} // a ring since the last read of the item
-	listener *doorbell.Listener
+	rings chan struct{} // a ring since the last read of the item
+	// rungAt is when the doorbell last rang, and wokeAt when the cause of the last read that
+	// ended a waitFor arose: the ring that brought the read forward, or the read itself (Unix
+	// nanoseconds). From wokeAt the agent times how long it took to act on what it read.
+	rungAt, wokeAt atomic.Int64
+	listener       *doorbell.Listener
 
 	// jobServed is the key of the last label-routed job this agent served (or found served by the
 	// agent before it): a job's runner serves one job, and is never started again. Owned by the
@@ -204,6 +208,7 @@ func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
 
 // ring records that the doorbell rang: the next read of the item is due now.
 func (a *Agent) ring() {
+	a.rungAt.Store(a.now().UnixNano())
 	select {
 	case a.rings <- struct{}{}:
 	default: // a read is due already
@@ -229,15 +234,17 @@ const minRingGap = 200 * time.Millisecond
 
 // pause waits until next, or until a ring (when rings is set) but not before earliest, running
 // hook (when set) at least every PollInterval meanwhile.
-func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool, hook func()) error {
+// It reports whether a ring ended the wait (at once, or at earliest).
+func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool, hook func()) (bool, error) {
 	ring := a.rings
 	if !rings {
 		ring = nil // backing off: a ring must not cut the backoff short
 	}
+	rung := false
 	for {
 		d := next.Sub(a.now())
 		if d <= 0 {
-			return nil
+			return rung, nil
 		}
 		if hook != nil {
 			d = min(d, a.cfg.PollInterval)
@@ -246,13 +253,13 @@ func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool,
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-ring:
 			t.Stop()
 			if !a.now().Before(earliest) {
-				return nil
+				return true, nil
 			}
-			next, ring = earliest, nil // rung too soon after the last read: read at earliest
+			next, ring, rung = earliest, nil, true // rung too soon after the last read: read at earliest
 			continue
 		case <-t.C:
 		}
@@ -272,7 +279,8 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 	next := a.now()
 	var lastRead time.Time
 	for {
-		if err := a.pause(ctx, next, lastRead.Add(minRingGap), failures == 0, hook); err != nil {
+		rung, err := a.pause(ctx, next, lastRead.Add(minRingGap), failures == 0, hook)
+		if err != nil {
 			return nil, err
 		}
 		if a.terminating.Load() {
@@ -283,6 +291,10 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 		}
 		start := a.now()
 		lastRead = start
+		woke := start.UnixNano()
+		if at := a.rungAt.Load(); rung && at > 0 && at < woke {
+			woke = at
+		}
 		item, err := a.poll(ctx)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
@@ -305,6 +317,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 			return nil, a.terminate(ctx, "the control plane marked this instance terminated")
 		}
 		if cond(item) {
+			a.wokeAt.Store(woke)
 			return item, nil
 		}
 		next = start.Add(a.interval())

@@ -51,6 +51,14 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 
 		released := e.release(running)
 		dereg := e.waitSignal(id, state.SignalDeregistered, run, released.Version)
+		// deregMs times the whole give-back from the ring that told of it (release's first read
+		// waits on it): at most the time from the release's write to the signal, and short of it
+		// only by the ring's delivery.
+		total := dereg.SignalAt.Sub(released.UpdatedAt)
+		took := time.Duration(dereg.DeregisterMs) * time.Millisecond
+		require.Positive(t, took, "run %s", run)
+		require.LessOrEqual(t, took, total+2*time.Millisecond, "run %s: from the ring, which follows the write", run)
+		require.Greater(t, took, total-250*time.Millisecond, "run %s: from the ring, not from a later read (%s of %s)", run, took, total)
 		require.Empty(t, e.GH.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
 		left, err := os.ReadDir(e.Sim.RunsDir(id))
 		require.NoError(t, err)

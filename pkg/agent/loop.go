@@ -233,7 +233,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 			proc = p
 		}
 	})
-	released := a.now()
+	released := time.Unix(0, a.wokeAt.Load()) // the ring that told of the release, or the read that found it
 	if stopErr := proc.stop(a.cfg.StopTimeout); stopErr != nil {
 		log.Warn("stop runner", "error", stopErr)
 	}
@@ -245,7 +245,8 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 }
 
 // giveBack ends the run on the instance (see endRun) and signals DEREGISTERED, with how long it
-// took since released (when the release was noticed; zero: not timed); when anything of the run
+// took since released (the ring that told of the release, or the read that found it; zero: not
+// timed); when anything of the run
 // may have survived, it signals FAILED instead, and the instance is not reused.
 func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs, released time.Time) {
 	log := a.log.With("run", run)

@@ -201,10 +201,14 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 // release, and by this much at most.
 const maxFirstRead = 2 * time.Second
 
+// firstReadMargin is what an agent's deregMs leaves out of the time release waits on: the ring's
+// delivery and the agent's DEREGISTERED write (two round trips), with room to spare.
+const firstReadMargin = 40 * time.Millisecond
+
 // firstRead is how long to wait after the ring before reading the items at all: a little longer
 // than their agents took to deregister last time (their items' deregMs; of several, the median,
 // so that the faster half is offered without waiting for the slowest, and the poll's backoff
-// finds the rest), less the poll's own first wait (a quarter of the interval, state.Store.Poll).
+// finds the rest) and firstReadMargin, less the poll's own first wait (a quarter of the interval, state.Store.Poll).
 // It is zero when an agent has not reported one (its first release), and at most maxFirstRead
 // and half the deregister timeout. One read then usually finds an agent done, where polling from
 // the ring took three.
@@ -221,7 +225,7 @@ func (g *giving) firstRead(waiting []*releasing) time.Duration {
 	}
 	slices.Sort(took)
 	median := took[len(took)/2]
-	d := median + median/10 + 15*time.Millisecond - g.cfg.PollInterval/4
+	d := median + median/10 + firstReadMargin - g.cfg.PollInterval/4
 	return min(max(d, 0), maxFirstRead, g.cfg.DeregisterTimeout/2)
 }
 

@@ -144,8 +144,9 @@ type Report struct {
 	AskVersion   int64  `dynamodbav:"askVersion,omitempty"`
 	Asks         int    `dynamodbav:"asks,omitempty"`
 	AgentVersion string `dynamodbav:"agentVersion,omitempty"`
-	// DeregisterMs is how long, in milliseconds, the agent took from noticing its last release
-	// to signalling DEREGISTERED (runner stopped, run cleaned up): release reads the item first
+	// DeregisterMs is how long, in milliseconds, the agent took from the ring that told it of its
+	// last release (or, without one, the read that found it) to signalling DEREGISTERED (runner
+	// stopped, run cleaned up): release reads the item first
 	// about that long after its ring (design §8), instead of polling from the start.
 	DeregisterMs int64 `dynamodbav:"deregMs,omitempty"`
 }
