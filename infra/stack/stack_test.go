@@ -344,6 +344,9 @@ func TestInstanceRole(t *testing.T) {
 	}
 	require.NotContains(t, update, `"state"`, "the agent never writes the state")
 	require.NotContains(t, update, `"runId"`)
+	for _, home := range []string{"idleSecs", "offerTo", "retire", "historyDays"} {
+		require.NotContains(t, update, `"`+home+`"`, "the way home is the control plane's: no agent points its release elsewhere or lifts a mark to retire")
+	}
 	require.NotContains(t, all, `"ec2:`, "no EC2 action: the agent ends its own instance by powering it off")
 	bell := find("sqs:ReceiveMessage")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, actions(bell), "its doorbell: receive and delete rings, nothing else")
