@@ -67,14 +67,10 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 		return err
 	}
 	wiring := &step.Wiring{Clients: clients, Stack: o.req.Stack, GitHub: gh, Log: log, Mask: gha.AddMask}
-	releaser, insts, warnings, err := wiring.ReleaseRun(ctx, o.cfg, o.req.RunID)
-	if err != nil {
-		return err
-	}
+	res, warnings, err := wiring.ReleaseRun(ctx, o.cfg, o.req.RunID)
 	for _, w := range warnings {
 		gha.Warningf("%v", w)
 	}
-	res, err := releaser.ReleaseRead(ctx, o.req.RunID, insts)
 	if err != nil {
 		return err
 	}

@@ -122,21 +122,22 @@ func (r *Releaser) Release(ctx context.Context, run string) (*Result, error) {
 		return nil, fmt.Errorf("run-id: %w", err)
 	}
 	insts, err := r.d.Store.ByRun(ctx, run)
-	if errors.Is(err, state.ErrBadItem) {
-		r.d.Log.Warn("release: some items of the run are malformed and left to refresh", "run", run, "error", err)
-		err = nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find the instances of run %s: %w", run, err)
-	}
-	return r.ReleaseRead(ctx, run, insts)
+	return r.ReleaseRead(ctx, run, insts, err)
 }
 
-// ReleaseRead is Release of the instances of run as the caller read them (state.ReadRun: every
-// instance the run holds), for a caller that read them before it could wire the releaser.
-func (r *Releaser) ReleaseRead(ctx context.Context, run string, insts []state.Instance) (*Result, error) {
+// ReleaseRead is Release of the instances of run as the caller read them (state.ReadRun, or the
+// store's ByRun) with the read's error: items left out as malformed (state.ErrBadItem) are left
+// to refresh, with a warning, and the others released; any other error fails.
+func (r *Releaser) ReleaseRead(ctx context.Context, run string, insts []state.Instance, readErr error) (*Result, error) {
 	if err := state.ValidateRunID(run); err != nil {
 		return nil, fmt.Errorf("run-id: %w", err)
+	}
+	if errors.Is(readErr, state.ErrBadItem) {
+		r.d.Log.Warn("release: some items of the run are malformed and left to refresh", "run", run, "error", readErr)
+		readErr = nil
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("find the instances of run %s: %w", run, readErr)
 	}
 	// First the stack's runners other runs left behind in the scope (a provision killed
 	// mid-way, a release that never finished); then, at the end, every runner this stack

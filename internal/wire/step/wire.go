@@ -42,7 +42,6 @@ type Wiring struct {
 	loader *poolconfig.Loader
 	dir    *offers.Directory
 	prices *pricing.Pricer
-	store  *state.Store // the store Release opened
 }
 
 func (w *Wiring) init() {
@@ -106,42 +105,39 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	}, nil
 }
 
-// ReleaseRun returns a releaser for run's instances, with the instances as read. When every item
-// of the run says how it goes back (state.Home, written by its launch or claim), the stack's pool
-// documents are not read at all: the table is the stack's by name (state.TableName), the account
-// is the one the items' ARNs name, and the doorbells are where the items' own are. Otherwise
-// (items written before Home, a table named otherwise, a run that holds nothing) it reads the
-// documents, as Release does.
-func (w *Wiring) ReleaseRun(ctx context.Context, cfg release.Config, run string) (*release.Releaser, []state.Instance, []error, error) {
+// ReleaseRun releases run's instances (release.Releaser.ReleaseRead), and returns the stack's
+// problems as warnings. When every item of the run says how it goes back (state.Home, written by
+// its launch or claim), the stack's pool documents are not read at all: the table is the stack's
+// by name (state.TableName), the account is the one the items' ARNs name, and the doorbells are
+// where the items' own are. Otherwise (items written before Home, a table named otherwise, a run
+// that holds nothing readable) it reads the documents and the run's items, as Release does.
+func (w *Wiring) ReleaseRun(ctx context.Context, cfg release.Config, run string) (*release.Result, []error, error) {
 	w.init()
-	insts, err := state.ReadRun(ctx, w.Clients.DynamoDB, state.TableName(w.Stack), run)
-	if err == nil && selfDescribing(insts) {
+	insts, readErr := state.ReadRun(ctx, w.Clients.DynamoDB, state.TableName(w.Stack), run)
+	if (readErr == nil || errors.Is(readErr, state.ErrBadItem)) && selfDescribing(insts) {
 		store, err := state.OpenFor(w.Clients.DynamoDB, state.TableName(w.Stack), insts)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		var bells *doorbell.Bells
 		if bell := insts[0].Bell; bell != "" {
 			if bells, err = w.bells(bell); err != nil {
-				return nil, nil, nil, err
+				return nil, nil, err
 			}
 		}
 		rel, err := w.releaser(cfg, store, bells)
-		return rel, insts, nil, err
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := rel.ReleaseRead(ctx, run, insts, readErr)
+		return res, nil, err
 	}
 	rel, warnings, err := w.Release(ctx, cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	insts, err = w.store.ByRun(ctx, run)
-	if errors.Is(err, state.ErrBadItem) {
-		warnings = append(warnings, fmt.Errorf("some items of run %s are malformed and left to refresh: %w", run, err))
-		err = nil
-	}
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("find the instances of run %s: %w", run, err)
-	}
-	return rel, insts, warnings, nil
+	res, err := rel.Release(ctx, run)
+	return res, warnings, err
 }
 
 // selfDescribing reports whether insts say all release needs without the pool documents: there
@@ -173,7 +169,6 @@ func (w *Wiring) Release(ctx context.Context, cfg release.Config) (*release.Rele
 		return nil, nil, err
 	}
 	store.HistoryRetention = stack.HistoryRetention()
-	w.store = store
 	// The stack's doorbells live beside its pool queues; with no pool document readable there is
 	// nothing to ring, and the agents notice the release on their next read.
 	var bells *doorbell.Bells
