@@ -74,11 +74,12 @@ type Agent struct {
 	Returns Sender
 
 	rings chan struct{} // a ring since the last read of the item
-	// rungAt is when the doorbell last rang, and wokeAt when the cause of the last read that
-	// ended a waitFor arose: the ring that brought the read forward, or the read itself (Unix
-	// nanoseconds). From wokeAt the agent times how long it took to act on what it read.
-	rungAt, wokeAt atomic.Int64
-	listener       *doorbell.Listener
+	// rungAt is when the doorbell last rang, readAt when the item was last read, and wokeAt when
+	// the cause of the read that ended a waitFor arose: a ring since the read before it, or the
+	// read itself (Unix nanoseconds). From wokeAt the agent times how long it took to act on what
+	// it read.
+	rungAt, readAt, wokeAt atomic.Int64
+	listener               *doorbell.Listener
 
 	// jobServed is the key of the last label-routed job this agent served (or found served by the
 	// agent before it): a job's runner serves one job, and is never started again. Owned by the
@@ -181,6 +182,7 @@ func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	now := a.now()
+	a.readAt.Store(now.UnixNano())
 	var (
 		item *state.Instance
 		err  error
@@ -292,8 +294,8 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 		start := a.now()
 		lastRead = start
 		woke := start.UnixNano()
-		if at := a.rungAt.Load(); rung && at > 0 && at < woke {
-			woke = at
+		if at := a.rungAt.Load(); rung && at > a.readAt.Load() && at < woke {
+			woke = at // a ring since the last read (not one left over from before it)
 		}
 		item, err := a.poll(ctx)
 		switch {
