@@ -96,7 +96,7 @@ func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledg
 	backs := make([]lifecycle.Back, 0, len(insts))
 	for _, in := range insts {
 		idle := in.IdleTimeout()
-		if !in.Home.Known() {
+		if !in.Known() {
 			doc, err := g.d.Pools.Pool(ctx, in.Pool)
 			if err != nil {
 				g.terminate(ctx, lifecycle.NotReusable(&in, nil, err), in)
@@ -112,7 +112,7 @@ func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledg
 // home is the pool document an instance's way back needs: none when its item says (state.Home),
 // else its pool's.
 func (g *giving) home(ctx context.Context, in *state.Instance) (*poolconfig.Document, error) {
-	if in.Home.Known() {
+	if in.Known() {
 		return nil, nil
 	}
 	return g.d.Pools.Pool(ctx, in.Pool)

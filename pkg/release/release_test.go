@@ -248,7 +248,7 @@ func TestReleaseByItemsAlone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := e.running("9201")
-	require.True(t, in.Home.Known(), "the claim wrote the way home: %+v", in.Home)
+	require.True(t, in.Known(), "the claim wrote the way home: %+v", in.Home)
 
 	w, err := e.Wiring(nil, quiet)
 	require.NoError(t, err)

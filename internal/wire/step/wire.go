@@ -148,7 +148,7 @@ func selfDescribing(insts []state.Instance) bool {
 	}
 	base := func(url string) string { return url[:strings.LastIndexByte(url, '/')+1] }
 	for _, in := range insts {
-		if !in.Home.Known() || base(in.Bell) != base(insts[0].Bell) {
+		if !in.Known() || base(in.Bell) != base(insts[0].Bell) {
 			return false
 		}
 	}
