@@ -41,9 +41,6 @@ type Marker interface {
 	MarkRetire(ctx context.Context, id, run, why string) (*state.Instance, bool, error)
 }
 
-// drainedReason is why a drained pool's instances end.
-const drainedReason = "its pool is drained"
-
 // markTries bounds how often drain follows one instance from run to run (a claim racing the
 // drain) before it leaves it to refresh, which retires a drained pool's idle instances.
 const markTries = 3
@@ -80,31 +77,34 @@ func (i *Inspector) Drain(ctx context.Context, pool string) (*DrainReport, error
 		}
 	}
 	for try := 0; try < markTries && len(serving)+len(idle) > 0; try++ {
-		var freed []state.Instance
+		var freed, again []state.Instance
 		for _, in := range serving {
-			cur, marked, err := i.d.Marker.MarkRetire(ctx, in.ID, in.RunID, drainedReason)
+			cur, marked, err := i.d.Marker.MarkRetire(ctx, in.ID, in.RunID, poolconfig.DrainedReason)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
 			case marked:
 				rep.Serving = append(rep.Serving, in.ID)
-			case cur != nil && cur.RunID == "" && (cur.State == state.Idle || cur.State == state.Stopped || cur.State == state.Created):
+			case cur == nil || cur.State == state.Terminated:
+			case cur.RunID != "":
+				again = append(again, *cur) // another run took it meanwhile: marked for that one
+			case cur.State == state.Idle || cur.State == state.Stopped || cur.State == state.Created:
 				freed = append(freed, *cur) // given back meanwhile: ended now, as idle
 			}
 		}
-		res := i.d.Retirer.Retire(ctx, append(idle, freed...), lifecycle.Because(drainedReason))
+		res := i.d.Retirer.Retire(ctx, append(idle, freed...), lifecycle.Because(poolconfig.DrainedReason))
 		for _, in := range slices.Concat(res.Ended, res.Already) {
 			rep.Retired = append(rep.Retired, in.ID)
 		}
 		if res.Err != nil {
 			errs = append(errs, res.Err)
 		}
-		serving, idle = nil, nil
 		for _, in := range res.Lost {
 			if in.RunID != "" && in.State != state.Terminated {
-				serving = append(serving, in) // claimed meanwhile: marked for the run that took it
+				again = append(again, in) // claimed meanwhile: marked for the run that took it
 			}
 		}
+		serving, idle = again, nil
 	}
 	for _, in := range serving {
 		rep.Lost = append(rep.Lost, in.ID)

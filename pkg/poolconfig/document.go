@@ -320,6 +320,10 @@ func (d *Document) StateAccount() state.Account {
 	return state.Account{Partition: d.Partition, Region: d.Region, ID: d.Account}
 }
 
+// DrainedReason is why a drained pool's instances end, and the mark hangar drain leaves on the
+// instances serving runs (state.Home.Retire).
+const DrainedReason = "its pool is drained"
+
 // Retire says why an instance of the pool that served a run may not be offered again ("" when
 // it may): the pool's reuse is never (one run per instance), or the pool is drained.
 func (d *Document) Retire() string {
@@ -327,7 +331,7 @@ func (d *Document) Retire() string {
 	case d.Reuse == state.ReuseNever:
 		return "its pool's reuse is never: one run per instance"
 	case d.Drained:
-		return "its pool is drained"
+		return DrainedReason
 	}
 	return ""
 }
