@@ -80,6 +80,8 @@ type Agent struct {
 	// it read.
 	rungAt, readAt, wokeAt atomic.Int64
 	listener               *doorbell.Listener
+	// ringGap is minRingGap: ringBurst reads brought forward by rings in any ringBurst × ringGap.
+	ringGap time.Duration
 
 	// jobServed is the key of the last label-routed job this agent served (or found served by the
 	// agent before it): a job's runner serves one job, and is never started again. Owned by the
@@ -110,7 +112,7 @@ func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) 
 	}
 	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
 	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), ec2: ec2Client, md: md, log: log, http: downloadClient(),
-		rings: make(chan struct{}, 1)}, nil
+		rings: make(chan struct{}, 1), ringGap: minRingGap}, nil
 }
 
 func (a *Agent) now() time.Time {
@@ -230,9 +232,14 @@ func (a *Agent) interval() time.Duration {
 	return a.cfg.PollInterval
 }
 
-// minRingGap is the least time between two reads of the item that rings bring forward: a flood
-// of rings costs at most five reads a second.
-const minRingGap = 200 * time.Millisecond
+// Rings bring reads of the item forward at once, ringBurst of them in any ringBurst × minRingGap;
+// beyond that a ring waits, so a flood of rings costs at most five reads a second. A few rings
+// close together are normal (a hand-over, a ring after it, the release a moment later) and must
+// not wait out a gap meant for floods: an instance claimed or released right after a read would.
+const (
+	minRingGap = 200 * time.Millisecond
+	ringBurst  = 3
+)
 
 // pause waits until next, or until a ring (when rings is set) but not before earliest, running
 // hook (when set) at least every PollInterval meanwhile.
@@ -279,9 +286,13 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 	backoff := a.readBackoff()
 	failures := 0
 	next := a.now()
-	var lastRead time.Time
+	ringReads := make([]time.Time, 0, ringBurst) // the last reads rings brought forward, oldest first
 	for {
-		rung, err := a.pause(ctx, next, lastRead.Add(minRingGap), failures == 0, hook)
+		var earliest time.Time
+		if len(ringReads) == ringBurst {
+			earliest = ringReads[0].Add(ringBurst * a.ringGap)
+		}
+		rung, err := a.pause(ctx, next, earliest, failures == 0, hook)
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +303,12 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 			hook()
 		}
 		start := a.now()
-		lastRead = start
+		if rung {
+			if len(ringReads) == ringBurst {
+				ringReads = append(ringReads[:0], ringReads[1:]...)
+			}
+			ringReads = append(ringReads, start)
+		}
 		woke := start.UnixNano()
 		if at := a.rungAt.Load(); rung && at > a.readAt.Load() && at < woke {
 			woke = at // a ring since the last read (not one left over from before it)

@@ -105,3 +105,42 @@ func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
 		})
 	}
 }
+
+// countingReads is an idle item whose reads are counted.
+type countingReads struct{ refusingHeartbeats }
+
+func (s *countingReads) Heartbeat(ctx context.Context, _ time.Time) (*state.Instance, error) {
+	return s.Get(ctx)
+}
+
+// TestRingReadAtOnceFloodsThrottled: rings after a read of another cause (the wait's first read)
+// are read at once, a burst of them too, as an instance claimed or released right after a read
+// must be; a ring beyond the burst waits out the gap, so a flood of rings cannot make the agent
+// spin.
+func TestRingReadAtOnceFloodsThrottled(t *testing.T) {
+	t.Parallel()
+	store := &countingReads{}
+	cfg := validConfig()
+	cfg.PollInterval = time.Hour
+	a, err := New(cfg, store, nil, nil, nil)
+	require.NoError(t, err)
+	a.ringGap = time.Hour // a read held back by the gap would not come within the test
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.waitFor(ctx, func(*state.Instance) bool { return false }, nil)
+		done <- err
+	}()
+	reads := func(n int64) func() bool { return func() bool { return store.gets.Load() == n } }
+	require.Eventually(t, reads(1), 10*time.Second, 5*time.Millisecond, "the wait's first read")
+	for i := range int64(ringBurst) {
+		a.ring()
+		require.Eventually(t, reads(2+i), 10*time.Second, 5*time.Millisecond, "ring %d of a burst is read at once", i+1)
+	}
+	a.ring()
+	require.Never(t, func() bool { return store.gets.Load() > 1+ringBurst }, 300*time.Millisecond, 10*time.Millisecond,
+		"a ring beyond the burst waits out the gap")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

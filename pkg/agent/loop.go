@@ -148,6 +148,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	run, version := item.RunID, item.Version
 	log := a.log.With("run", run)
 	noticed := a.now()
+	woke := time.Unix(0, a.wokeAt.Load()) // the ring that brought the assignment, or the read that found it
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
 	// Nothing of an assignment is used before its acknowledgement is written: until then release
@@ -177,6 +178,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
+	registered := state.Signal{Name: state.SignalRegistered, Run: run, Version: version}
 	if !configuredFor(dirs.runner, name) {
 		regToken, err := a.handOver(ctx, item, doorbell.KindRegistration)
 		switch {
@@ -193,6 +195,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 			return a.registerFailed(ctx, item, dirs, out, err)
 		}
 		log.Info("runner registered", "name", name, "labels", labels, "ms", a.now().Sub(noticed).Milliseconds())
+		registered.Took = a.now().Sub(woke) // regMs: how long provision waits before reading a claim (design §4)
 	} else {
 		log.Info("runner already registered; resuming it", "name", name)
 	}
@@ -207,9 +210,13 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", err)
 	}
-	switch err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegistered, Run: run, Version: version, At: a.now()}); {
+	registered.At = a.now()
+	if registered.Took > 0 {
+		registered.Took = registered.At.Sub(woke)
+	}
+	switch err := a.store.Signal(ctx, registered); {
 	case err == nil:
-		log.Info("signalled", "signal", state.SignalRegistered)
+		log.Info("signalled", "signal", state.SignalRegistered, "regMs", registered.Took.Milliseconds())
 	case errors.Is(err, state.ErrConflict):
 		log.Warn("the assignment moved on before REGISTERED could be written", "error", err)
 	default:

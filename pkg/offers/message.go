@@ -34,6 +34,9 @@ type Message struct {
 	// Served lists the repositories the instance has served (none when fresh), so that a
 	// selector skips offers the pool's reuse scope keeps from its run without a write.
 	Served []string `json:"served,omitempty"`
+	// RegisterMs is the item's regMs: how long its agent took to register last time, which
+	// provision waits before its first read of a claim (design §4).
+	RegisterMs int64 `json:"regMs,omitempty"`
 }
 
 // MessageFor returns the message that offers instance in to its pool. The instance must be idle
@@ -49,7 +52,7 @@ func MessageFor(in *state.Instance) (Message, error) {
 		V: MessageVersion, InstanceARN: in.ARN, InstanceID: in.ID, Pool: in.Pool,
 		InstanceType: in.InstanceType, UsageClass: in.UsageClass, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 		AZ: in.AZ, SpecHash: in.SpecHash, Version: in.Version, Stopped: in.State == state.Stopped,
-		IdleDeadline: in.Threshold.UnixMilli(), Served: in.ServedRepos,
+		IdleDeadline: in.Threshold.UnixMilli(), Served: in.ServedRepos, RegisterMs: in.RegisterMs,
 	}, nil
 }
 
@@ -59,7 +62,7 @@ func (m Message) Instance() state.Instance {
 	in := state.Instance{ID: m.InstanceID, ARN: m.InstanceARN, Pool: m.Pool, State: m.State(), Version: m.Version,
 		Threshold: m.Deadline(), ServedRepos: slices.Clone(m.Served)}
 	in.InstanceType, in.UsageClass, in.VCPU, in.MemoryMiB, in.AZ = m.InstanceType, m.UsageClass, m.VCPU, m.MemoryMiB, m.AZ
-	in.SpecHash = m.SpecHash
+	in.SpecHash, in.RegisterMs = m.SpecHash, m.RegisterMs
 	return in
 }
 
@@ -106,6 +109,8 @@ func (m Message) validate(pool string) error {
 		return fmt.Errorf("usageClass %q: want spot or on-demand", m.UsageClass)
 	case m.VCPU < 0 || m.MemoryMiB < 0:
 		return fmt.Errorf("vcpu %d, memoryMiB %d: want 0 or more", m.VCPU, m.MemoryMiB)
+	case m.RegisterMs < 0:
+		return fmt.Errorf("regMs %d: want 0 or more milliseconds", m.RegisterMs)
 	}
 	if err := state.ValidateInstanceID(m.InstanceID); err != nil {
 		return err

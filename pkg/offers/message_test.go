@@ -48,6 +48,7 @@ func TestParseMessage(t *testing.T) {
 		{"bad arn", body(func(m *Message) { m.InstanceARN = "x" }), `instance ARN "x" is malformed`},
 		{"arn of another", body(func(m *Message) { m.InstanceID = "i-0123456789abcdef1" }), "names another instance"},
 		{"negative vcpu", body(func(m *Message) { m.VCPU = -1 }), "vcpu -1"},
+		{"negative regMs", body(func(m *Message) { m.RegisterMs = -1 }), "regMs -1"},
 	}
 	for _, tc := range poison {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,9 +63,12 @@ func TestParseMessage(t *testing.T) {
 func TestMessageFor(t *testing.T) {
 	t.Parallel()
 	in := &state.Instance{ARN: arn, ID: "i-0123456789abcdef0", Pool: "p", State: state.Stopped, Version: 4,
-		Threshold: time.UnixMilli(1_800_000_000_000), Spec: state.Spec{InstanceType: "m7g.large", UsageClass: "on-demand", VCPU: 2, MemoryMiB: 8192, AZ: "b"}}
+		Threshold: time.UnixMilli(1_800_000_000_000), Spec: state.Spec{InstanceType: "m7g.large", UsageClass: "on-demand", VCPU: 2, MemoryMiB: 8192, AZ: "b"},
+		Report: state.Report{RegisterMs: 180}}
 	m, err := MessageFor(in)
 	require.NoError(t, err)
+	require.Equal(t, int64(180), m.RegisterMs, "the agent's registration time travels with the offer")
+	require.Equal(t, int64(180), m.Instance().RegisterMs, "and reaches the claim")
 	require.True(t, m.Stopped)
 	require.Equal(t, state.Stopped, m.State())
 	require.Equal(t, int64(4), m.Version)

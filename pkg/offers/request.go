@@ -6,6 +6,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/state"
@@ -20,7 +21,7 @@ const (
 	UsageAny = ""
 )
 
-var typePatternRe = regexp.MustCompile(`^[a-z0-9.*?-]{1,64}$`)
+var typePatternRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9.*?-]{1,64}$`) })
 
 // Request is what a run asks of a pool.
 type Request struct {
@@ -71,7 +72,7 @@ func (r Request) home() *state.Home {
 
 // ValidateTypePattern checks one instance type pattern.
 func ValidateTypePattern(p string) error {
-	if !typePatternRe.MatchString(p) {
+	if !typePatternRe().MatchString(p) {
 		return fmt.Errorf("instance type pattern %q is malformed: want 1 to 64 of a-z, 0-9, '.', '-', with '*' and '?' as wildcards (e.g. c*, m7g.*, c7i.large)", p)
 	}
 	return nil

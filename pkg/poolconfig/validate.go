@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/ghurl"
@@ -16,14 +17,14 @@ import (
 )
 
 var (
-	instanceTypeRe = regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`)
-	subnetRe       = regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`)
-	templateRe     = regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`)
-	templateVerRe  = regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`)
-	versionRe      = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
-	sha256Re       = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	userRe         = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
-	hhmmRe         = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+	instanceTypeRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9-]+\.[a-z0-9-]+$`) })
+	subnetRe       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^subnet-[0-9a-f]{8,17}$`) })
+	templateRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^lt-[0-9a-f]{8,17}$`) })
+	templateVerRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([1-9][0-9]*|\$Latest|\$Default)$`) })
+	versionRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`) })
+	sha256Re       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	userRe         = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`) })
+	hhmmRe         = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`) })
 )
 
 // ReservedTagPrefix is the tag prefix Hangar keeps for itself.
@@ -57,10 +58,10 @@ func (d *Document) Validate() error {
 	if err := ghurl.CheckServer(d.GitHubURL); err != nil {
 		bad("githubUrl", "%v (the GitHub server the pool's runners register with)", err)
 	}
-	if !templateRe.MatchString(d.LaunchTemplate.ID) {
+	if !templateRe().MatchString(d.LaunchTemplate.ID) {
 		bad("launchTemplate.id", "%q: want lt- and hex digits", d.LaunchTemplate.ID)
 	}
-	if !templateVerRe.MatchString(d.LaunchTemplate.Version) {
+	if !templateVerRe().MatchString(d.LaunchTemplate.Version) {
 		bad("launchTemplate.version", "%q: want a version number, $Latest or $Default", d.LaunchTemplate.Version)
 	}
 	if d.SpecHash == "" {
@@ -77,7 +78,7 @@ func (d *Document) Validate() error {
 		}
 	}
 	for _, t := range d.InstanceTypes {
-		if !instanceTypeRe.MatchString(t) {
+		if !instanceTypeRe().MatchString(t) {
 			bad("instanceTypes", "%q: want an instance type such as c7i.large", t)
 		}
 	}
@@ -85,7 +86,7 @@ func (d *Document) Validate() error {
 		bad("subnets", "empty: want at least one subnet")
 	}
 	for _, s := range d.Subnets {
-		if !subnetRe.MatchString(s.ID) || s.AZ == "" {
+		if !subnetRe().MatchString(s.ID) || s.AZ == "" {
 			bad("subnets", "{id %q, az %q}: want subnet-<hex> and its availability zone", s.ID, s.AZ)
 		}
 	}
@@ -208,7 +209,7 @@ func (r Runner) validate(pool string) []error {
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("pool %q: runner.%s: %s", pool, field, fmt.Sprintf(format, a...)))
 	}
-	if !userRe.MatchString(r.User) || r.User == "root" {
+	if !userRe().MatchString(r.User) || r.User == "root" {
 		bad("user", "%q: want an unprivileged user name", r.User)
 	}
 	switch r.LogInSummary {
@@ -230,7 +231,7 @@ func (r Runner) validate(pool string) []error {
 		}
 		return errs
 	}
-	if !versionRe.MatchString(r.Version) {
+	if !versionRe().MatchString(r.Version) {
 		bad("version", "%q: want an actions/runner release such as 2.321.0", r.Version)
 	}
 	u, err := url.Parse(r.BaseURL)
@@ -249,7 +250,7 @@ func (r Runner) validate(pool string) []error {
 		if arch != "x64" && arch != "arm64" {
 			bad("sha256", "arch %q: want x64 or arm64", arch)
 		}
-		if !sha256Re.MatchString(sum) {
+		if !sha256Re().MatchString(sum) {
 			bad("sha256", "%s: %q: want 64 lowercase hex digits", arch, sum)
 		}
 	}
@@ -293,7 +294,7 @@ func (d *Document) RepoAllowed(repo string) bool {
 
 // parseHHMM returns minutes after midnight.
 func parseHHMM(s string) (int, error) {
-	if !hhmmRe.MatchString(s) {
+	if !hhmmRe().MatchString(s) {
 		return 0, fmt.Errorf("%q: want HH:MM (24-hour)", s)
 	}
 	t, _ := time.Parse("15:04", s)

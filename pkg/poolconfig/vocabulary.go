@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/state"
 )
@@ -29,13 +30,13 @@ func UsageClassOf(market string) string {
 	return ""
 }
 
-var labelRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var labelRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`) })
 
 // ValidateLabel checks an extra runner label, as a pool or a provision request gives it (the
 // runner carries it as <run>-<label>). All digits are refused: such a label could name another
 // run.
 func ValidateLabel(l string) error {
-	if !labelRe.MatchString(l) {
+	if !labelRe().MatchString(l) {
 		return fmt.Errorf("%q: want 1 to 64 of letters, digits, '.', '_' and '-'", l)
 	}
 	if strings.Trim(l, "0123456789") == "" {
@@ -57,7 +58,7 @@ func ValidateJobLabel(l string) error {
 	return nil
 }
 
-var tagKeyRe = regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`)
+var tagKeyRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9 +\-=._:/@]{1,128}$`) })
 
 // ValidateTag checks a user tag for instances (a pool's or a provision request's): EC2's rules
 // for keys and values, and none of the prefixes reserved for AWS and for Hangar's own tags.
@@ -66,7 +67,7 @@ func ValidateTag(key, value string) error {
 	switch {
 	case strings.HasPrefix(lower, ReservedTagPrefix):
 		return fmt.Errorf("%q: the %s prefix is reserved for Hangar's own tags", key, ReservedTagPrefix)
-	case !tagKeyRe.MatchString(key) || strings.HasPrefix(lower, "aws:"):
+	case !tagKeyRe().MatchString(key) || strings.HasPrefix(lower, "aws:"):
 		return fmt.Errorf("%q: want a tag key of 1 to 128 letters, digits, spaces and + - = . _ : / @ that does not start with \"aws:\"", key)
 	case len(value) > 256:
 		return fmt.Errorf("%q: the value is longer than 256 characters", key)
@@ -74,24 +75,24 @@ func ValidateTag(key, value string) error {
 	return nil
 }
 
-var stackRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`)
+var stackRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,62}$`) })
 
 // ValidateRunnerGroup checks an organisation runner group's name.
 func ValidateRunnerGroup(name string) error {
-	if !runnerGroupRe.MatchString(name) || strings.TrimSpace(name) != name {
+	if !runnerGroupRe().MatchString(name) || strings.TrimSpace(name) != name {
 		return fmt.Errorf("%q: want an organisation runner group's name (1 to 64 letters, digits, spaces, '.', '_' or '-')", name)
 	}
 	return nil
 }
 
-var runnerGroupRe = regexp.MustCompile(`^[A-Za-z0-9 ._-]{1,64}$`)
+var runnerGroupRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9 ._-]{1,64}$`) })
 
 // DefaultStack is the stack's name when none is given.
 const DefaultStack = "hangar"
 
 // ValidateStack checks a stack's name (it names the SSM path of the stack's pool documents).
 func ValidateStack(name string) error {
-	if !stackRe.MatchString(name) {
+	if !stackRe().MatchString(name) {
 		return fmt.Errorf("%q: want the Hangar stack's name (1 to 63 letters, digits and '-', starting with a letter or digit)", name)
 	}
 	return nil
@@ -100,26 +101,26 @@ func ValidateStack(name string) error {
 // ValidateRepoPattern checks an allowed-repositories entry (a pool's allowedRepositories, the
 // stack configuration's github.repositories): owner/name or owner/*.
 func ValidateRepoPattern(p string) error {
-	if !repoPatternRe.MatchString(p) {
+	if !repoPatternRe().MatchString(p) {
 		return fmt.Errorf("%q: want owner/name or owner/*", p)
 	}
 	return nil
 }
 
-var repoPatternRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`)
+var repoPatternRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$`) })
 
 // ValidateRepository checks a repository's full name as GitHub spells it (GITHUB_REPOSITORY):
 // owner/name, the owner 1 to 39 letters, digits and '-' starting with a letter or digit, the
 // name 1 to 100 letters, digits, '_', '.' and '-'.
 func ValidateRepository(repo string) error {
 	owner, name, ok := strings.Cut(repo, "/")
-	if !ok || !ownerRe.MatchString(owner) || !repoNameRe.MatchString(name) {
+	if !ok || !ownerRe().MatchString(owner) || !repoNameRe().MatchString(name) {
 		return fmt.Errorf("repository %q: want owner/name", repo)
 	}
 	return nil
 }
 
 var (
-	ownerRe    = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`)
-	repoNameRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+	ownerRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$`) })
+	repoNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`) })
 )

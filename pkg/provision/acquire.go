@@ -36,8 +36,13 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	res, err := p.d.Claimer.Claim(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
 		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Home: &home, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
-	// Hand over first: the token rings each doorbell, and each agent reads its item at once.
-	p.handOver(ctx, res.Instances...)
+	// Hand over at once, while the wait reads: the token rings each doorbell, each agent reads
+	// its item and registers, and the wait's first read comes when they are expected to be done.
+	if len(res.Instances) > 0 {
+		claimed := res.Instances
+		p.handedAt = time.Now()
+		p.handing.Go(func() { p.handOver(ctx, claimed...) })
+	}
 	for _, in := range res.Instances {
 		ack := state.AckTimeout
 		if slices.Contains(res.Stopped, in.ID) {

@@ -189,6 +189,10 @@ type provisioning struct {
 	replaced int
 	token    ghapi.Token // the run's registration token, handed to each instance through its doorbell
 	group    string      // the org runner group, set by check
+	// handing tracks the hand-overs of claims, sent while the wait reads; handedAt is when the
+	// last of them began (the claims' ring).
+	handing  sync.WaitGroup
+	handedAt time.Time
 }
 
 // Run provisions cfg.Count instances for cfg.RunID.
@@ -215,6 +219,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	}
 	ctx, cancel := context.WithDeadline(ctx, p.start.Add(cfg.RegistrationTimeout))
 	defer cancel()
+	defer p.handing.Wait() // every hand-over sent (or given up) before the step ends
 
 	var housekeeping sync.WaitGroup
 	housekeeping.Go(func() { p.removeOfflineRunners(context.WithoutCancel(ctx)) })

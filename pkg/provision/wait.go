@@ -45,9 +45,15 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		open[m.inst.ID] = m
 	}
 	var (
-		failed atomic.Int64
-		taken  error
+		failed  atomic.Int64
+		taken   error
+		running sync.WaitGroup // the moves to running, written while the reads go on
 	)
+	if d := p.firstRead(pending); d > 0 {
+		if err := wait.Sleep(ctx, d); err != nil {
+			return 0, p.waitErr(err, len(pending))
+		}
+	}
 	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
 		var (
 			wg         sync.WaitGroup
@@ -73,14 +79,47 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			}
 			p.answerAsk(ctx, &wg, m, it)
 		}
-		wg.Go(func() { p.toRunning(ctx, registered, &failed) })
+		if len(registered) > 0 {
+			running.Go(func() { p.toRunning(ctx, registered, &failed) })
+		}
 		wg.Wait()
 		return len(open) == 0 || taken != nil
 	})
+	running.Wait()
 	if taken != nil {
 		return int(failed.Load()), taken
 	}
 	return int(failed.Load()), p.waitErr(err, len(open))
+}
+
+// maxFirstRead bounds how long the wait holds its first read back on the agents' reports: regMs
+// is each instance's own, so a compromised one can delay only the provision that claims it, and
+// by this much at most.
+const maxFirstRead = 2 * time.Second
+
+// firstReadMargin is what an agent's regMs leaves out of the time the wait holds back: the
+// hand-over's delivery and the agent's REGISTERED write, with room to spare.
+const firstReadMargin = 40 * time.Millisecond
+
+// firstRead is how long to wait, before the poll's own first wait (a quarter of the interval,
+// state.Store.Poll), to read pending first: until a little after the slowest of their agents is
+// expected to have registered since the hand-over (their regMs, state.Reported). It is zero when
+// one of them was created or has not reported (it boots, or its agent is new). One read then
+// usually finds them all registered, where polling from the claim took several.
+func (p *provisioning) firstRead(pending []*member) time.Duration {
+	ms := make([]int64, len(pending))
+	for i, m := range pending {
+		if !m.reused {
+			return 0
+		}
+		ms[i] = m.inst.RegisterMs
+	}
+	reported := state.Reported(ms, true)
+	if reported == 0 {
+		return 0
+	}
+	d := reported + firstReadMargin - time.Since(p.handedAt) - p.cfg.PollInterval/4
+	return min(max(d, 0), maxFirstRead)
 }
 
 // waitErr says why a wait ended with open instances unregistered (nil when err is).

@@ -213,19 +213,15 @@ const firstReadMargin = 40 * time.Millisecond
 // and half the deregister timeout. One read then usually finds an agent done, where polling from
 // the ring took three.
 func (g *giving) firstRead(waiting []*releasing) time.Duration {
-	took := make([]time.Duration, 0, len(waiting))
-	for _, w := range waiting {
-		if w.inst.DeregisterMs <= 0 {
-			return 0
-		}
-		took = append(took, time.Duration(w.inst.DeregisterMs)*time.Millisecond)
+	took := make([]int64, len(waiting))
+	for i, w := range waiting {
+		took[i] = w.inst.DeregisterMs
 	}
-	if len(took) == 0 {
+	reported := state.Reported(took, false)
+	if reported == 0 {
 		return 0
 	}
-	slices.Sort(took)
-	median := took[len(took)/2]
-	d := median + median/10 + firstReadMargin - g.cfg.PollInterval/4
+	d := reported + firstReadMargin - g.cfg.PollInterval/4
 	return min(max(d, 0), maxFirstRead, g.cfg.DeregisterTimeout/2)
 }
 

@@ -19,7 +19,7 @@ import (
 
 // AgentAttributes are the only attributes the agent writes (docs/design.md §2). The instance
 // role's policy allows UpdateItem on these alone.
-var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "ackVersion", "askVersion", "asks", "agentVersion", "deregMs"}
+var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog", "heartbeatAt", "ackVersion", "askVersion", "asks", "agentVersion", "deregMs", "regMs"}
 
 // MaxLogTail is the most of a log the agent stores with a signal.
 const MaxLogTail = 4096
@@ -83,7 +83,8 @@ type Signal struct {
 	Log string
 	At  time.Time
 	// Took is, with DEREGISTERED, how long the agent took from noticing the release (written
-	// as the item's deregMs; zero leaves it as it was).
+	// as the item's deregMs), with REGISTERED, how long it took from noticing the assignment
+	// (regMs); zero leaves it as it was.
 	Took time.Duration
 }
 
@@ -120,8 +121,13 @@ func (a *Agent) Signal(ctx context.Context, sig Signal) error {
 	u.set("sigVersion", sig.Version)
 	u.set("sigAt", millis(sig.At))
 	u.set("sigLog", LogTail(sig.Log, MaxLogTail))
-	if sig.Name == SignalDeregistered && sig.Took > 0 {
-		u.set("deregMs", max(sig.Took.Milliseconds(), 1))
+	if sig.Took > 0 {
+		switch sig.Name {
+		case SignalDeregistered:
+			u.set("deregMs", max(sig.Took.Milliseconds(), 1))
+		case SignalRegistered:
+			u.set("regMs", max(sig.Took.Milliseconds(), 1))
+		}
 	}
 	cond := expression.AttributeExists(expression.Name(AttrARN)).
 		And(expression.Name("version").Equal(expression.Value(sig.Version)))

@@ -45,7 +45,8 @@ func TestAgentWritesOnlyItsAttributes(t *testing.T) {
 }
 
 // TestDeregisteredCarriesHowLongItTook: DEREGISTERED records how long the agent took (deregMs),
-// which outlasts the later signals and the next claim; a signal without it leaves it alone.
+// REGISTERED likewise (regMs); each outlasts the later signals and the next claim, and a signal
+// without it leaves it alone.
 func TestDeregisteredCarriesHowLongItTook(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
@@ -65,6 +66,14 @@ func TestDeregisteredCarriesHowLongItTook(t *testing.T) {
 	got, err = a.Get(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(137), got.DeregisterMs, "kept across the claim; only DEREGISTERED writes it")
+	require.Equal(t, int64(1000), got.RegisterMs, "REGISTERED records regMs")
+
+	idle = move(t, s, got, state.Idle, "")
+	require.NoError(t, a.Signal(ctx, state.Signal{Name: state.SignalDeregistered, Run: "558", Version: idle.Version}))
+	got, err = a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(137), got.DeregisterMs, "a signal without a time leaves deregMs")
+	require.Equal(t, int64(1000), got.RegisterMs, "and regMs, across the release")
 }
 
 // TestAgentSignalAboutStaleVersionRefused: once the control plane has moved the item, a signal

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Shards is the number of index partitions per pool and state (docs/design.md §2). It is part of
@@ -23,18 +24,18 @@ const (
 )
 
 var (
-	instanceIDRe = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
-	poolNameRe   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$`)
-	runIDRe      = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
-	jobKeyRe     = regexp.MustCompile(`^j([1-9][0-9]{0,16})(r[1-9])?$`)
-	accountRe    = regexp.MustCompile(`^[0-9]{12}$`)
-	regionRe     = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
-	partitionRe  = regexp.MustCompile(`^aws(-[a-z]+)*$`)
+	instanceIDRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^i-[0-9a-f]{8,17}$`) })
+	poolNameRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$`) })
+	runIDRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[1-9][0-9]{0,19}$`) })
+	jobKeyRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^j([1-9][0-9]{0,16})(r[1-9])?$`) })
+	accountRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{12}$`) })
+	regionRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`) })
+	partitionRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^aws(-[a-z]+)*$`) })
 )
 
 // ValidateInstanceID checks an EC2 instance id (i- and 8 or 17 hex digits).
 func ValidateInstanceID(id string) error {
-	if !instanceIDRe.MatchString(id) {
+	if !instanceIDRe().MatchString(id) {
 		return fmt.Errorf("instance id %q is malformed: want i- followed by 8 to 17 lowercase hex digits", id)
 	}
 	return nil
@@ -42,7 +43,7 @@ func ValidateInstanceID(id string) error {
 
 // ValidatePool checks a pool name: 1–48 of [a-z0-9-], starting and ending with a letter or digit.
 func ValidatePool(name string) error {
-	if !poolNameRe.MatchString(name) {
+	if !poolNameRe().MatchString(name) {
 		return fmt.Errorf("pool name %q is malformed: want 1 to 48 of a-z, 0-9 and '-', not starting or ending with '-'", name)
 	}
 	return nil
@@ -53,7 +54,7 @@ func ValidateRunID(run string) error {
 	if run == "" {
 		return fmt.Errorf("run id is empty: want the workflow's github.run_id (decimal digits)")
 	}
-	if !runIDRe.MatchString(run) {
+	if !runIDRe().MatchString(run) {
 		return fmt.Errorf("run id %q is malformed: want the workflow's github.run_id (1 to 20 decimal digits, no leading zero)", run)
 	}
 	return nil
@@ -77,7 +78,7 @@ func JobKey(job int64, redispatch int) string {
 // ParseJobKey returns the job a key names and its dispatch number, or ok false for a key that
 // names no job (a run id, or anything malformed).
 func ParseJobKey(key string) (job int64, redispatch int, ok bool) {
-	m := jobKeyRe.FindStringSubmatch(key)
+	m := jobKeyRe().FindStringSubmatch(key)
 	if m == nil {
 		return 0, 0, false
 	}
@@ -91,7 +92,7 @@ func ParseJobKey(key string) (job int64, redispatch int, ok bool) {
 }
 
 // IsJobKey reports whether key names a label-routed job rather than a workflow run.
-func IsJobKey(key string) bool { return jobKeyRe.MatchString(key) }
+func IsJobKey(key string) bool { return jobKeyRe().MatchString(key) }
 
 // Describe names what a key is for, for state reasons and logs: "run 42" or "job 7 (j7)".
 func Describe(key string) string {
@@ -121,13 +122,13 @@ type Account struct {
 
 // Validate checks every field.
 func (a Account) Validate() error {
-	if !partitionRe.MatchString(a.Partition) {
+	if !partitionRe().MatchString(a.Partition) {
 		return fmt.Errorf("partition %q is malformed: want aws, aws-cn or aws-us-gov", a.Partition)
 	}
-	if !regionRe.MatchString(a.Region) {
+	if !regionRe().MatchString(a.Region) {
 		return fmt.Errorf("region %q is malformed: want a region name such as us-east-1", a.Region)
 	}
-	if !accountRe.MatchString(a.ID) {
+	if !accountRe().MatchString(a.ID) {
 		return fmt.Errorf("account %q is malformed: want 12 digits", a.ID)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // maxRunnerName is GitHub's limit on a runner's name.
@@ -15,7 +16,7 @@ const maxRunnerName = 64
 // replaced by a hash so that prefix + instance id (19) + run id (up to 20) stays within 64.
 const maxStackInName = maxRunnerName - len("hangar-") - 1 - 19 - 1 - 20
 
-var runnerPrefixRe = regexp.MustCompile(`^hangar-[A-Za-z0-9-]{1,16}-$`)
+var runnerPrefixRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^hangar-[A-Za-z0-9-]{1,16}-$`) })
 
 // RunnerNames names the runners of one stack: hangar-<stack>-<instance id>-<run id>. The stack
 // in the name keeps each stack's cleanup off another stack's runners in the same repository or
@@ -36,7 +37,7 @@ func RunnerNamesOf(stack string) RunnerNames {
 
 // ParseRunnerPrefix returns the runner names whose prefix an assignment carries (runnerPrefix).
 func ParseRunnerPrefix(prefix string) (RunnerNames, error) {
-	if !runnerPrefixRe.MatchString(prefix) {
+	if !runnerPrefixRe().MatchString(prefix) {
 		return RunnerNames{}, fmt.Errorf("runner name prefix %q: want hangar-<stack>- as provision writes it", prefix)
 	}
 	return RunnerNames{prefix: prefix}, nil

@@ -149,6 +149,10 @@ type Report struct {
 	// stopped, run cleaned up): release reads the item first
 	// about that long after its ring (design §8), instead of polling from the start.
 	DeregisterMs int64 `dynamodbav:"deregMs,omitempty"`
+	// RegisterMs is how long, in milliseconds, the agent took from the ring that brought its last
+	// assignment (or, without one, the read that found it) to signalling REGISTERED: provision
+	// reads a claim's items first about that long after its hand-over (design §4).
+	RegisterMs int64 `dynamodbav:"regMs,omitempty"`
 }
 
 // Instance is one item of the table: one EC2 instance launched by Hangar.

@@ -27,10 +27,10 @@ func init() { register("provision", benchProvision) }
 // Targets of provision and release.
 const (
 	warmTotal1Target     = 350 * time.Millisecond
-	warmTotal10Target    = 600 * time.Millisecond
+	warmTotal10Target    = 330 * time.Millisecond
 	warmOverhead1Target  = 150 * time.Millisecond
 	warmOverhead10Target = 300 * time.Millisecond
-	coldOverheadTarget   = 1200 * time.Millisecond
+	coldOverheadTarget   = 300 * time.Millisecond
 	releaseBeyondTarget  = 200 * time.Millisecond
 	claimableTarget      = 100 * time.Millisecond
 	benchProvisionRun    = 900000
