@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestFirstRead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := &provisioning{cfg: Config{PollInterval: 200 * time.Millisecond}, handedAt: time.Now()}
-			got := p.firstRead(tt.members)
+			got := p.firstRead(context.Background(), tt.members)
 			require.LessOrEqual(t, got, tt.want)
 			require.GreaterOrEqual(t, got, max(tt.want-time.Second, 0), "less only by the time since the hand-over")
 		})

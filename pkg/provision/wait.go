@@ -49,7 +49,7 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		taken   error
 		running sync.WaitGroup // the moves to running, written while the reads go on
 	)
-	if d := p.firstRead(pending); d > 0 {
+	if d := p.firstRead(ctx, pending); d > 0 {
 		if err := wait.Sleep(ctx, d); err != nil {
 			return 0, p.waitErr(err, len(pending))
 		}
@@ -103,10 +103,11 @@ const firstReadMargin = 40 * time.Millisecond
 
 // firstRead is how long to wait, before the poll's own first wait (a quarter of the interval,
 // state.Store.Poll), to read pending first: until a little after the slowest of their agents is
-// expected to have registered since the hand-over (their regMs, state.Reported). It is zero when
+// expected to have registered since the hand-overs were sent (their regMs, state.Reported); it
+// waits for the sends first, since no agent starts before its hand-over arrives. It is zero when
 // one of them was created or has not reported (it boots, or its agent is new). One read then
 // usually finds them all registered, where polling from the claim took several.
-func (p *provisioning) firstRead(pending []*member) time.Duration {
+func (p *provisioning) firstRead(ctx context.Context, pending []*member) time.Duration {
 	ms := make([]int64, len(pending))
 	for i, m := range pending {
 		if !m.reused {
@@ -118,7 +119,20 @@ func (p *provisioning) firstRead(pending []*member) time.Duration {
 	if reported == 0 {
 		return 0
 	}
-	d := reported + firstReadMargin - time.Since(p.handedAt) - p.cfg.PollInterval/4
+	p.mu.Lock()
+	sent := p.sent
+	p.mu.Unlock()
+	if sent != nil {
+		select {
+		case <-sent:
+		case <-ctx.Done():
+			return 0
+		}
+	}
+	p.mu.Lock()
+	since := time.Since(p.handedAt)
+	p.mu.Unlock()
+	d := reported + firstReadMargin - since - p.cfg.PollInterval/4
 	return min(max(d, 0), maxFirstRead)
 }
 
