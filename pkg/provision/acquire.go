@@ -39,16 +39,10 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	// Hand over at once, while the wait reads: the token rings each doorbell, each agent reads
 	// its item and registers, and the wait's first read comes when they are expected to be done.
 	if len(res.Instances) > 0 {
-		claimed, sent := res.Instances, make(chan struct{})
-		p.mu.Lock()
-		p.sent = sent
-		p.mu.Unlock()
+		claimed := res.Instances
+		p.handedAt = time.Now()
 		p.handing.Go(func() {
 			p.handOver(ctx, claimed...)
-			p.mu.Lock()
-			p.handedAt = time.Now()
-			p.mu.Unlock()
-			close(sent)
 		})
 	}
 	for _, in := range res.Instances {

@@ -1,7 +1,6 @@
 package provision
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -22,19 +21,21 @@ func TestFirstRead(t *testing.T) {
 	tests := []struct {
 		name    string
 		members []*member
-		want    time.Duration
+		want     time.Duration
+		informed bool
 	}{
-		{"no report", []*member{claimed(100), claimed(0)}, 0},
-		{"a created instance", []*member{claimed(100), {inst: state.Instance{Report: state.Report{RegisterMs: 100}}}}, 0},
-		{"the slowest", []*member{claimed(100), claimed(300), claimed(200)}, 330*time.Millisecond + firstReadMargin - 50*time.Millisecond},
-		{"quick agents", []*member{claimed(5)}, 0},
-		{"capped", []*member{claimed(60_000)}, maxFirstRead},
+		{"no report", []*member{claimed(100), claimed(0)}, 0, false},
+		{"a created instance", []*member{claimed(100), {inst: state.Instance{Report: state.Report{RegisterMs: 100}}}}, 0, false},
+		{"the slowest", []*member{claimed(100), claimed(300), claimed(200)}, 330*time.Millisecond + firstReadMargin - 25*time.Millisecond, true},
+		{"a quick agent", []*member{claimed(5)}, 5500*time.Microsecond + firstReadMargin - 25*time.Millisecond, true},
+		{"capped", []*member{claimed(60_000)}, maxFirstRead, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := &provisioning{cfg: Config{PollInterval: 200 * time.Millisecond}, handedAt: time.Now()}
-			got := p.firstRead(context.Background(), tt.members)
+			got, informed := p.firstRead(tt.members)
+			require.Equal(t, tt.informed, informed)
 			require.LessOrEqual(t, got, tt.want)
 			require.GreaterOrEqual(t, got, max(tt.want-time.Second, 0), "less only by the time since the hand-over")
 		})

@@ -189,10 +189,9 @@ type provisioning struct {
 	replaced int
 	token    ghapi.Token // the run's registration token, handed to each instance through its doorbell
 	group    string      // the org runner group, set by check
-	// handing tracks the hand-overs of claims, sent while the wait reads; sent is closed when
-	// those of the last claim are sent, at handedAt (both under mu).
+	// handing tracks the hand-overs of claims, sent while the wait reads; handedAt is when those
+	// of the last claim began to go out.
 	handing  sync.WaitGroup
-	sent     chan struct{}
 	handedAt time.Time
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,53 +40,68 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		// boot first (created, or started from stopped) is read, which costs less per round.
 		return p.waitOne(ctx, pending[0])
 	}
-	ids := make([]string, len(pending))
 	open := map[string]*member{}
-	for i, m := range pending {
-		ids[i] = m.inst.ID
+	for _, m := range pending {
 		open[m.inst.ID] = m
 	}
 	var (
 		failed  atomic.Int64
 		taken   error
 		running sync.WaitGroup // the moves to running, written while the reads go on
+		err     error
 	)
-	if d := p.firstRead(ctx, pending); d > 0 {
+	// Once the agents are expected (their regMs says when), or once the first of them has
+	// registered (instances launched together boot together), the rest are close behind: the
+	// reads come twice as often from then on.
+	interval := p.cfg.PollInterval
+	d, informed := p.firstRead(pending)
+	if informed {
+		interval /= 2
 		if err := wait.Sleep(ctx, d); err != nil {
 			return 0, p.waitErr(err, len(pending))
 		}
 	}
-	err := p.d.Store.Poll(ctx, ids, p.cfg.PollInterval, func(items map[string]*state.Instance) bool {
-		var (
-			wg         sync.WaitGroup
-			registered []registration
-		)
-		for id, m := range open {
-			it, ok := items[id]
-			if !ok {
-				continue // not readable this time; the item exists (provision wrote it)
+	for again := true; again; {
+		again = false
+		err = p.d.Store.Poll(ctx, slices.Collect(maps.Keys(open)), interval, func(items map[string]*state.Instance) bool {
+			var (
+				wg         sync.WaitGroup
+				registered []registration
+			)
+			for id, m := range open {
+				it, ok := items[id]
+				if !ok {
+					continue // not readable this time; the item exists (provision wrote it)
+				}
+				if err := p.takenBack(it); err != nil {
+					taken = err
+					continue
+				}
+				if it.SignalFor(state.SignalRegistered, p.cfg.RunID, m.version) {
+					registered = append(registered, registration{m, it})
+					delete(open, id)
+					continue
+				}
+				if p.settle(ctx, &wg, m, it, &failed) {
+					delete(open, id)
+					continue
+				}
+				p.answerAsk(ctx, &wg, m, it)
 			}
-			if err := p.takenBack(it); err != nil {
-				taken = err
-				continue
+			if len(registered) > 0 {
+				running.Go(func() { p.toRunning(ctx, registered, &failed) })
 			}
-			if it.SignalFor(state.SignalRegistered, p.cfg.RunID, m.version) {
-				registered = append(registered, registration{m, it})
-				delete(open, id)
-				continue
+			wg.Wait()
+			if len(open) == 0 || taken != nil {
+				return true
 			}
-			if p.settle(ctx, &wg, m, it, &failed) {
-				delete(open, id)
-				continue
+			if len(registered) > 0 && !informed {
+				informed, again, interval = true, true, interval/2
+				return true
 			}
-			p.answerAsk(ctx, &wg, m, it)
-		}
-		if len(registered) > 0 {
-			running.Go(func() { p.toRunning(ctx, registered, &failed) })
-		}
-		wg.Wait()
-		return len(open) == 0 || taken != nil
-	})
+			return false
+		})
+	}
 	running.Wait()
 	if taken != nil {
 		return int(failed.Load()), taken
@@ -101,39 +118,26 @@ const maxFirstRead = 2 * time.Second
 // hand-over's delivery and the agent's REGISTERED write, with room to spare.
 const firstReadMargin = 40 * time.Millisecond
 
-// firstRead is how long to wait, before the poll's own first wait (a quarter of the interval,
-// state.Store.Poll), to read pending first: until a little after the slowest of their agents is
-// expected to have registered since the hand-overs were sent (their regMs, state.Reported); it
-// waits for the sends first, since no agent starts before its hand-over arrives. It is zero when
-// one of them was created or has not reported (it boots, or its agent is new). One read then
-// usually finds them all registered, where polling from the claim took several.
-func (p *provisioning) firstRead(ctx context.Context, pending []*member) time.Duration {
+// firstRead is how long to wait, before the poll's own first wait (a quarter of its interval,
+// state.Store.Poll, which is half the configured one once informed), to read pending first:
+// until a little after the slowest of their agents is expected to have registered since the
+// hand-overs began (their regMs, state.Reported). It is not informed (zero) when one of them was
+// created or has not reported (it boots, or its agent is new). One read then usually finds them
+// all registered, where polling from the claim took several.
+func (p *provisioning) firstRead(pending []*member) (time.Duration, bool) {
 	ms := make([]int64, len(pending))
 	for i, m := range pending {
 		if !m.reused {
-			return 0
+			return 0, false
 		}
 		ms[i] = m.inst.RegisterMs
 	}
 	reported := state.Reported(ms, true)
 	if reported == 0 {
-		return 0
+		return 0, false
 	}
-	p.mu.Lock()
-	sent := p.sent
-	p.mu.Unlock()
-	if sent != nil {
-		select {
-		case <-sent:
-		case <-ctx.Done():
-			return 0
-		}
-	}
-	p.mu.Lock()
-	since := time.Since(p.handedAt)
-	p.mu.Unlock()
-	d := reported + firstReadMargin - since - p.cfg.PollInterval/4
-	return min(max(d, 0), maxFirstRead)
+	d := reported + firstReadMargin - time.Since(p.handedAt) - p.cfg.PollInterval/8
+	return min(max(d, 0), maxFirstRead), true
 }
 
 // waitErr says why a wait ended with open instances unregistered (nil when err is).
