@@ -19,8 +19,8 @@ func TestFirstRead(t *testing.T) {
 		return &member{inst: state.Instance{Report: state.Report{RegisterMs: regMs}}, reused: true}
 	}
 	tests := []struct {
-		name    string
-		members []*member
+		name     string
+		members  []*member
 		want     time.Duration
 		informed bool
 	}{
