@@ -1,9 +1,11 @@
 package ghfake_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -105,6 +107,12 @@ func TestCancelJob(t *testing.T) {
 
 	interrupted := s.QueueJob("octo/app", []string{"cancel"}, blocking(t))
 	waitStatus(t, s, interrupted, "in_progress")
+	// The server counts the job in progress once it has handed it out; the runner may not have
+	// read that answer yet, and a runner stopped before it has a job has none to report.
+	require.Eventually(t, func() bool {
+		return strings.Contains(p.stdout.String(), fmt.Sprintf("Running job: job-%d", interrupted))
+	},
+		time.Minute, 10*time.Millisecond, "the runner took the job")
 	// An interrupted runner stops heartbeating while it stops its job and reports it; on a
 	// loaded two-core machine that has taken longer than 5 s, and this part is about the report,
 	// not about losing runners: give it a minute.
