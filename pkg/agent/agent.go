@@ -93,6 +93,13 @@ type Agent struct {
 	// loop signals it and returns the instance.
 	interrupted string
 
+	// progress is when the agent last came back to waiting on its item (it began a wait, or a
+	// read found nothing to act on); moved is closed and replaced each time (both under
+	// progressMu). The doorbell's listener holds its next poll until then after a hand-over.
+	progressMu sync.Mutex
+	progress   time.Time
+	moved      chan struct{}
+
 	deadline      atomic.Int64 // latest threshold seen, Unix ms (0: none yet)
 	last          atomic.Pointer[state.Instance]
 	draining      atomic.Bool // take no new work: spot interruption or failed init
@@ -112,7 +119,7 @@ func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) 
 	}
 	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
 	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), ec2: ec2Client, md: md, log: log, http: downloadClient(),
-		rings: make(chan struct{}, 1), ringGap: minRingGap}, nil
+		rings: make(chan struct{}, 1), ringGap: minRingGap, moved: make(chan struct{})}, nil
 }
 
 func (a *Agent) now() time.Time {
@@ -136,7 +143,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.watchdog(ctx) })
 	wg.Go(func() { a.watchSpot(ctx) })
 	if a.Doorbell != nil && item.Bell != "" {
-		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox}
+		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox,
+			Settle: a.settled}
 		wg.Go(func() { a.listener.Listen(ctx, a.ring) })
 		a.log.Info("listening to the doorbell", "url", item.Bell)
 	} else {
@@ -278,11 +286,46 @@ func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool,
 	}
 }
 
+// settleWait bounds how long the doorbell's listener waits for the agent to act on a hand-over.
+const settleWait = 2 * time.Second
+
+// settled returns once the agent has come back to waiting on its item since since (it acted on
+// what the ring brought: registered, failed, or found nothing to do), after settleWait at most.
+func (a *Agent) settled(ctx context.Context, since time.Time) {
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	for {
+		a.progressMu.Lock()
+		done, moved := a.progress.After(since), a.moved
+		a.progressMu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-moved:
+		}
+	}
+}
+
+// waiting records that the agent is back to waiting on its item.
+func (a *Agent) waiting() {
+	a.progressMu.Lock()
+	defer a.progressMu.Unlock()
+	a.progress = time.Now()
+	close(a.moved)
+	a.moved = make(chan struct{})
+}
+
 // waitFor reads the item until cond holds: when the doorbell rings, and otherwise every interval
 // (see interval), backing off (jittered, capped) while DynamoDB fails. hook, when set, runs before
 // every read and at least every PollInterval. A terminated or vanished item terminates the
 // instance.
 func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, hook func()) (*state.Instance, error) {
+	a.waiting()
 	backoff := a.readBackoff()
 	failures := 0
 	next := a.now()
@@ -338,6 +381,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 			a.wokeAt.Store(woke)
 			return item, nil
 		}
+		a.waiting()
 		next = start.Add(a.interval())
 	}
 }

@@ -35,6 +35,12 @@ type Listener struct {
 	// Mailbox keeps the hand-overs the doorbell brings (nil: they are dropped, and the doorbell
 	// only rings).
 	Mailbox *Mailbox
+	// Settle, when set, is called after a batch that brought a hand-over has rung, with the
+	// moment it arrived; it returns once the agent has acted on it (or after a bound of its own).
+	// The batch's delete and the next long poll wait for it, so that they do not compete with the
+	// registration the hand-over starts: rings meanwhile wait in the queue, and the agent reads its
+	// item when it is done anyway.
+	Settle func(ctx context.Context, since time.Time)
 
 	healthy atomic.Bool
 }
@@ -84,13 +90,18 @@ func (l *Listener) Listen(ctx context.Context, ring func()) {
 		if len(out.Messages) == 0 {
 			continue
 		}
+		arrived, handOver := time.Now(), false
 		for _, m := range out.Messages {
 			if h, ok := parseHandOver(aws.ToString(m.Body)); ok && l.Mailbox != nil {
 				l.Mailbox.Put(h)
+				handOver = true
 				l.log().Info("hand-over received", "run", h.Run, "version", h.Version, "kind", h.Kind)
 			}
 		}
 		ring()
+		if handOver && l.Settle != nil {
+			l.Settle(ctx, arrived)
+		}
 		entries := make([]sqstypes.DeleteMessageBatchRequestEntry, len(out.Messages))
 		for i, m := range out.Messages {
 			entries[i] = sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), ReceiptHandle: m.ReceiptHandle}
