@@ -25,11 +25,11 @@ func TestFirstRead(t *testing.T) {
 		ms   []int64
 		want time.Duration
 	}{
-		{"one agent, 100 ms last time: 110 ms + the 40 ms margin, less the poll's own 50 ms", []int64{100}, 100 * time.Millisecond},
-		{"the median of several", []int64{100, 400, 200}, 220*time.Millisecond + 40*time.Millisecond - 50*time.Millisecond},
-		{"the upper median of an even count", []int64{100, 400, 200, 300}, 330*time.Millisecond + 40*time.Millisecond - 50*time.Millisecond},
+		{"one agent, 100 ms last time: 110 ms + the 60 ms margin, less the poll's own 50 ms", []int64{100}, 120 * time.Millisecond},
+		{"the median of several", []int64{100, 400, 200}, 220*time.Millisecond + firstReadMargin - 50*time.Millisecond},
+		{"the upper median of an even count", []int64{100, 400, 200, 300}, 330*time.Millisecond + firstReadMargin - 50*time.Millisecond},
 		{"one never reported: poll from the ring", []int64{300, 0}, 0},
-		{"faster than the poll's first wait", []int64{5}, 0},
+		{"a quick agent: the margin, less the poll's first wait", []int64{5}, 5500*time.Microsecond + firstReadMargin - 50*time.Millisecond},
 		{"an agent that says an hour waits at most 2 s", []int64{3_600_000}, maxFirstRead},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -202,8 +202,9 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 const maxFirstRead = 2 * time.Second
 
 // firstReadMargin is what an agent's deregMs leaves out of the time release waits on: the ring's
-// delivery and the agent's DEREGISTERED write (two round trips), with room to spare.
-const firstReadMargin = 40 * time.Millisecond
+// delivery and the agent's DEREGISTERED write (two round trips), with room to spare: on a busy
+// host a ring takes tens of milliseconds to arrive, and a read that comes too soon costs one more.
+const firstReadMargin = 60 * time.Millisecond
 
 // firstRead is how long to wait after the ring before reading the items at all: a little longer
 // than their agents took to deregister last time (their items' deregMs; of several, the median,
