@@ -316,7 +316,9 @@ func (a *Agent) waiting() {
 	a.progressMu.Lock()
 	defer a.progressMu.Unlock()
 	a.progress = time.Now()
-	close(a.moved)
+	if a.moved != nil {
+		close(a.moved)
+	}
 	a.moved = make(chan struct{})
 }
 
