@@ -178,8 +178,8 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
-	registered := state.Signal{Name: state.SignalRegistered, Run: run, Version: version}
-	if !configuredFor(dirs.runner, name) {
+	resumed := configuredFor(dirs.runner, name)
+	if !resumed {
 		regToken, err := a.handOver(ctx, item, doorbell.KindRegistration)
 		switch {
 		case ctx.Err() != nil:
@@ -195,7 +195,6 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 			return a.registerFailed(ctx, item, dirs, out, err)
 		}
 		log.Info("runner registered", "name", name, "labels", labels, "ms", a.now().Sub(noticed).Milliseconds())
-		registered.Took = a.now().Sub(woke) // regMs: how long provision waits before reading a claim (design §4)
 	} else {
 		log.Info("runner already registered; resuming it", "name", name)
 	}
@@ -210,9 +209,9 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", err)
 	}
-	registered.At = a.now()
-	if registered.Took > 0 {
-		registered.Took = registered.At.Sub(woke)
+	registered := state.Signal{Name: state.SignalRegistered, Run: run, Version: version, At: a.now()}
+	if !resumed {
+		registered.Took = registered.At.Sub(woke) // regMs: when provision first reads a claim (design §6)
 	}
 	switch err := a.store.Signal(ctx, registered); {
 	case err == nil:

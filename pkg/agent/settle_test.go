@@ -22,23 +22,17 @@ func TestSettledWaitsForTheAgentToWaitAgain(t *testing.T) {
 		a.settled(context.Background(), arrived)
 		close(done)
 	}()
-	require.Never(t, func() bool {
+	released := func() bool {
 		select {
 		case <-done:
 			return true
 		default:
 			return false
 		}
-	}, 200*time.Millisecond, 10*time.Millisecond, "held while the agent acts on the hand-over")
+	}
+	require.Never(t, released, 200*time.Millisecond, 10*time.Millisecond, "held while the agent acts on the hand-over")
 	a.waiting()
-	require.Eventually(t, func() bool {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	}, 10*time.Second, 5*time.Millisecond, "released once the agent waits again")
+	require.Eventually(t, released, 10*time.Second, 5*time.Millisecond, "released once the agent waits again")
 
 	start := time.Now()
 	a.settled(context.Background(), arrived) // progressed since already

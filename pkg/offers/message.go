@@ -35,7 +35,7 @@ type Message struct {
 	// selector skips offers the pool's reuse scope keeps from its run without a write.
 	Served []string `json:"served,omitempty"`
 	// RegisterMs is the item's regMs: how long its agent took to register last time, which
-	// provision waits before its first read of a claim (design §4).
+	// provision waits before its first read of a claim (design §6).
 	RegisterMs int64 `json:"regMs,omitempty"`
 }
 

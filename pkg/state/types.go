@@ -151,7 +151,7 @@ type Report struct {
 	DeregisterMs int64 `dynamodbav:"deregMs,omitempty"`
 	// RegisterMs is how long, in milliseconds, the agent took from the ring that brought its last
 	// assignment (or, without one, the read that found it) to signalling REGISTERED: provision
-	// reads a claim's items first about that long after its hand-over (design §4).
+	// reads a claim's items first about that long after the claim (design §6).
 	RegisterMs int64 `dynamodbav:"regMs,omitempty"`
 }
 
