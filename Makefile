@@ -38,7 +38,7 @@ CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build every binary (CGO_ENABLED=0); the agent, the refresh bootstrap and the webhook bootstrap for linux amd64 and arm64
+build: ## build every binary (CGO_ENABLED=0); the agent and its helper hangar-runas, the refresh bootstrap and the webhook bootstrap for linux amd64 and arm64
 	@mkdir -p $(BIN)
 	@for c in $(CMDS); do \
 	  echo "build $$c"; CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$$c ./cmd/$$c || exit 1; \
@@ -48,6 +48,10 @@ build: ## build every binary (CGO_ENABLED=0); the agent, the refresh bootstrap a
 	      echo "build $$out"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o $$out ./cmd/$$c || exit 1; \
 	    done;; \
 	  esac; \
+	done
+	@echo "build hangar-runas"; CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hangar-runas ./cmd/agent/runas
+	@for a in $(ARCHES); do \
+	  echo "build $(BIN)/linux-$$a/hangar-runas"; GOOS=linux GOARCH=$$a CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-$$a/hangar-runas ./cmd/agent/runas || exit 1; \
 	done
 	@[ -n "$(CMDS)" ] || echo "no binaries yet"
 
@@ -67,10 +71,12 @@ test: testbed-up test-infra validate-template $(ACT) ## start the local emulator
 test-infra: testbed-up ## the CDK app's tests: config validation, assertions on the synthesized template, and its deployment into the emulators (needs node)
 	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test $(LOCALWORLD) -count=1 ./...
 
-infra-assets: ## build what the stack ships into infra/build: the agent (linux amd64, arm64), the refresh bootstrap and the webhook bootstrap (arm64)
+infra-assets: ## build what the stack ships into infra/build: the agent and its helper hangar-runas (linux amd64, arm64), the refresh bootstrap and the webhook bootstrap (arm64)
 	@mkdir -p infra/build/refresh infra/build/webhook
 	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-amd64 ./cmd/agent
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/agent-linux-arm64 ./cmd/agent
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/hangar-runas-linux-amd64 ./cmd/agent/runas
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o infra/build/hangar-runas-linux-arm64 ./cmd/agent/runas
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o infra/build/refresh/bootstrap ./cmd/refresh
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -trimpath -tags lambda.norpc -ldflags '$(LDFLAGS)' -o infra/build/webhook/bootstrap ./cmd/webhook
 

@@ -32,6 +32,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/pkg/agent"
 	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/runas"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -41,6 +42,7 @@ var version = "dev"
 type options struct {
 	stack, pool, poolDocument string
 	runnerDir, runsDir, runAs string
+	helper                    string
 	stateDir, tmpDirs         string
 	cgroupRoot                string
 	poll, heartbeat, grace    time.Duration
@@ -51,17 +53,9 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == agent.ProbeCommand {
-		// The agent runs itself so, as the runner user, to prove the metadata firewall rule.
-		os.Exit(agent.ProbeMain(os.Args[2]))
-	}
-	if len(os.Args) > 1 && os.Args[1] == agent.RunAsCommand {
-		// The agent runs itself so, in a run's cgroup, to start a runner script as the runner user.
-		os.Exit(agent.RunAsMain(os.Args[2:]))
-	}
-	if len(os.Args) == 2 && os.Args[1] == agent.ClearKeyringsCommand {
-		// The agent runs itself so, as the runner user, after every run.
-		os.Exit(agent.ClearKeyringsMain())
+	if code, ok := runas.Main(os.Args[1:]); ok {
+		// The helper's commands, hidden: the agent runs itself so where hangar-runas is missing.
+		os.Exit(code)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -120,6 +114,7 @@ func parse(args []string) (options, error) {
 	str(&o.stateDir, "state-dir", agent.DefaultStateDir, "what the agent keeps across restarts (init markers)")
 	str(&o.runsDir, "runs-dir", "", "the root-owned parent of each run's directories (default <state-dir>/runs)")
 	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
+	str(&o.helper, "helper", "", "the helper that starts the runner's scripts as the runner user (default: "+agent.HelperName+" beside the agent, else the agent itself)")
 	str(&o.cgroupRoot, "cgroup-root", "", "the cgroup v2 directory delegated to the agent, below which every run gets a cgroup of its own (default: the agent's own cgroup)")
 	str(&o.tmpDirs, "tmp-dirs", strings.Join(agent.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
@@ -190,7 +185,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	cfg := agent.Config{
 		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir, TmpDirs: tmpDirs, RunAs: runAs,
-		MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
+		Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
 		PollInterval: o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
 		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,

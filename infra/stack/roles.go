@@ -107,7 +107,8 @@ func (r *roles) grant(h *hangar) {
 	}
 	for _, arch := range slices.Sorted(maps.Keys(h.agents)) { // in order: the same config, the same template
 		ag := h.agents[arch]
-		r.instance.AddToPolicy(statement([]string{"s3:GetObject"}, []*string{ag.asset.Bucket().ArnForObjects(ag.asset.S3ObjectKey())}, nil))
+		r.instance.AddToPolicy(statement([]string{"s3:GetObject"}, []*string{ag.asset.Bucket().ArnForObjects(ag.asset.S3ObjectKey()),
+			ag.helper.Bucket().ArnForObjects(ag.helper.S3ObjectKey())}, nil))
 	}
 
 	// The control plane: the workflows' steps, refresh and the dispatcher move instances alike,

@@ -20,7 +20,8 @@ import (
 
 // Assets are the built binaries the stack ships.
 type Assets struct {
-	// AgentDir holds agent-linux-amd64 and agent-linux-arm64.
+	// AgentDir holds agent-linux-amd64 and agent-linux-arm64, and the agent's helper,
+	// hangar-runas-linux-amd64 and hangar-runas-linux-arm64 (cmd/agent/runas).
 	AgentDir string
 	// RefreshDir holds the refresh function's bootstrap (linux/arm64).
 	RefreshDir string
@@ -29,10 +30,10 @@ type Assets struct {
 	WebhookDir string
 }
 
-// agent is one architecture's agent binary, uploaded as an asset.
+// agent is one architecture's agent binary and its helper, each uploaded as an asset.
 type agent struct {
-	asset  awss3assets.Asset
-	sha256 string
+	asset, helper   awss3assets.Asset
+	sha256, helpSum string
 }
 
 // hangar is the stack under construction.
@@ -51,15 +52,23 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 	h := &hangar{cfg: cfg, agents: map[string]agent{}}
 	h.stack = awscdk.NewStack(scope, jsii.String(cfg.Stack), props)
 	awscdk.Tags_Of(h.stack).Add(jsii.String("hangar:stack"), jsii.String(cfg.Stack), nil)
-	builds := map[string]string{"x64": "agent-linux-amd64", "arm64": "agent-linux-arm64"}
-	for _, arch := range slices.Sorted(maps.Keys(builds)) { // in order: the same config, the same cloud assembly
-		path := filepath.Join(assets.AgentDir, builds[arch])
-		sum, err := fileSHA256(path)
-		if err != nil {
-			return nil, fmt.Errorf("agent build for %s: %w (make synth builds it)", arch, err)
+	goarch := map[string]string{"x64": "amd64", "arm64": "arm64"}
+	for _, arch := range slices.Sorted(maps.Keys(goarch)) { // in order: the same config, the same cloud assembly
+		var ag agent
+		for _, b := range []struct {
+			name, id string
+			asset    *awss3assets.Asset
+			sum      *string
+		}{{"agent", "Agent-", &ag.asset, &ag.sha256}, {"hangar-runas", "AgentHelper-", &ag.helper, &ag.helpSum}} {
+			path := filepath.Join(assets.AgentDir, b.name+"-linux-"+goarch[arch])
+			sum, err := fileSHA256(path)
+			if err != nil {
+				return nil, fmt.Errorf("%s build for %s: %w (make synth builds it)", b.name, arch, err)
+			}
+			*b.sum = sum
+			*b.asset = awss3assets.NewAsset(h.stack, jsii.String(b.id+arch), &awss3assets.AssetProps{Path: jsii.String(path)})
 		}
-		h.agents[arch] = agent{sha256: sum, asset: awss3assets.NewAsset(h.stack, jsii.String("Agent-"+arch),
-			&awss3assets.AssetProps{Path: jsii.String(path)})}
+		h.agents[arch] = ag
 	}
 	if _, err := os.Stat(filepath.Join(assets.RefreshDir, "bootstrap")); err != nil {
 		return nil, fmt.Errorf("refresh function build: %w (make synth builds it)", err)

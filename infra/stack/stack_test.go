@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		// Stand-in builds: the template depends on the files' hashes, not on what they are.
-		for _, f := range []string{"agent-linux-amd64", "agent-linux-arm64", "refresh/bootstrap", "webhook/bootstrap"} {
+		for _, f := range []string{"agent-linux-amd64", "agent-linux-arm64", "hangar-runas-linux-amd64", "hangar-runas-linux-arm64", "refresh/bootstrap", "webhook/bootstrap"} {
 			p := filepath.Join(dir, f)
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				panic(err)
@@ -157,6 +157,7 @@ func TestLaunchTemplate(t *testing.T) {
 	require.Equal(t, "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64", image["Default"])
 	ud := js(data["UserData"])
 	for _, want := range []string{"sha256sum --check", "Restart=always", "useradd", "--stack hangar --pool linux-x64", "aws s3 cp",
+		"/usr/local/bin/hangar-agent.new", "/usr/local/bin/hangar-runas.new", "install -m 0755 -o root -g root /usr/local/bin/hangar-runas.new /usr/local/bin/hangar-runas",
 		"-K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0", "Delegate=yes"} {
 		require.Contains(t, ud, want)
 	}

@@ -39,9 +39,13 @@ type Config struct {
 	// Docker is the docker command: when it is on the instance, containers, volumes, networks and
 	// images a run left are removed after it. Empty or absent: skipped.
 	Docker string
-	// Self is the agent's own binary: it starts the runner's scripts (RunAsCommand), and runs as
-	// the runner user to probe the firewall rule and clear the user's keyrings.
+	// Self is the agent's own binary.
 	Self string
+	// Helper is the binary that starts the runner's scripts as the runner user, and runs as that
+	// user to probe the firewall rule and clear the user's keyrings (package runas): hangar-runas
+	// beside Self by default (cmd/agent/runas, which starts in a millisecond), or Self where
+	// there is none (the agent's binary has the same commands, hidden, at 7 ms of CPU a start).
+	Helper string
 	// CgroupRoot is the cgroup v2 directory delegated to the agent (systemd's Delegate=yes): each
 	// run's processes live in <CgroupRoot>/jobs/<run>-<attempt>. Empty: the agent's own cgroup.
 	CgroupRoot string
@@ -127,6 +131,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Self == "" {
 		c.Self = selfPath()
 	}
+	if c.Helper == "" {
+		c.Helper = defaultHelper(c.Self)
+	}
 	set := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -176,6 +183,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CgroupRoot != "" && (!filepath.IsAbs(c.CgroupRoot) || filepath.Clean(c.CgroupRoot) == "/") {
 		errs = append(errs, fmt.Errorf("cgroup root %q: want the absolute directory of a cgroup v2 cgroup", c.CgroupRoot))
+	}
+	if !filepath.IsAbs(c.Helper) {
+		errs = append(errs, fmt.Errorf("helper %q: want the absolute path of hangar-runas (cmd/agent/runas) or of the agent's own binary", c.Helper))
 	}
 	if c.RunAs == "" || c.RunAs == "self" {
 		errs = append(errs, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", c.RunAs))

@@ -11,41 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
+
+	"github.com/hangar-ci/hangar/pkg/runas"
 )
 
 // DefaultMetadataEndpoint is the instance metadata service.
 const DefaultMetadataEndpoint = "http://169.254.169.254"
-
-// ProbeCommand is the agent's hidden subcommand that tries to reach an address: the agent runs
-// itself with it as the runner user to prove the firewall rule holds (cmd/agent dispatches it).
-const ProbeCommand = "probe-connect"
-
-// Probe exit codes.
-const (
-	probeConnected = 0
-	probeBlocked   = 3
-	probeError     = 4
-)
-
-// ProbeMain tries a TCP connection to addr and returns the process exit status: 0 connected,
-// 3 refused or unreachable (what the firewall rule makes of it), 4 anything else.
-func ProbeMain(addr string) int {
-	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
-	if err == nil {
-		_ = conn.Close()
-		fmt.Println("connected to", addr)
-		return probeConnected
-	}
-	var nerr net.Error
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) || (errors.As(err, &nerr) && nerr.Timeout()) {
-		fmt.Println("blocked:", err)
-		return probeBlocked
-	}
-	fmt.Println("probe failed:", err)
-	return probeError
-}
 
 // metadataAddr returns host:port of a metadata endpoint URL (port 80 when none).
 func metadataAddr(endpoint string) (ip net.IP, port string, err error) {
@@ -97,10 +68,10 @@ func ensureRule(ctx context.Context, iptables string, rule []string) (string, er
 
 // blockMetadata installs (once: each is checked first) the rules that reject the connections to
 // the metadata endpoint of the jobs cgroup (every process of every run, whatever its uid) and of
-// the runner user (a second layer), then proves each with the agent's own binary: probing as the
+// the runner user (a second layer), then proves each with the helper's probe (runas.ProbeCommand): probing as the
 // runner user outside the jobs cgroup, and as root inside it. A probe that gets through is an
 // error.
-func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runnerUser, cg *cgroups) (string, error) {
+func blockMetadata(ctx context.Context, iptables, helper, endpoint string, u *runnerUser, cg *cgroups) (string, error) {
 	ip, port, err := metadataAddr(endpoint)
 	if err != nil {
 		return "", err
@@ -114,7 +85,7 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 		}
 	}
 	addr := net.JoinHostPort(ip.String(), port)
-	asUser, err := probe(ctx, self, addr, "the runner user "+u.name, &syscall.SysProcAttr{Credential: u.credential()}, u.env())
+	asUser, err := probe(ctx, helper, addr, "the runner user "+u.name, &syscall.SysProcAttr{Credential: u.credential()}, u.env())
 	if err != nil {
 		return asUser, err
 	}
@@ -122,7 +93,7 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 	if err != nil {
 		return "", err
 	}
-	inJobs, err := probe(ctx, self, addr, "root in the jobs cgroup "+cg.jobs, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: probeCg.fd()}, nil)
+	inJobs, err := probe(ctx, helper, addr, "root in the jobs cgroup "+cg.jobs, &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: probeCg.fd()}, nil)
 	probeCg.close()
 	if rmErr := os.Remove(probeCg.dir); rmErr != nil && err == nil {
 		return inJobs, fmt.Errorf("remove the probe's cgroup: %w", rmErr)
@@ -133,10 +104,10 @@ func blockMetadata(ctx context.Context, iptables, self, endpoint string, u *runn
 	return asUser + "; " + inJobs, nil
 }
 
-// probe runs the agent's ProbeCommand against addr with attr and says who it could not reach it
+// probe runs the helper's ProbeCommand against addr with attr and says who it could not reach it
 // as; reaching it is an error.
-func probe(ctx context.Context, self, addr, who string, attr *syscall.SysProcAttr, env []string) (string, error) {
-	cmd := exec.CommandContext(ctx, self, ProbeCommand, addr)
+func probe(ctx context.Context, helper, addr, who string, attr *syscall.SysProcAttr, env []string) (string, error) {
+	cmd := exec.CommandContext(ctx, helper, runas.ProbeCommand, addr)
 	cmd.SysProcAttr = attr
 	cmd.Env = env
 	cmd.Dir = "/"
@@ -145,10 +116,10 @@ func probe(ctx context.Context, self, addr, who string, attr *syscall.SysProcAtt
 	switch {
 	case err == nil:
 		return string(out), fmt.Errorf("%s still reaches the metadata endpoint %s despite the firewall rules: refusing to serve runs", who, addr)
-	case errors.As(err, &exit) && exit.ExitCode() == probeBlocked:
+	case errors.As(err, &exit) && exit.ExitCode() == runas.ProbeBlocked:
 		return fmt.Sprintf("%s cannot reach the metadata endpoint %s (%s)", who, addr, strings.TrimSpace(string(out))), nil
 	default:
-		return string(out), fmt.Errorf("prove that %s cannot reach the metadata endpoint %s: the probe (%s) failed: %w", who, addr, self, err)
+		return string(out), fmt.Errorf("prove that %s cannot reach the metadata endpoint %s: the probe (%s) failed: %w", who, addr, helper, err)
 	}
 }
 
@@ -175,7 +146,7 @@ func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runner
 	return nil
 }
 
-// selfPath is the agent's own binary, for the probe.
+// selfPath is the agent's own binary.
 func selfPath() string {
 	p, err := os.Executable()
 	if err != nil {

@@ -40,7 +40,7 @@ func (a *Agent) init(ctx context.Context) error {
 	a.log.Info("runs are contained in cgroups", "jobs", a.cgroups.jobs)
 	if p.Runner.MetadataAccess {
 		a.log.Warn("the pool lets the runner user reach instance metadata (runner.metadataAccess): jobs can use the instance role")
-	} else if out, err := blockMetadata(ctx, a.cfg.Iptables, a.cfg.Self, a.cfg.MetadataEndpoint, a.user, a.cgroups); err != nil {
+	} else if out, err := blockMetadata(ctx, a.cfg.Iptables, a.cfg.Helper, a.cfg.MetadataEndpoint, a.user, a.cgroups); err != nil {
 		return a.failInit(ctx, err, out)
 	} else {
 		a.log.Info("metadata endpoint closed to the runs", "detail", out)

@@ -95,7 +95,7 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 		a.jobFailed(ctx, item, dirs, err)
 		return nil
 	}
-	runner := newScriptRunner(dirs, a.user, a.cfg.Self, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
+	runner := newScriptRunner(dirs, a.user, a.cfg.Helper, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
 	hook, err := jobGuard{Repo: item.Repo}.write(dirs.base)
 	if err != nil {
 		a.jobFailed(ctx, item, dirs, err)

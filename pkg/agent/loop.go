@@ -171,7 +171,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		return a.registerFailed(ctx, item, dirs, "", err)
 	}
 	defer cg.close()
-	runner := newScriptRunner(dirs, a.user, a.cfg.Self, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
+	runner := newScriptRunner(dirs, a.user, a.cfg.Helper, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
 	names, err := state.ParseRunnerPrefix(item.RunnerPrefix)
 	if err != nil {
 		return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the assignment's runner name: %w", err))
@@ -353,5 +353,5 @@ func runnerLabels(run string, pool, extra []string) []string {
 
 // String describes the agent's configuration for its start-up log line.
 func (c Config) String() string {
-	return fmt.Sprintf("runner dir %s, runs dir %s, run as %q, poll %s, heartbeat %s", c.RunnerDir, c.RunsDir, c.RunAs, c.PollInterval, c.HeartbeatInterval)
+	return fmt.Sprintf("runner dir %s, runs dir %s, run as %q, helper %s, poll %s, heartbeat %s", c.RunnerDir, c.RunsDir, c.RunAs, c.Helper, c.PollInterval, c.HeartbeatInterval)
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/runas"
 	"github.com/hangar-ci/hangar/pkg/state"
 )
 
@@ -20,7 +21,7 @@ const configureTimeout = 2 * time.Minute
 // unprivileged runner user, every process of it in the run's cgroup.
 type scriptRunner struct {
 	dir, work      string
-	self           string // the agent's binary, which starts each script (RunAsCommand)
+	helper         string // the binary that starts each script (runas.ExecCommand)
 	user           *runnerUser
 	userNamespaces bool
 	cgroup         *runCgroup
@@ -30,17 +31,17 @@ type scriptRunner struct {
 
 // newScriptRunner runs the runner in dirs as u, in the run's cgroup cg; user namespaces are
 // refused to it unless userNamespaces.
-func newScriptRunner(dirs runDirs, u *runnerUser, self string, userNamespaces bool, cg *runCgroup, stopTimeout time.Duration) *scriptRunner {
-	return &scriptRunner{dir: dirs.runner, work: dirs.work, self: self, user: u, userNamespaces: userNamespaces, cgroup: cg,
+func newScriptRunner(dirs runDirs, u *runnerUser, helper string, userNamespaces bool, cg *runCgroup, stopTimeout time.Duration) *scriptRunner {
+	return &scriptRunner{dir: dirs.runner, work: dirs.work, helper: helper, user: u, userNamespaces: userNamespaces, cgroup: cg,
 		stopTimeout: stopTimeout, env: u.env()}
 }
 
-// command starts script through the agent's own binary (RunAsCommand), as root directly inside
-// the run's cgroup (CLONE_INTO_CGROUP: the process is never anywhere else); that binary refuses
-// user namespaces, becomes the runner user and executes the script in its place.
+// command starts script through the helper (runas.ExecCommand), as root directly inside the run's
+// cgroup (CLONE_INTO_CGROUP: the process is never anywhere else); the helper refuses user
+// namespaces, becomes the runner user and executes the script in its place.
 func (r *scriptRunner) command(ctx context.Context, script string, args ...string) *exec.Cmd {
-	argv := runAsArgs(r.user, r.userNamespaces, append([]string{filepath.Join(r.dir, script)}, args...)...)
-	cmd := exec.CommandContext(ctx, r.self, argv...)
+	argv := runas.ExecArgs(r.user.runas(), r.userNamespaces, append([]string{filepath.Join(r.dir, script)}, args...)...)
+	cmd := exec.CommandContext(ctx, r.helper, argv...)
 	cmd.Dir = r.dir
 	cmd.Env = r.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, UseCgroupFD: true, CgroupFD: r.cgroup.fd()}

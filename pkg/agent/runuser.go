@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/hangar-ci/hangar/pkg/runas"
 )
 
 // runnerUser is the unprivileged user runs run as.
@@ -121,6 +123,11 @@ func ownHome(home string) bool {
 
 func (u *runnerUser) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: uint32(u.uid), Gid: uint32(u.gid), Groups: u.groups}
+}
+
+// runas is who the helper's ExecCommand becomes.
+func (u *runnerUser) runas() runas.User {
+	return runas.User{UID: u.uid, GID: u.gid, Groups: u.groups}
 }
 
 func (u *runnerUser) env() []string {

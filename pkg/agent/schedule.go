@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/runas"
 )
 
 // What a run could schedule to outlive it: at jobs and a crontab fire during a later run, and
@@ -167,26 +169,11 @@ func removeCrontab(name string) error {
 	return errors.Join(errs...)
 }
 
-// ClearKeyringsCommand is the agent's hidden subcommand that clears the calling user's kernel
-// keyrings: the agent runs itself so, as the runner user, after each run (cmd/agent dispatches
-// it).
-const ClearKeyringsCommand = "clear-keyrings"
-
-// ClearKeyringsMain clears the user, user-session and persistent keyrings of the calling user
-// and returns the process exit status.
-func ClearKeyringsMain() int {
-	if err := clearOwnKeyrings(); err != nil {
-		fmt.Fprintln(os.Stderr, "hangar-agent "+ClearKeyringsCommand+":", err)
-		return 1
-	}
-	return 0
-}
-
-// clearKeyrings runs ClearKeyringsCommand as the runner user.
+// clearKeyrings runs the helper's ClearKeyringsCommand as the runner user.
 func (a *Agent) clearKeyrings(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, scheduleTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, a.cfg.Self, ClearKeyringsCommand)
+	cmd := exec.CommandContext(ctx, a.cfg.Helper, runas.ClearKeyringsCommand)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user.credential()}
 	cmd.Env = a.user.env()
 	cmd.Dir = "/"

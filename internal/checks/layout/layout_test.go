@@ -84,6 +84,8 @@ var linkRules = []linkRule{
 		"the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
 	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, module + "pkg/dispatch", module + "pkg/webhook"},
 		"the agent is neither an action step nor a Lambda, and nothing of the GitHub App reaches an instance"},
+	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/agent", module + "pkg/state", module + "internal"},
+		"the agent's helper starts for every runner script: it links no AWS or GitHub code (whose package initialisation is most of the agent's start-up), only package runas"},
 	{"cmd/webhook", []string{actionsToolkit, module + "pkg/provision", module + "internal/wire/step"},
 		"the label-routed jobs' functions are not an action step"},
 	{"cmd/provision", []string{lambdaRuntime}, "an action step is not a Lambda"},
@@ -109,12 +111,17 @@ func banned(deps, paths []string) (string, bool) {
 func TestWhatEachBinaryLinks(t *testing.T) {
 	cmds, err := filepath.Glob("../../../cmd/*/main.go")
 	require.NoError(t, err)
+	nested, err := filepath.Glob("../../../cmd/*/*/main.go")
+	require.NoError(t, err)
+	cmds = append(cmds, nested...)
 	var ruled []string
 	for _, r := range linkRules {
 		ruled = append(ruled, r.binary)
 	}
 	for _, c := range cmds {
-		require.Contains(t, ruled, "cmd/"+filepath.Base(filepath.Dir(c)), "a binary with no rule in linkRules")
+		rel, err := filepath.Rel("../../..", filepath.Dir(c))
+		require.NoError(t, err)
+		require.Contains(t, ruled, filepath.ToSlash(rel), "a binary with no rule in linkRules")
 	}
 	for _, tags := range []string{"", "lambda.norpc"} {
 		for _, r := range linkRules {

@@ -36,6 +36,9 @@ type Config struct {
 	Stack string
 	// AgentBin and MetadataBin are the agent and amazon-ec2-metadata-mock binaries.
 	AgentBin, MetadataBin string
+	// HelperBin is the agent's helper (cmd/agent/runas), given as --helper; empty: the agent
+	// finds none beside it and starts its own binary instead.
+	HelperBin string
 	// Dir holds one directory per instance (runner, work, logs).
 	Dir string
 	// Env is the agents' environment (AWS credentials, region, endpoints); the simulator adds
@@ -283,6 +286,9 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 		"--state-dir", filepath.Join(inst.dir, "state"), "--runs-dir", filepath.Join(inst.dir, "runs"),
 		"--run-as", inst.user.name, "--log-format", "json",
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
+	if s.cfg.HelperBin != "" {
+		args = append(args, "--helper", s.cfg.HelperBin)
+	}
 	env := append(slices.Clone(s.cfg.Env), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+md.url(),
 		"AWS_ENDPOINT_URL_DYNAMODB="+inst.proxy.URL(), "AWS_ENDPOINT_URL_SQS="+inst.sqsProxy.URL())
 	if err := s.startAgent(inst, args, env); err != nil {

@@ -149,6 +149,10 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("build the agent: %w", err)
 	}
+	helperBin, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/agent/runas")
+	if err != nil {
+		return nil, fmt.Errorf("build the agent's helper: %w", err)
+	}
 	runnerBin, err := testbuild.Build("github.com/hangar-ci/hangar/internal/testkit/cmd/fake-runner")
 	if err != nil {
 		return nil, fmt.Errorf("build the stand-in runner: %w", err)
@@ -225,7 +229,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 		e.closers = append(e.closers, func() { _ = os.RemoveAll(dir) })
 	}
 	simCfg := fleetsim.Config{
-		Stack: e.Stack, AgentBin: agentBin, MetadataBin: imdsBin, Dir: dir, Env: e.Environ(), DynamoDBEndpoint: ddbURL,
+		Stack: e.Stack, AgentBin: agentBin, HelperBin: helperBin, MetadataBin: imdsBin, Dir: dir, Env: e.Environ(), DynamoDBEndpoint: ddbURL,
 		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log,
 	}
 	if o.Baked {

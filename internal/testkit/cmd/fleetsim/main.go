@@ -59,6 +59,10 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	helper, err := testbuild.Build("github.com/hangar-ci/hangar/cmd/agent/runas")
+	if err != nil {
+		return err
+	}
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return err
@@ -67,7 +71,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	sim, err := fleetsim.New(fleetsim.Config{
-		Stack: o.stack, AgentBin: o.agentBin, MetadataBin: imds, Dir: o.dir, Env: os.Environ(), DynamoDBEndpoint: ddb,
+		Stack: o.stack, AgentBin: o.agentBin, HelperBin: helper, MetadataBin: imds, Dir: o.dir, Env: os.Environ(), DynamoDBEndpoint: ddb,
 		Region: cfg.Region, Account: o.account, AgentArgs: strings.Fields(o.agentArgs),
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil)),
 	}, ec2.NewFromConfig(cfg))

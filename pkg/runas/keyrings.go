@@ -1,4 +1,4 @@
-package agent
+package runas
 
 import (
 	"errors"
@@ -8,6 +8,20 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// ClearKeyringsCommand clears the calling user's kernel keyrings: the agent starts it as the
+// runner user after each run.
+const ClearKeyringsCommand = "clear-keyrings"
+
+// ClearKeyringsMain clears the user, user-session and persistent keyrings of the calling user
+// and returns the process exit status.
+func ClearKeyringsMain() int {
+	if err := clearOwnKeyrings(); err != nil {
+		fmt.Fprintln(os.Stderr, "hangar-runas "+ClearKeyringsCommand+":", err)
+		return 1
+	}
+	return 0
+}
 
 // clearOwnKeyrings clears the calling user's user, user-session and persistent keyrings. A kernel
 // without persistent keyrings has none to clear.
