@@ -96,32 +96,48 @@ type selection struct {
 // instances to stopped ones. It returns fewer when the pool has no more that fit; the caller
 // creates the rest. On error the Result still holds every instance won, which the caller owns.
 func (s *Selector) Claim(ctx context.Context, req Request) (Result, error) {
+	res, tidy, err := s.ClaimAsync(ctx, req)
+	tidy()
+	return res, err
+}
+
+// ClaimAsync is Claim that returns as soon as the claims are written: the messages it received
+// are given back (those it did not need) and deleted (those it used) meanwhile, and tidy waits
+// until that is done. The caller calls tidy once, before it exits; the instances are its own at
+// once (a used message deleted late is at worst a stale hint, which the next claimer's
+// conditional write loses and deletes).
+func (s *Selector) ClaimAsync(ctx context.Context, req Request) (res Result, tidy func(), err error) {
 	if err := req.Validate(); err != nil {
-		return Result{}, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, err)
+		return Result{}, func() {}, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, err)
 	}
 	sel := &selection{Selector: s, req: req, seen: map[string]int64{}}
 	sel.run(ctx)
 
-	// Give back and delete even when ctx has ended: held messages would otherwise stay hidden
-	// for the visibility timeout, and won ones would come back as stale hints.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
 	for _, r := range sel.stopped {
 		sel.give = append(sel.give, r.handle)
 	}
 	sel.res.Stats.Returned += len(sel.give)
-	if err := s.Queue.releaseBatch(cctx, sel.give); err != nil {
-		s.log().Warn("give messages back to the pool", "pool", s.Queue.pool, "error", err)
-	}
-	if err := s.Queue.deleteBatch(cctx, sel.drop); err != nil {
-		// A message left behind is a stale hint: the next claimer's conditional write loses
-		// and deletes it. Not worth failing the claim for.
-		s.log().Warn("delete used messages", "pool", s.Queue.pool, "error", err)
-	}
+	done := make(chan struct{})
+	// Give back and delete even when ctx has ended: held messages would otherwise stay hidden
+	// for the visibility timeout, and won ones would come back as stale hints.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	go func() {
+		defer close(done)
+		defer cancel()
+		if err := s.Queue.releaseBatch(cctx, sel.give); err != nil {
+			s.log().Warn("give messages back to the pool", "pool", s.Queue.pool, "error", err)
+		}
+		if err := s.Queue.deleteBatch(cctx, sel.drop); err != nil {
+			// A message left behind is a stale hint: the next claimer's conditional write loses
+			// and deletes it. Not worth failing the claim for.
+			s.log().Warn("delete used messages", "pool", s.Queue.pool, "error", err)
+		}
+	}()
+	tidy = func() { <-done }
 	if len(sel.errs) > 0 {
-		return sel.res, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, errors.Join(sel.errs...))
+		return sel.res, tidy, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, errors.Join(sel.errs...))
 	}
-	return sel.res, nil
+	return sel.res, tidy, nil
 }
 
 func (s *Selector) log() *slog.Logger {

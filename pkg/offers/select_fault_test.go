@@ -167,3 +167,57 @@ func TestClaimRefusedByItsConditionGivesTheOfferBack(t *testing.T) {
 	require.Empty(t, fake.deleted, "the offer is not deleted")
 	require.Equal(t, []string{"h1"}, fake.returned, "it is given back")
 }
+
+// blockedDeletes holds every DeleteMessageBatch until release is closed.
+type blockedDeletes struct {
+	*fakeSQS
+	release chan struct{}
+}
+
+func (b *blockedDeletes) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, o ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	<-b.release
+	return b.fakeSQS.DeleteMessageBatch(ctx, in, o...)
+}
+
+// TestClaimAsyncReturnsBeforeTheTidy: the claimed instances come back while the used messages
+// are still being deleted (the hand-overs need not wait for it), and tidy returns only once they
+// are deleted.
+func TestClaimAsyncReturnsBeforeTheTidy(t *testing.T) {
+	t.Parallel()
+	var msgs []types.Message
+	for i := range 3 {
+		m := goodMessage()
+		m.Pool, m.InstanceID = "p", "i-0000000000000000"+strconv.Itoa(i)
+		m.InstanceARN = "arn:aws:ec2:us-east-1:123456789012:instance/" + m.InstanceID
+		msgs = append(msgs, offer(t, "h"+strconv.Itoa(i), m))
+	}
+	fake := &blockedDeletes{fakeSQS: &fakeSQS{pending: msgs}, release: make(chan struct{})}
+	q, err := NewQueue(fake, "p", "url", "")
+	require.NoError(t, err)
+	claimer := claimFunc(func(_ context.Context, c state.Change) (*state.Instance, error) {
+		it := &state.Instance{ID: c.InstanceID, Pool: "p", State: state.Claimed, Version: c.Version + 1}
+		it.RunID = c.Assign.RunID
+		return it, nil
+	})
+	res, tidy, err := (&Selector{Queue: q, Store: claimer}).ClaimAsync(context.Background(), Request{Count: 2,
+		Assign: state.Assignment{RunID: "5", Repo: "octo/app", ClaimID: "claim-a"}, ClaimDeadline: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 2, "returned while the deletes are held")
+	tidied := make(chan struct{})
+	go func() { tidy(); close(tidied) }()
+	select {
+	case <-tidied:
+		t.Fatal("tidy returned before the used messages were deleted")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(fake.release)
+	select {
+	case <-tidied:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tidy did not return once the deletes went through")
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	require.ElementsMatch(t, []string{"h0", "h1"}, fake.deleted, "the used offers deleted")
+	require.Len(t, fake.pending, 1, "the third offer left for the next claimer")
+}

@@ -33,9 +33,12 @@ func (p *provisioning) claim(ctx context.Context, n int) int {
 	start := time.Now()
 	defer func() { p.res.Timing.Claim += time.Since(start) }()
 	home := doc.Home()
-	res, err := p.d.Claimer.Claim(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
+	res, tidy, err := p.d.Claimer.ClaimAsync(ctx, offers.Request{Count: n, UsageClass: poolconfig.UsageClassOf(p.cfg.UsageClass), InstanceTypes: p.types,
 		MinVCPU: p.cfg.MinVCPU, MinMemoryMiB: p.cfg.MinMemoryMiB, Assign: p.assign, Home: &home, Reuse: doc.Reuse,
 		AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: time.Now().Add(doc.Timeout(state.Claimed)), Exclude: p.failedIDs()})
+	// The pool's messages are tidied (the unneeded given back, the used deleted) while the
+	// hand-overs go out; the step waits for it before it ends.
+	p.handing.Go(tidy)
 	// Hand over at once, while the wait reads: the token rings each doorbell, each agent reads
 	// its item and registers, and the wait's first read comes when they are expected to be done.
 	if len(res.Instances) > 0 {

@@ -35,7 +35,7 @@ type Store interface {
 
 // Claimer claims idle instances from the pool (offers.Selector).
 type Claimer interface {
-	Claim(ctx context.Context, req offers.Request) (offers.Result, error)
+	ClaimAsync(ctx context.Context, req offers.Request) (res offers.Result, tidy func(), err error)
 }
 
 // Publisher offers instances back to the pool (offers.Queue).
@@ -189,8 +189,9 @@ type provisioning struct {
 	replaced int
 	token    ghapi.Token // the run's registration token, handed to each instance through its doorbell
 	group    string      // the org runner group, set by check
-	// handing tracks the hand-overs of claims, sent while the wait reads; handedAt is when those
-	// of the last claim began to go out.
+	// handing tracks the hand-overs of claims, sent while the wait reads, and the tidying of the
+	// pool messages each claim received; handedAt is when the hand-overs of the last claim began
+	// to go out.
 	handing  sync.WaitGroup
 	handedAt time.Time
 }
