@@ -23,6 +23,7 @@ type Store interface {
 	Heartbeat(ctx context.Context, at time.Time) (*state.Instance, error)
 	Signal(ctx context.Context, sig state.Signal) error
 	Ack(ctx context.Context, version int64, at time.Time) error
+	AckRead(ctx context.Context, run string, version int64, at time.Time) (*state.Instance, error)
 	Ask(ctx context.Context, version int64, n int, at time.Time) error
 }
 
@@ -87,6 +88,9 @@ type Agent struct {
 	// agent before it): a job's runner serves one job, and is never started again. Owned by the
 	// reuse loop, as is returning.
 	jobServed string
+	// acked is the assignment version the reuse loop's read acknowledged (readAssigned), which
+	// serving it then does not acknowledge again; owned by the reuse loop.
+	acked     int64
 	returning returning
 	// interrupted is a label-routed job an earlier agent was serving when it stopped (the item
 	// may still assign it, or have let it go meanwhile): the scrub at start ended it; the reuse
@@ -327,6 +331,12 @@ func (a *Agent) waiting() {
 // every read and at least every PollInterval. A terminated or vanished item terminates the
 // instance.
 func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, hook func()) (*state.Instance, error) {
+	return a.waitWith(ctx, a.poll, cond, hook)
+}
+
+// waitWith is waitFor reading the item with read.
+func (a *Agent) waitWith(ctx context.Context, read func(context.Context) (*state.Instance, error), cond func(*state.Instance) bool,
+	hook func()) (*state.Instance, error) {
 	a.waiting()
 	backoff := a.readBackoff()
 	failures := 0
@@ -358,7 +368,7 @@ func (a *Agent) waitFor(ctx context.Context, cond func(*state.Instance) bool, ho
 		if at := a.rungAt.Load(); rung && at > a.readAt.Load() && at < woke {
 			woke = at // a ring since the last read (not one left over from before it)
 		}
-		item, err := a.poll(ctx)
+		item, err := read(ctx)
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			return nil, a.terminate(ctx, "the instance's item is gone")

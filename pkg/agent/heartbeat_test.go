@@ -33,6 +33,10 @@ func (s *refusingHeartbeats) Signal(context.Context, state.Signal) error { retur
 
 func (s *refusingHeartbeats) Ack(context.Context, int64, time.Time) error { return nil }
 
+func (s *refusingHeartbeats) AckRead(context.Context, string, int64, time.Time) (*state.Instance, error) {
+	return nil, errors.New("not used: no hand-over comes")
+}
+
 func (s *refusingHeartbeats) Ask(context.Context, int64, int, time.Time) error {
 	s.asks.Add(1)
 	return nil

@@ -67,7 +67,7 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	a.jobServed = key
 	noticed := a.now()
 	log.Info("job noticed", "version", version, "state", item.State, "detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
-	switch err := a.store.Ack(ctx, version, noticed); {
+	switch err := a.ack(ctx, version, noticed); {
 	case errors.Is(err, state.ErrConflict):
 		log.Info("the job moved on before it was acknowledged; not serving it", "version", version, "error", err)
 		return nil

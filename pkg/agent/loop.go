@@ -36,9 +36,13 @@ func (a *Agent) loop(ctx context.Context) error {
 		a.returnInterrupted(ctx, key)
 	}
 	for {
-		item, err := a.waitFor(ctx, func(it *state.Instance) bool {
+		a.acked = 0
+		accept := func(run string, version int64) bool {
+			return !a.draining.Load() && version != failedVersion && run != a.jobServed
+		}
+		item, err := a.waitWith(ctx, a.readAssigned(accept), func(it *state.Instance) bool {
 			a.returnAgain(ctx, it)
-			return !a.draining.Load() && assigned(it) && it.Version != failedVersion && it.RunID != a.jobServed
+			return assigned(it) && accept(it.RunID, it.Version)
 		}, nil)
 		if err != nil {
 			a.log.Info("agent stopping", "reason", err)
@@ -151,10 +155,10 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	woke := time.Unix(0, a.wokeAt.Load()) // the ring that brought the assignment, or the read that found it
 	log.Info("assignment noticed", "version", version, "state", item.State,
 		"detectionMs", noticed.Sub(item.UpdatedAt).Milliseconds())
-	// Nothing of an assignment is used before its acknowledgement is written: until then release
-	// may give the claim back unacknowledged (state.Change.Unacknowledged), counting on this run
-	// never being served here.
-	switch err := a.store.Ack(ctx, version, noticed); {
+	// Nothing of an assignment is used before its acknowledgement is written (here, or by the
+	// read that found it: readAssigned): until then release may give the claim back
+	// unacknowledged (state.Change.Unacknowledged), counting on this run never being served here.
+	switch err := a.ack(ctx, version, noticed); {
 	case errors.Is(err, state.ErrConflict):
 		log.Info("the assignment moved on before it was acknowledged; not serving it", "version", version, "error", err)
 		return false, nil

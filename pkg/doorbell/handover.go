@@ -162,6 +162,19 @@ func (m *Mailbox) Take(run string, version int64, kind string) (HandOver, bool) 
 	return HandOver{}, false
 }
 
+// Latest returns the newest hand-over held (the highest version), without taking it.
+func (m *Mailbox) Latest() (HandOver, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var latest HandOver
+	for _, h := range m.held {
+		if h.Version > latest.Version {
+			latest = h
+		}
+	}
+	return latest, latest.Version > 0
+}
+
 // Wait takes the hand-over of kind for run at version, waiting for it until ctx ends.
 func (m *Mailbox) Wait(ctx context.Context, run string, version int64, kind string) (HandOver, error) {
 	for {

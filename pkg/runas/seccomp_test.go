@@ -86,4 +86,3 @@ func TestUserNamespaceFilter(t *testing.T) {
 	_, err := seccompArches("riscv64")
 	require.ErrorContains(t, err, "riscv64")
 }
-

@@ -156,6 +156,26 @@ func (a *Agent) Ack(ctx context.Context, version int64, at time.Time) error {
 	return a.acknowledge(ctx, "ack", version, 0, at)
 }
 
+// AckRead acknowledges the assignment of run written at version, as Ack does, and returns the
+// item as it was just before: whether an earlier agent of this instance had acknowledged it
+// shows in AckVersion. It is the agent's read of its item and its acknowledgement in one request,
+// for an assignment whose hand-over the doorbell brought; ErrConflict when the item no longer
+// holds run at version (the agent then reads it).
+func (a *Agent) AckRead(ctx context.Context, run string, version int64, at time.Time) (*Instance, error) {
+	if version < 1 || run == "" {
+		return nil, fmt.Errorf("ack of %s: run %q version %d: want the run and version of the assignment handed over", a.id, run, version)
+	}
+	u := &update{b: expression.Set(expression.Name("heartbeatAt"), expression.Value(millis(at)))}
+	u.set(attrAckVersion, version)
+	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name("version").Equal(expression.Value(version))).
+		And(expression.Name(AttrRunID).Equal(expression.Value(run)))
+	out, err := a.write(ctx, "ack", cond, u, types.ReturnValueAllOld)
+	if err != nil {
+		return nil, err
+	}
+	return unmarshalItem(out.Attributes)
+}
+
 // Ask records, with the acknowledgement, the agent's n-th request for the hand-over of the
 // assignment written at version, which its doorbell has not brought: the control plane that holds
 // the secret sends it again once per request (design §5a).

@@ -219,3 +219,46 @@ func TestUnacknowledgedGiveBack(t *testing.T) {
 		RunID: "559", Unacknowledged: true, Threshold: later(time.Hour)})
 	require.ErrorContains(t, err, "only a claim its agent has not acknowledged")
 }
+
+// TestAckReadReturnsTheItemBeforeTheAcknowledgement: the read-and-acknowledge of a handed-over
+// assignment writes ackVersion and a heartbeat, returns the item as it was (an earlier
+// acknowledgement shows), and is refused for another run or version; a claim it acknowledged is
+// no longer given back unacknowledged.
+func TestAckReadReturnsTheItemBeforeTheAcknowledgement(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := testbed.Context(t, 30*time.Second)
+	in := reach(t, s, state.Claimed, "731")
+	a := newAgent(t, s, in.ID)
+	at := time.Now().Truncate(time.Millisecond)
+
+	for _, tc := range []struct {
+		name    string
+		run     string
+		version int64
+	}{{"another run", "732", in.Version}, {"an older version", "731", in.Version - 1}, {"a newer version", "731", in.Version + 1}} {
+		_, err := a.AckRead(ctx, tc.run, tc.version, at)
+		require.ErrorIs(t, err, state.ErrConflict, tc.name)
+	}
+	_, err := a.AckRead(ctx, "", in.Version, at)
+	require.ErrorContains(t, err, "want the run and version")
+
+	before, err := a.AckRead(ctx, "731", in.Version, at)
+	require.NoError(t, err)
+	require.Equal(t, "731", before.RunID)
+	require.Equal(t, in.Version, before.Version)
+	require.Equal(t, int64(0), before.AckVersion, "the item as it was: not acknowledged yet")
+	got, err := a.Get(ctx)
+	require.NoError(t, err)
+	require.Equal(t, in.Version, got.AckVersion, "acknowledged")
+	require.Equal(t, in.Version, got.Version, "an acknowledgement is not a transition")
+	require.True(t, got.HeartbeatAt.Equal(at), "with a heartbeat: %s", got.HeartbeatAt)
+
+	again, err := a.AckRead(ctx, "731", in.Version, at)
+	require.NoError(t, err)
+	require.Equal(t, in.Version, again.AckVersion, "a second agent of the instance sees the first one's acknowledgement")
+
+	_, err = s.Transition(ctx, state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Idle, Version: in.Version,
+		RunID: "731", Unacknowledged: true, Threshold: later(time.Hour)})
+	require.ErrorIs(t, err, state.ErrConflict, "acknowledged: never given back as unacknowledged")
+}
