@@ -36,3 +36,47 @@ func TestDefaultHelper(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckHelper(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the helper's owner is checked against root; the agent runs as root")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		dirMode os.FileMode
+		mode    os.FileMode
+		want    string
+	}{
+		{"root's, 0755 in a 0755 directory", 0o755, 0o755, ""},
+		{"in a sticky world-writable directory", os.ModeSticky | 0o777, 0o755, ""},
+		{"group-writable", 0o755, 0o775, "writable by others"},
+		{"world-writable", 0o755, 0o757, "writable by others"},
+		{"in a world-writable directory", 0o777, 0o755, "writable by others"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "bin")
+			require.NoError(t, os.Mkdir(dir, 0o755))
+			require.NoError(t, os.Chmod(dir, tc.dirMode))
+			p := filepath.Join(dir, HelperName)
+			require.NoError(t, os.WriteFile(p, []byte("#!/bin/true\n"), 0o755))
+			require.NoError(t, os.Chmod(p, tc.mode))
+			err := checkHelper(p)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, p, "the error names the helper")
+		})
+	}
+	require.ErrorContains(t, checkHelper("/nonexistent/"+HelperName), "no such file")
+	dir := t.TempDir()
+	require.NoError(t, os.Chown(dir, 0, 0))
+	sub := filepath.Join(dir, "notroot")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	p := filepath.Join(sub, HelperName)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/true\n"), 0o755))
+	require.NoError(t, os.Chown(p, 65534, 65534))
+	require.ErrorContains(t, checkHelper(p), "is not root's")
+}

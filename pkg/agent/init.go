@@ -18,6 +18,9 @@ import (
 func (a *Agent) init(ctx context.Context) error {
 	p := a.cfg.Pool
 	var err error
+	if err := checkHelper(a.cfg.Helper); err != nil {
+		return a.failInit(ctx, err, "")
+	}
 	if a.user, err = lookupRunnerUser(a.cfg.RunAs, p.Runner.Sudo); err != nil {
 		return a.failInit(ctx, err, "")
 	}
