@@ -29,12 +29,15 @@ func configured(t *testing.T, s *ghfake.Server, name, labels string) string {
 }
 
 // blocking is a job command that runs until the file stop exists (created when the test ends,
-// so that no job outlives it).
+// so that no job outlives it) or its directory is gone: the test's temporary directory is removed
+// right after, and a job the loop had not yet seen the file of (its runner killed, say) would
+// otherwise wait for it for ever.
 func blocking(t *testing.T) string {
 	t.Helper()
-	stop := filepath.Join(t.TempDir(), "stop")
+	dir := t.TempDir()
+	stop := filepath.Join(dir, "stop")
 	t.Cleanup(func() { _ = os.WriteFile(stop, nil, 0o644) })
-	return "echo started; while [ ! -e " + strconv.Quote(stop) + " ]; do sleep 0.1; done"
+	return "echo started; while [ ! -e " + strconv.Quote(stop) + " ] && [ -d " + strconv.Quote(dir) + " ]; do sleep 0.1; done"
 }
 
 // TestLostRunner: a busy runner cannot be deleted (422); a runner killed mid-job is lost after
