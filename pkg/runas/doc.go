@@ -7,7 +7,7 @@
 // Each is a command of its own process, which the agent starts: the small binary cmd/agent/runas
 // (installed as hangar-runas beside the agent), or, where that is missing, the agent's own binary,
 // whose hidden subcommands are the same. The package imports nothing but the standard library and
-// golang.org/x/sys, so that the small binary starts in about a millisecond: the agent starts one
+// golang.org/x/sys, so that the small binary starts in under 2 ms of CPU: the agent starts one
 // for each runner script, two per run, where its own binary's start-up (the AWS SDK's package
 // initialisation) cost some 7 ms of CPU each.
 package runas

@@ -101,7 +101,7 @@ func benchAgent(ctx context.Context, cfg benchConfig) ([]Row, error) {
 
 	return []Row{
 		timed(fmt.Sprintf("agent: assignment noticed, claim write → agent has read it (%d claims)", cfg.agentRuns), detections, noticedP95Target, true).
-			note("doorbell ring, then one read of the item"),
+			note("the hand-over rings the doorbell, then one read of the item that acknowledges the claim"),
 		row("agent: AWS requests per idle instance-hour, heartbeats included", "requests", perHour, idleRequestsPerHour,
 			fmt.Sprintf("≤ %d", idleRequestsPerHour)).note(fmt.Sprintf("measured over %s idle: doorbell long polls + heartbeat reads; polling every second made %d", idleWindow, pollingPerHourWas)),
 		row(fmt.Sprintf("agent: resident memory after %d runs", cfg.agentRuns), "MB", rss, agentRSSTargetMB, fmt.Sprintf("≤ %d MB", agentRSSTargetMB)),
