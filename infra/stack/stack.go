@@ -33,7 +33,7 @@ type Assets struct {
 // agent is one architecture's agent binary and its helper, each uploaded as an asset.
 type agent struct {
 	asset, helper   awss3assets.Asset
-	sha256, helpSum string
+	sha256, helperSHA256 string
 }
 
 // hangar is the stack under construction.
@@ -59,7 +59,7 @@ func New(scope constructs.Construct, cfg *config.Config, assets Assets, props *a
 			name, id string
 			asset    *awss3assets.Asset
 			sum      *string
-		}{{"agent", "Agent-", &ag.asset, &ag.sha256}, {"hangar-runas", "AgentHelper-", &ag.helper, &ag.helpSum}} {
+		}{{"agent", "Agent-", &ag.asset, &ag.sha256}, {"hangar-runas", "AgentHelper-", &ag.helper, &ag.helperSHA256}} {
 			path := filepath.Join(assets.AgentDir, b.name+"-linux-"+goarch[arch])
 			sum, err := fileSHA256(path)
 			if err != nil {

@@ -61,6 +61,6 @@ WantedBy=multi-user.target
 UNIT
 systemctl daemon-reload
 systemctl enable --now hangar-agent.service
-`, ag.sha256, ag.helpSum, h.cfg.Stack, p.Name)))
+`, ag.sha256, ag.helperSHA256, h.cfg.Stack, p.Name)))
 	return awscdk.Fn_Join(jsii.String(""), &parts)
 }

@@ -14,10 +14,11 @@ import (
 // (state.Agent.AckRead): one request where a read and the acknowledgement serving writes were
 // two, on the path from the claim to REGISTERED. The acknowledgement is written before anything
 // of the assignment is used, as serve's own is; serve then skips its own (Agent.acked). A
-// hand-over whose assignment the item no longer holds, or one already tried, falls back to a
-// plain read.
-func (a *Agent) readAssigned(accept func(run string, version int64) bool) func(context.Context) (*state.Instance, error) {
-	var tried int64
+// hand-over whose assignment the item no longer holds, one already tried, or one at or below
+// since (the version of what the loop last found: a hand-over left in the mailbox by a run it
+// resumed rather than registered, say) falls back to a plain read.
+func (a *Agent) readAssigned(since int64, accept func(run string, version int64) bool) func(context.Context) (*state.Instance, error) {
+	tried := since
 	return func(ctx context.Context) (*state.Instance, error) {
 		h, ok := a.mailbox.Latest()
 		if !ok || h.Version <= tried || !accept(h.Run, h.Version) {
@@ -37,27 +38,21 @@ func (a *Agent) readAssigned(accept func(run string, version int64) bool) func(c
 }
 
 // ackRead acknowledges the assignment of run at version and returns the item as it was before
-// (an earlier agent's acknowledgement shows), keeping the books poll keeps: the read, the
-// heartbeat (the acknowledgement carries one), the latest item and deadline.
+// (an earlier agent's acknowledgement shows); the agent remembers the item as it now is, and the
+// heartbeat the acknowledgement carries.
 func (a *Agent) ackRead(ctx context.Context, run string, version int64) (*state.Instance, error) {
-	a.pollMu.Lock()
-	defer a.pollMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
-	defer cancel()
-	now := a.now()
-	a.readAt.Store(now.UnixNano())
-	before, err := a.store.AckRead(ctx, run, version, now)
-	if err != nil {
-		return nil, err
-	}
-	a.lastHeartbeat = now
-	cur := *before
-	cur.AckVersion, cur.HeartbeatAt = version, now
-	a.last.Store(&cur)
-	if !cur.Threshold.IsZero() {
-		a.deadline.Store(cur.Threshold.UnixMilli())
-	}
-	return before, nil
+	var before *state.Instance
+	_, err := a.read(ctx, func(ctx context.Context, now time.Time) (*state.Instance, error) {
+		var err error
+		if before, err = a.store.AckRead(ctx, run, version, now); err != nil {
+			return nil, err
+		}
+		a.lastHeartbeat = now
+		cur := *before
+		cur.AckVersion, cur.HeartbeatAt = version, now
+		return &cur, nil
+	})
+	return before, err
 }
 
 // ack acknowledges the assignment at version unless the loop's read did (readAssigned), and

@@ -39,12 +39,14 @@ func (s *ackReadStore) AckRead(_ context.Context, run string, version int64, _ t
 
 // TestReadAssignedAcknowledgesAHandedOverAssignment: with a hand-over the loop would take, the
 // loop's read is the acknowledgement (one request), serving then writes none of its own; without
-// one, with one the loop refuses, or once the item has moved on from it, the read is a plain one.
+// one, with one the loop refuses or found already, or once the item has moved on from it, the
+// read is a plain one.
 func TestReadAssignedAcknowledgesAHandedOverAssignment(t *testing.T) {
 	t.Parallel()
 	handOver := doorbell.HandOver{Run: "5", Version: 3, Kind: doorbell.KindRegistration, Secret: "s", ExpiresAt: time.Now().Add(time.Hour)}
 	for _, tc := range []struct {
 		name          string
+		since         int64 // the version the loop found last
 		handedOver    bool
 		accept        bool
 		ackReadErr    error
@@ -52,11 +54,12 @@ func TestReadAssignedAcknowledgesAHandedOverAssignment(t *testing.T) {
 		wantGets      int64
 		wantServeAcks int64 // serving the assignment at version 3
 	}{
-		{"handed over and taken", true, true, nil, 1, 1, 0},
-		{"no hand-over", false, true, nil, 0, 2, 1},
-		{"refused by the loop (draining, failed here, served)", true, false, nil, 0, 2, 1},
-		{"moved on before the read", true, true, fmt.Errorf("ack: %w", state.ErrConflict), 1, 2, 1},
-		{"unreachable", true, true, errors.New("timeout"), 1, 1, 1},
+		{"handed over and taken", 0, true, true, nil, 1, 1, 0},
+		{"no hand-over", 0, false, true, nil, 0, 2, 1},
+		{"refused by the loop (draining, failed here, served)", 0, true, false, nil, 0, 2, 1},
+		{"left over from what the loop found last (a resumed run)", 3, true, true, nil, 0, 2, 1},
+		{"moved on before the read", 0, true, true, fmt.Errorf("ack: %w", state.ErrConflict), 1, 2, 1},
+		{"unreachable", 0, true, true, errors.New("timeout"), 1, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -68,7 +71,7 @@ func TestReadAssignedAcknowledgesAHandedOverAssignment(t *testing.T) {
 			if tc.handedOver {
 				a.mailbox.Put(handOver)
 			}
-			read := a.readAssigned(func(string, int64) bool { return tc.accept })
+			read := a.readAssigned(tc.since, func(string, int64) bool { return tc.accept })
 			ctx := context.Background()
 			first, err := read(ctx)
 			if tc.ackReadErr != nil && !errors.Is(tc.ackReadErr, state.ErrConflict) {

@@ -191,27 +191,32 @@ func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 // poll reads the item (as a heartbeat when one is due: one request either way) and remembers its
 // deadline.
 func (a *Agent) poll(ctx context.Context) (*state.Instance, error) {
+	return a.read(ctx, func(ctx context.Context, now time.Time) (*state.Instance, error) {
+		if now.Sub(a.lastHeartbeat) < a.cfg.HeartbeatInterval {
+			return a.store.Get(ctx)
+		}
+		// Due either way: a refused heartbeat is tried again an interval later, not on every
+		// poll, and the poll falls back to a plain read so that the agent still sees its item.
+		a.lastHeartbeat = now
+		item, err := a.store.Heartbeat(ctx, now)
+		if err != nil {
+			a.log.Warn("heartbeat failed; reading the item instead", "error", err)
+			return a.store.Get(ctx)
+		}
+		return item, nil
+	})
+}
+
+// read is one read of the item by fetch (under pollMu, bounded by pollTimeout), which returns the
+// item as it now is: the agent remembers when it read, the item and its deadline.
+func (a *Agent) read(ctx context.Context, fetch func(context.Context, time.Time) (*state.Instance, error)) (*state.Instance, error) {
 	a.pollMu.Lock()
 	defer a.pollMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	now := a.now()
 	a.readAt.Store(now.UnixNano())
-	var (
-		item *state.Instance
-		err  error
-	)
-	if now.Sub(a.lastHeartbeat) >= a.cfg.HeartbeatInterval {
-		// Due either way: a refused heartbeat is tried again an interval later, not on every
-		// poll, and the poll falls back to a plain read so that the agent still sees its item.
-		a.lastHeartbeat = now
-		if item, err = a.store.Heartbeat(ctx, now); err != nil {
-			a.log.Warn("heartbeat failed; reading the item instead", "error", err)
-			item, err = a.store.Get(ctx)
-		}
-	} else {
-		item, err = a.store.Get(ctx)
-	}
+	item, err := fetch(ctx, now)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ func assigned(it *state.Instance) bool {
 // loop is the reuse loop: wait for a run (or a label-routed job), serve it, give it back, again.
 func (a *Agent) loop(ctx context.Context) error {
 	var failedVersion int64 // the assignment whose registration failed: not tried twice
+	var found int64         // the version of the item the last wait found
 	if key := a.interrupted; key != "" {
 		a.interrupted = ""
 		a.returnInterrupted(ctx, key)
@@ -40,7 +41,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		accept := func(run string, version int64) bool {
 			return !a.draining.Load() && version != failedVersion && run != a.jobServed
 		}
-		item, err := a.waitWith(ctx, a.readAssigned(accept), func(it *state.Instance) bool {
+		item, err := a.waitWith(ctx, a.readAssigned(found, accept), func(it *state.Instance) bool {
 			a.returnAgain(ctx, it)
 			return assigned(it) && accept(it.RunID, it.Version)
 		}, nil)
@@ -48,6 +49,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.log.Info("agent stopping", "reason", err)
 			return err
 		}
+		found = item.Version
 		if state.IsJobKey(item.RunID) {
 			if servedBefore(item) {
 				// Served by the agent before this one, which stopped (or crashed) mid-job: the
