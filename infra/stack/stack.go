@@ -32,7 +32,7 @@ type Assets struct {
 
 // agent is one architecture's agent binary and its helper, each uploaded as an asset.
 type agent struct {
-	asset, helper   awss3assets.Asset
+	asset, helper        awss3assets.Asset
 	sha256, helperSHA256 string
 }
 
