@@ -28,7 +28,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*state.Instance, error)
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
 	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
-	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) bool) error
+	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) (done bool, next time.Duration)) error
 	ByRun(ctx context.Context, run string) ([]state.Instance, error)
 	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
 }

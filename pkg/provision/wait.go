@@ -40,9 +40,9 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		// boot first (created, or started from stopped) is read, which costs less per round.
 		return p.waitOne(ctx, pending[0])
 	}
-	open := map[string]*member{}
+	open, claims := map[string]*member{}, map[string]claimReport{}
 	for _, m := range pending {
-		open[m.inst.ID] = m
+		open[m.inst.ID], claims[m.inst.ID] = m, claimReport{version: m.version, regMs: m.inst.RegisterMs}
 	}
 	var (
 		failed  atomic.Int64
@@ -63,7 +63,7 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	}
 	for again := true; again; {
 		again = false
-		err = p.d.Store.Poll(ctx, slices.Collect(maps.Keys(open)), interval, func(items map[string]*state.Instance) bool {
+		err = p.d.Store.Poll(ctx, slices.Collect(maps.Keys(open)), interval, func(items map[string]*state.Instance) (bool, time.Duration) {
 			var (
 				wg         sync.WaitGroup
 				registered []registration
@@ -93,13 +93,16 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			}
 			wg.Wait()
 			if len(open) == 0 || taken != nil {
-				return true
+				return true, 0
 			}
 			if len(registered) > 0 && !informed {
 				informed, again, interval = true, true, interval/2
-				return true
+				return true, 0
 			}
-			return false
+			if !informed {
+				return false, 0
+			}
+			return false, nextRead(slices.Collect(maps.Keys(open)), claims, items, expectedRegistration(claims, items, p.cfg.RunID), time.Now())
 		})
 	}
 	running.Wait()

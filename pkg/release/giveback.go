@@ -170,7 +170,7 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 	defer cancel()
 	err := wait.Sleep(wctx, g.firstRead(waiting))
 	if err == nil {
-		err = g.d.Store.Poll(wctx, ids, g.cfg.PollInterval, func(items map[string]*state.Instance) bool {
+		err = g.d.Store.Poll(wctx, ids, g.cfg.PollInterval, func(items map[string]*state.Instance) (bool, time.Duration) {
 			var ready []*state.Instance
 			left := 0
 			for _, w := range waiting {
@@ -179,7 +179,7 @@ func (g *giving) awaitDeregistered(ctx context.Context, waiting []*releasing) {
 				}
 			}
 			g.offer(ctx, ready)
-			return left == 0
+			return left == 0, 0
 		})
 	}
 	if err == nil {

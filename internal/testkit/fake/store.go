@@ -182,9 +182,9 @@ func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*state.Inst
 	return out, nil
 }
 
-// Poll reads the items of ids until check returns true, as state.Store.Poll does (first read at
+// Poll reads the items of ids until check says done, as state.Store.Poll does (first read at
 // once, then at growing jittered intervals up to interval), and also at once after every write.
-func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) bool) error {
+func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) (bool, time.Duration)) error {
 	if interval <= 0 {
 		return fmt.Errorf("poll: interval %s: want more than 0", interval)
 	}
@@ -197,7 +197,8 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		items, err := s.GetMany(ctx, ids)
 		if err == nil {
 			lastErr = nil
-			if check(items) {
+			// A planned read (the check's next) is not kept: this store wakes on every change.
+			if done, _ := check(items); done {
 				return nil
 			}
 		} else {
