@@ -86,6 +86,7 @@ func register(name string, run func(ctx context.Context, cfg benchConfig) ([]Row
 type benchConfig struct {
 	rounds    int
 	agentRuns int
+	warmup    int
 }
 
 func main() {
@@ -96,6 +97,7 @@ func main() {
 	out := flag.String("json", "bench.json", "where to write the rows as JSON")
 	flag.IntVar(&cfg.rounds, "rounds", 20, "repetitions of each timed provision and release")
 	flag.IntVar(&cfg.agentRuns, "agent-runs", 100, "runs one agent serves (assignment noticed, memory growth)")
+	flag.IntVar(&cfg.warmup, "warmup", 20, "unmeasured provisions of ten, and their releases, that warm the emulators before the suites (0: none)")
 	flag.Parse()
 	if err := run(ctx, cfg, *only, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -112,8 +114,9 @@ func suiteNames() string {
 }
 
 func run(ctx context.Context, cfg benchConfig, only, out string) error {
-	if cfg.rounds < 1 || cfg.agentRuns < 10 {
-		return fmt.Errorf("-rounds %d, -agent-runs %d: want 1 or more rounds and 10 or more agent runs", cfg.rounds, cfg.agentRuns)
+	if cfg.rounds < 1 || cfg.agentRuns < 10 || cfg.warmup < 0 {
+		return fmt.Errorf("-rounds %d, -agent-runs %d, -warmup %d: want 1 or more rounds, 10 or more agent runs and 0 or more warm-up rounds",
+			cfg.rounds, cfg.agentRuns, cfg.warmup)
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	want := strings.FieldsFunc(only, func(r rune) bool { return r == ',' })
@@ -122,6 +125,11 @@ func run(ctx context.Context, cfg benchConfig, only, out string) error {
 			return fmt.Errorf("-only %s: no such suite; want some of %s", w, suiteNames())
 		}
 	}
+	start := time.Now()
+	if err := warmEmulators(ctx, cfg.warmup); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: emulators warmed by %d rounds in %s\n", cfg.warmup, time.Since(start).Round(time.Millisecond))
 	var rows []Row
 	for _, s := range suites {
 		if len(want) > 0 && !slices.Contains(want, s.name) {

@@ -140,31 +140,56 @@ func (s *stepRunner) deregSpan(ctx context.Context, ids []string, run string) (t
 	return span, nil
 }
 
-func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
+// newStepRunner starts a local world of its own (baked runner, real agents) with the step
+// binaries built and the counting proxies up; close ends them all.
+func newStepRunner(ctx context.Context) (*stepRunner, error) {
 	e, err := localenv.Start(ctx, localenv.Options{Baked: true})
 	if err != nil {
 		return nil, err
 	}
-	defer e.Close()
 	s := &stepRunner{e: e}
-	if s.provisionBin, err = testbuild.Build("github.com/hangar-ci/hangar/cmd/provision"); err != nil {
+	if err := s.setUp(); err != nil {
+		s.close()
 		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stepRunner) setUp() (err error) {
+	if s.provisionBin, err = testbuild.Build("github.com/hangar-ci/hangar/cmd/provision"); err != nil {
+		return err
 	}
 	if s.relBin, err = testbuild.Build("github.com/hangar-ci/hangar/cmd/release"); err != nil {
-		return nil, err
+		return err
 	}
 	if s.moto, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1); err != nil {
-		return nil, err
+		return err
 	}
-	defer s.moto.Close()
 	if s.ddb, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), 1); err != nil {
+		return err
+	}
+	s.dir, err = os.MkdirTemp("", "hangar-bench-")
+	return err
+}
+
+func (s *stepRunner) close() {
+	for _, p := range []*awsproxy.Proxy{s.moto, s.ddb} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+	s.e.Close()
+}
+
+func benchProvision(ctx context.Context, cfg benchConfig) ([]Row, error) {
+	s, err := newStepRunner(ctx)
+	if err != nil {
 		return nil, err
 	}
-	defer s.ddb.Close()
-	if s.dir, err = os.MkdirTemp("", "hangar-bench-"); err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(s.dir)
+	defer s.close()
 
 	// Cold: ten instances created, in one request.
 	run := benchProvisionRun
