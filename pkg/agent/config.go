@@ -43,7 +43,7 @@ type Config struct {
 	Self string
 	// Helper is the binary that starts the runner's scripts as the runner user, and runs as that
 	// user to probe the firewall rule and clear the user's keyrings (package runas): hangar-runas
-	// beside Self by default (cmd/agent/runas, which starts in under 2 ms of CPU), or Self where
+	// beside Self by default (cmd/agent/runas, which starts in about 1.2 ms of CPU), or Self where
 	// there is none (the agent's binary has the same commands, hidden, at 7 ms of CPU a start).
 	Helper string
 	// CgroupRoot is the cgroup v2 directory delegated to the agent (systemd's Delegate=yes): each
