@@ -61,7 +61,7 @@ func connect(ap netip.AddrPort, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	if err := unix.Connect(fd, sa); !errors.Is(err, unix.EINPROGRESS) {
 		return err // nil: connected at once
 	}
