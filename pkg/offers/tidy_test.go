@@ -123,10 +123,19 @@ func TestTidyRenewsOftenReceivedOffers(t *testing.T) {
 	e := newEnv(t)
 	ctx := testbed.Context(t, time.Minute)
 	in := e.idle(spotC7)
-	for range 20 { // received and given back, as claimers the offer does not fit do
+	// Received and given back 20 times, as claimers the offer does not fit do. Once, on a busy
+	// machine, a one-second long poll of moto's came back empty with the offer given back just
+	// before it (not reproduced since): this is the test's setup, not what it tests, so an empty
+	// receive is asked again, up to a bound.
+	for received, tries := 0, 0; received < 20; tries++ {
+		require.Less(t, tries, 40, "the offer was received only %d times in %d receives", received, tries)
 		out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.url, MaxNumberOfMessages: 1, VisibilityTimeout: 30, WaitTimeSeconds: 1})
 		require.NoError(t, err)
+		if len(out.Messages) == 0 {
+			continue
+		}
 		require.Len(t, out.Messages, 1)
+		received++
 		_, err = e.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.url, ReceiptHandle: out.Messages[0].ReceiptHandle})
 		require.NoError(t, err)
 	}
