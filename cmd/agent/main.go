@@ -30,10 +30,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
-	"github.com/hangar-ci/hangar/pkg/agent"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/runas"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/instance/agent"
+	"github.com/hangar-ci/hangar/pkg/instance/runas"
 )
 
 var version = "dev"
@@ -200,13 +200,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	return a.Run(ctx)
 }
 
-func loadPool(ctx context.Context, awsCfg aws.Config, o options) (*poolconfig.Document, error) {
+func loadPool(ctx context.Context, awsCfg aws.Config, o options) (*pooldoc.Document, error) {
 	if o.poolDocument != "" {
 		b, err := os.ReadFile(o.poolDocument)
 		if err != nil {
 			return nil, fmt.Errorf("read pool document: %w", err)
 		}
-		return poolconfig.Parse(b)
+		return pooldoc.Parse(b)
 	}
-	return poolconfig.Load(ctx, ssm.NewFromConfig(awsCfg), o.stack, o.pool)
+	return pooldoc.Load(ctx, ssm.NewFromConfig(awsCfg), o.stack, o.pool)
 }

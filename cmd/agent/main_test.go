@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/agent"
+	"github.com/hangar-ci/hangar/pkg/instance/agent"
 )
 
 // clearHangarEnv unsets every HANGAR_* variable for the test (restored after it).

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 func newCost(g *globals) *cobra.Command {
@@ -41,28 +41,28 @@ is counted in hours under "price unknown", never priced.`,
 				return writeJSON(cmd.OutOrStdout(), rows)
 			}
 			header := []string{"KEY", "RUNS", "INSTANCES", "INSTANCE-HOURS", "COST", "PRICE UNKNOWN (h)"}
-			if by == inspect.ByPool {
+			if by == operator.ByPool {
 				header = append(header, "POOL INSTANCE-HOURS", "POOL COST")
 			}
 			out := make([][]string, len(rows))
 			total := 0.0
 			for k, r := range rows {
 				out[k] = []string{r.Key, strconv.Itoa(r.Runs), strconv.Itoa(r.Instances), fmt.Sprintf("%.3f", r.Hours),
-					inspect.Dollars(r.Cost), fmt.Sprintf("%.3f", r.UnknownHours)}
-				if by == inspect.ByPool {
-					out[k] = append(out[k], fmt.Sprintf("%.3f", r.PoolHours), inspect.Dollars(r.PoolCost))
+					operator.Dollars(r.Cost), fmt.Sprintf("%.3f", r.UnknownHours)}
+				if by == operator.ByPool {
+					out[k] = append(out[k], fmt.Sprintf("%.3f", r.PoolHours), operator.Dollars(r.PoolCost))
 				}
 				total += r.Cost
 			}
 			if err := table(cmd.OutOrStdout(), header, out); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\ntotal held by runs since %s: %s\n", w.Since.UTC().Format(time.DateTime), inspect.Dollars(total))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\ntotal held by runs since %s: %s\n", w.Since.UTC().Format(time.DateTime), operator.Dollars(total))
 			return err
 		},
 	}
 	f.add(cmd, "30d")
-	cmd.Flags().StringVar(&by, "by", inspect.ByRepository, "group by repository, pool, run or day")
-	_ = cmd.RegisterFlagCompletionFunc("by", cobra.FixedCompletions([]string{inspect.ByRepository, inspect.ByPool, inspect.ByRun, inspect.ByDay}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().StringVar(&by, "by", operator.ByRepository, "group by repository, pool, run or day")
+	_ = cmd.RegisterFlagCompletionFunc("by", cobra.FixedCompletions([]string{operator.ByRepository, operator.ByPool, operator.ByRun, operator.ByDay}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 // newDrain is `hangar drain POOL` (drain true) or `hangar undrain POOL`.
@@ -26,7 +26,7 @@ which writes the document afresh.`,
 			if err != nil {
 				return err
 			}
-			var rep *inspect.DrainReport
+			var rep *operator.DrainReport
 			if drain {
 				rep, err = in.Drain(cmd.Context(), args[0])
 			} else {
@@ -54,7 +54,7 @@ its next pass.`
 	return cmd
 }
 
-func drainText(cmd *cobra.Command, rep *inspect.DrainReport) {
+func drainText(cmd *cobra.Command, rep *operator.DrainReport) {
 	w := cmd.OutOrStdout()
 	if !rep.Drained {
 		fmt.Fprintf(w, "pool %s is open to reuse again; refresh fills its warm pool at its next pass\n", rep.Pool)

@@ -12,11 +12,11 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/inspect"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/release"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/operator"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -35,7 +35,7 @@ func TestDrain(t *testing.T) {
 	defer e.Close()
 	w := &world{e: e}
 	ctx := testbed.Context(t, 5*time.Minute)
-	dir := &offers.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
+	dir := &offers.Directory{Loader: &pooldoc.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 
 	var idle []string
 	for range 2 {
@@ -59,7 +59,7 @@ func TestDrain(t *testing.T) {
 
 	code, out, errOut := w.hangar(t, nil, "drain", e.Pool, "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var rep inspect.DrainReport
+	var rep operator.DrainReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
 	require.True(t, rep.Drained)
 	require.ElementsMatch(t, idle, rep.Retired, "the idle instances end at once")
@@ -78,7 +78,7 @@ func TestDrain(t *testing.T) {
 
 	code, out, errOut = w.hangar(t, nil, "status", "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var st []inspect.PoolStatus
+	var st []operator.PoolStatus
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
 	require.True(t, st[0].Drained)
 	require.Equal(t, 1, st[0].Running)
@@ -101,7 +101,7 @@ func TestDrain(t *testing.T) {
 	code, out, errOut = w.hangar(t, nil, "undrain", e.Pool)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "open to reuse again")
-	doc, err := poolconfig.Load(ctx, ssm.NewFromConfig(e.AWS), e.Stack, e.Pool)
+	doc, err := pooldoc.Load(ctx, ssm.NewFromConfig(e.AWS), e.Stack, e.Pool)
 	require.NoError(t, err)
 	require.False(t, doc.Drained)
 	require.Equal(t, e.Doc.SpecHash, doc.SpecHash, "the rest of the document is as it was")

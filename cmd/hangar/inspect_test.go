@@ -25,20 +25,20 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/pricefake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/inspect"
-	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/pricing"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/operator"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/pricing"
 )
 
 // world is a stack of two pools whose items are written directly (no agents): every state a
 // pool can hold, an instance whose pre-runner script failed and one ended by spot interruption.
 type world struct {
 	e          *localenv.Env
-	arm        *poolconfig.Document
+	arm        *pooldoc.Document
 	preRunner  string // claimed; its agent signalled REGISTER_FAILED with the script's output
 	spot       string // terminated after SPOT_INTERRUPTED
 	idle       []string
@@ -99,7 +99,7 @@ func newWorld(t *testing.T) *world {
 		sig.Version = in.Version
 		require.NoError(t, a.Signal(ctx, sig))
 	}
-	dir := &offers.Directory{Loader: &poolconfig.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
+	dir := &offers.Directory{Loader: &pooldoc.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 
 	// linux-x64: 2 idle and offered, 1 warming, 1 booting for run 701, 1 claimed, 2 running
 	// (one of run 702), 1 stopped; one claimed whose pre-runner script failed; one ended by spot.
@@ -134,8 +134,8 @@ func newWorld(t *testing.T) *world {
 
 	// Run 705 on instances recorded as a launch records them, priced by the Price List
 	// stand-in (on-demand) and the emulated spot history (spot), then given back.
-	rec := &lifecycle.Recorder{Store: e.Store, EC2: e.EC2, Prices: pricing.NewFromConfig(e.AWS)}
-	launched, err := rec.Record(ctx, lifecycle.Launch{Pool: e.Doc, At: time.Now().Add(-time.Minute), Reason: "warm", Instances: []fleet.Instance{
+	rec := &pool.Recorder{Store: e.Store, EC2: e.EC2, Prices: pricing.NewFromConfig(e.AWS)}
+	launched, err := rec.Record(ctx, pool.Launch{Pool: e.Doc, At: time.Now().Add(-time.Minute), Reason: "warm", Instances: []fleet.Instance{
 		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1a", UsageClass: state.UsageOnDemand, VCPU: 2, MemoryMiB: 4096},
 		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1b", UsageClass: state.UsageSpot, VCPU: 2, MemoryMiB: 4096},
 	}})
@@ -185,10 +185,10 @@ func TestOperatorCommands(t *testing.T) {
 	t.Run("status as json", func(t *testing.T) {
 		code, out, errOut := w.hangar(t, nil, "status", "--output", "json")
 		require.Equal(t, 0, code, errOut)
-		var st []inspect.PoolStatus
+		var st []operator.PoolStatus
 		require.NoError(t, json.Unmarshal([]byte(out), &st))
 		require.Len(t, st, 2)
-		byPool := map[string]inspect.PoolStatus{}
+		byPool := map[string]operator.PoolStatus{}
 		for _, p := range st {
 			byPool[p.Pool] = p
 		}
@@ -223,9 +223,9 @@ func TestOperatorCommands(t *testing.T) {
 	t.Run("runs as json", func(t *testing.T) {
 		code, out, errOut := w.hangar(t, nil, "runs", "--since", "1d", "-o", "json")
 		require.Equal(t, 0, code, errOut)
-		var runs []inspect.RunSummary
+		var runs []operator.RunSummary
 		require.NoError(t, json.Unmarshal([]byte(out), &runs))
-		byRun := map[string]inspect.RunSummary{}
+		byRun := map[string]operator.RunSummary{}
 		for _, r := range runs {
 			byRun[r.Run] = r
 		}
@@ -274,9 +274,9 @@ func TestOperatorCommands(t *testing.T) {
 	t.Run("cost by repository, pool, run and day", func(t *testing.T) {
 		code, out, errOut := w.hangar(t, nil, "runs", "--since", "1d", "-o", "json")
 		require.Equal(t, 0, code, errOut)
-		var runs []inspect.RunSummary
+		var runs []operator.RunSummary
 		require.NoError(t, json.Unmarshal([]byte(out), &runs))
-		var costs []inspect.CostRow
+		var costs []operator.CostRow
 		code, out, errOut = w.hangar(t, nil, "cost", "--by", "repository", "--since", "1d", "-o", "json")
 		require.Equal(t, 0, code, errOut)
 		require.NoError(t, json.Unmarshal([]byte(out), &costs))
@@ -298,7 +298,7 @@ func TestOperatorCommands(t *testing.T) {
 		for _, by := range []string{"pool", "run", "day"} {
 			code, out, errOut := w.hangar(t, nil, "cost", "--by", by, "-o", "json")
 			require.Equal(t, 0, code, errOut)
-			var rows []inspect.CostRow
+			var rows []operator.CostRow
 			require.NoError(t, json.Unmarshal([]byte(out), &rows), out)
 			require.NotEmpty(t, rows, by)
 			if by == "pool" {
@@ -323,7 +323,7 @@ func TestOperatorCommands(t *testing.T) {
 
 		code, out, errOut = w.hangar(t, nil, "instance", w.preRunner, "-o", "json")
 		require.Equal(t, 0, code, errOut)
-		var r inspect.InstanceReport
+		var r operator.InstanceReport
 		require.NoError(t, json.Unmarshal([]byte(out), &r))
 		require.Equal(t, w.preRunner, r.ID)
 		require.Equal(t, "REGISTER_FAILED", r.Signal)
@@ -334,7 +334,7 @@ func TestOperatorCommands(t *testing.T) {
 	t.Run("instance ended by spot interruption", func(t *testing.T) {
 		code, out, errOut := w.hangar(t, nil, "instance", w.spot, "--output=json")
 		require.Equal(t, 0, code, errOut)
-		var r inspect.InstanceReport
+		var r operator.InstanceReport
 		require.NoError(t, json.Unmarshal([]byte(out), &r))
 		require.Equal(t, "terminated", r.State)
 		require.Equal(t, "spot interruption notice (its agent signalled SPOT_INTERRUPTED)", r.Ended)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 func newInstance(g *globals) *cobra.Command {
@@ -38,7 +38,7 @@ instances are kept for a week.`,
 	}
 }
 
-func instanceText(cmd *cobra.Command, r *inspect.InstanceReport, now time.Time) error {
+func instanceText(cmd *cobra.Command, r *operator.InstanceReport, now time.Time) error {
 	w := cmd.OutOrStdout()
 	spec := "no"
 	if r.OnSpec {
@@ -85,7 +85,7 @@ func instanceText(cmd *cobra.Command, r *inspect.InstanceReport, now time.Time) 
 	return nil
 }
 
-func signalText(r *inspect.InstanceReport, now time.Time) string {
+func signalText(r *operator.InstanceReport, now time.Time) string {
 	if r.Signal == "" {
 		return "-"
 	}

@@ -11,21 +11,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/inspect"
-	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/operator"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
-// open wires an inspector of the stack g names: the AWS configuration and credentials (checked
+// open wires an operator of the stack g names: the AWS configuration and credentials (checked
 // before any request), the stack's pool documents, its table and its queues.
-func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
+func open(ctx context.Context, g *globals) (*operator.Operator, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
-	if err := poolconfig.ValidateStack(g.stack); err != nil {
+	if err := pooldoc.ValidateStack(g.stack); err != nil {
 		return nil, fmt.Errorf("%w: --stack: %w", errBadInput, err)
 	}
 	cfg, err := awscfg.Load(ctx)
@@ -39,9 +39,9 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 		return nil, fmt.Errorf("%w: no AWS credentials: set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, to an identity that may read the stack (%w)", errBadInput, err)
 	}
 	ssmc := ssm.NewFromConfig(cfg)
-	loader := &poolconfig.Loader{SSM: ssmc, Stack: g.stack}
+	loader := &pooldoc.Loader{SSM: ssmc, Stack: g.stack}
 	stack, err := loader.LoadStack(ctx)
-	if errors.Is(err, poolconfig.ErrNoStack) {
+	if errors.Is(err, pooldoc.ErrNoStack) {
 		return nil, fmt.Errorf("%w: --stack: %w (in region %s)", errBadInput, err, cfg.Region)
 	}
 	if err != nil {
@@ -57,9 +57,9 @@ func open(ctx context.Context, g *globals) (*inspect.Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return inspect.New(inspect.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqsc},
+	return operator.New(operator.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqsc},
 		Documents: documents{client: ssmc, stack: g.stack}, Marker: store,
-		Retirer: &lifecycle.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
+		Retirer: &pool.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
 }
 
 // documents writes the stack's pool documents (drain, undrain).
@@ -68,6 +68,6 @@ type documents struct {
 	stack  string
 }
 
-func (d documents) SetDrained(ctx context.Context, pool string, drained bool) (*poolconfig.Document, error) {
-	return poolconfig.SetDrained(ctx, d.client, d.stack, pool, drained)
+func (d documents) SetDrained(ctx context.Context, pool string, drained bool) (*pooldoc.Document, error) {
+	return pooldoc.SetDrained(ctx, d.client, d.stack, pool, drained)
 }

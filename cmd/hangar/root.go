@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 // Exit codes.
@@ -21,7 +21,7 @@ const (
 )
 
 // errBadInput marks errors of the operator's input: exit 2.
-var errBadInput = inspect.ErrBadInput
+var errBadInput = operator.ErrBadInput
 
 // globals are the flags every command takes.
 type globals struct {

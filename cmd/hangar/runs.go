@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 // windowFlags are the flags that choose a span of history.
@@ -24,8 +24,8 @@ func (f *windowFlags) add(cmd *cobra.Command, since string) {
 	cmd.Flags().StringVar(&f.repo, "repo", "", "only this repository (owner/name)")
 }
 
-func (f *windowFlags) window(now time.Time) (inspect.Window, error) {
-	return inspect.NewWindow(f.since, f.repo, f.pools, now)
+func (f *windowFlags) window(now time.Time) (operator.Window, error) {
+	return operator.NewWindow(f.since, f.repo, f.pools, now)
 }
 
 func newRuns(g *globals) *cobra.Command {
@@ -74,7 +74,7 @@ price is unknown are counted apart, never priced).`,
 				}
 				rows[k] = []string{r.Run, strconv.Itoa(r.Attempt), r.Repo, strings.Join(r.Pools, ","),
 					fmt.Sprintf("%d (%d reused, %d created)", r.Instances, r.Reused, r.Created),
-					r.Started.UTC().Format("2006-01-02 15:04:05Z"), inspect.SecondsText(r.ProvisionSeconds), ended, r.Outcome, inspect.CostText(r.Cost, r.PriceUnknown)}
+					r.Started.UTC().Format("2006-01-02 15:04:05Z"), operator.SecondsText(r.ProvisionSeconds), ended, r.Outcome, operator.CostText(r.Cost, r.PriceUnknown)}
 			}
 			return table(cmd.OutOrStdout(), []string{"RUN", "ATTEMPT", "REPOSITORY", "POOLS", "INSTANCES", "STARTED", "PROVISIONED IN", "ENDED", "OUTCOME", "COST"}, rows)
 		},

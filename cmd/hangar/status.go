@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 func newStatus(g *globals) *cobra.Command {
@@ -37,7 +37,7 @@ type change rolls out as that count reaches all of them).`,
 	}
 }
 
-func statusTable(cmd *cobra.Command, st []inspect.PoolStatus) error {
+func statusTable(cmd *cobra.Command, st []operator.PoolStatus) error {
 	rows := make([][]string, len(st))
 	var problems []string
 	for k, p := range st {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hangar-ci/hangar/pkg/console"
+	"github.com/hangar-ci/hangar/pkg/operator/console"
 )
 
 func newUI(g *globals) *cobra.Command {

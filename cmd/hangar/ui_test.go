@@ -19,7 +19,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/inspect"
+	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
 // TestUI drives hangar ui in headless Chromium on the world of TestOperatorCommands: each page
@@ -117,7 +117,7 @@ func TestUI(t *testing.T) {
 		require.Equal(t, text(t, ctx, "#total")+" +?", text(t, ctx, "#cost-chart .amount"), "the only bar is the total; some of its hours have no price")
 		code, out, errOut := w.hangar(t, nil, "cost", "--since", "30d", "-o", "json")
 		require.Equal(t, 0, code, errOut)
-		var rows []inspect.CostRow
+		var rows []operator.CostRow
 		require.NoError(t, json.Unmarshal([]byte(out), &rows))
 		require.Len(t, rows, 1)
 		require.LessOrEqual(t, shown, rows[0].Cost+1e-6)

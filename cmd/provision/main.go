@@ -18,8 +18,8 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/provision"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/steps/provision"
 )
 
 func main() {

@@ -18,8 +18,8 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // baseEnv is a valid set of inputs and context, as a workflow would give them.
@@ -243,7 +243,7 @@ func TestPreRunnerLogInSummary(t *testing.T) {
 		{"always, public", "always", `{"repository":{"private":false}}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, e.UpdatePool(ctx, func(d *poolconfig.Document) { d.Runner.LogInSummary = tc.setting }))
+			require.NoError(t, e.UpdatePool(ctx, func(d *pooldoc.Document) { d.Runner.LogInSummary = tc.setting }))
 			dir := t.TempDir()
 			env := append(e.StepEnv(strconv.Itoa(9100+i), 1, dir), "HANGAR_REGISTRATION_TIMEOUT=20s")
 			if tc.payload != "" {

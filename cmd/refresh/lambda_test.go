@@ -16,8 +16,8 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // invoke hands the function an event and waits for its answer.
@@ -60,18 +60,18 @@ func TestLambdaBootstrap(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	require.NoError(t, e.UpdatePool(ctx, func(d *poolconfig.Document) {
-		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: 1}}}
+	require.NoError(t, e.UpdatePool(ctx, func(d *pooldoc.Document) {
+		d.Warm = pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "default", Hot: 1}}}
 	}))
 	expired, err := e.Launch(ctx, time.Now().Add(-time.Second))
 	require.NoError(t, err)
 
-	manual, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
+	manual, err := lambdaemu.Start(lambdaemu.Function{Name: pooldoc.RefreshFunction(e.Stack), Bootstrap: bootstrap,
 		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack)})
 	require.NoError(t, err)
 	defer manual.Close()
-	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
-		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack, poolconfig.RefreshSourceEnv+"="+poolconfig.RefreshSourceEventBridge)})
+	fn, err := lambdaemu.Start(lambdaemu.Function{Name: pooldoc.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
+		Env: append(os.Environ(), "HANGAR_STACK="+e.Stack, pooldoc.RefreshSourceEnv+"="+pooldoc.RefreshSourceEventBridge)})
 	require.NoError(t, err)
 	defer fn.Close()
 
@@ -95,7 +95,7 @@ func TestLambdaBootstrap(t *testing.T) {
 		`{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","account":"123456789012","time":"2026-11-22T00:00:00Z","region":"us-east-1","resources":[],"detail":{}}`} {
 		res := invoke(t, manual, forged)
 		require.True(t, res.Error, "%s was accepted: %s", forged, res.Payload)
-		require.Contains(t, string(res.Payload), "reach refresh only from EventBridge, through the function "+poolconfig.RefreshEventsFunction(e.Stack), forged)
+		require.Contains(t, string(res.Payload), "reach refresh only from EventBridge, through the function "+pooldoc.RefreshEventsFunction(e.Stack), forged)
 	}
 	it, err = e.Store.Get(ctx, expired)
 	require.NoError(t, err)

@@ -32,16 +32,16 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		// Wired once, before the first invoke; each invoke reads the stack's documents anew.
-		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), os.Getenv(poolconfig.RefreshSourceEnv), log, os.Stdout)
+		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), os.Getenv(pooldoc.RefreshSourceEnv), log, os.Stdout)
 		if err != nil {
 			log.Error("refresh: init", "error", err)
 			os.Exit(1)
@@ -76,16 +76,16 @@ func newInvoker(ctx context.Context, stack, source string, log *slog.Logger, met
 	if stack == "" {
 		return nil, errors.New("HANGAR_STACK is not set: the environment names the stack to refresh")
 	}
-	if source != "" && source != poolconfig.RefreshSourceEventBridge {
+	if source != "" && source != pooldoc.RefreshSourceEventBridge {
 		return nil, fmt.Errorf("%s: %q: want %s (the events function) or nothing (the function the workflows invoke)",
-			poolconfig.RefreshSourceEnv, source, poolconfig.RefreshSourceEventBridge)
+			pooldoc.RefreshSourceEnv, source, pooldoc.RefreshSourceEventBridge)
 	}
 	cfg, err := awscfg.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return &invoker{wire: refreshwire.New(cfg, stack, refreshwire.Options{Log: log, Metrics: metrics}), log: log,
-		stack: stack, events: source == poolconfig.RefreshSourceEventBridge}, nil
+		stack: stack, events: source == pooldoc.RefreshSourceEventBridge}, nil
 }
 
 // Invoke handles one invocation.
@@ -193,7 +193,7 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 				return nil, fmt.Errorf("pools: %q is not a pool of stack %s (its pools: %s)", p, stack.Name, poolNames(stack.Pools))
 			}
 		}
-		docs = slices.DeleteFunc(slices.Clone(docs), func(d *poolconfig.Document) bool { return !slices.Contains(ev.Pools, d.Name) })
+		docs = slices.DeleteFunc(slices.Clone(docs), func(d *pooldoc.Document) bool { return !slices.Contains(ev.Pools, d.Name) })
 	}
 	rep, err := refresh.Run(ctx, refresh.Config{Stack: stack.Name, Pools: docs, DryRun: ev.DryRun}, deps)
 	if err != nil {
@@ -213,10 +213,10 @@ func (h *invoker) accepts(kind string) error {
 	switch {
 	case kind == "manual" && h.events:
 		return fmt.Errorf("refused a manual refresh: this is the events function, invoked by EventBridge alone; invoke %s instead",
-			poolconfig.RefreshFunction(h.stack))
+			pooldoc.RefreshFunction(h.stack))
 	case kind != "manual" && !h.events:
 		return fmt.Errorf("refused %s: the schedule and EC2's events reach refresh only from EventBridge, through the function %s; this function, which the workflows may invoke, takes only {\"action\":\"refresh\"}",
-			describe(kind), poolconfig.RefreshEventsFunction(h.stack))
+			describe(kind), pooldoc.RefreshEventsFunction(h.stack))
 	}
 	return nil
 }
@@ -229,7 +229,7 @@ func describe(kind string) string {
 	return "an " + kind
 }
 
-func poolNames(docs []*poolconfig.Document) string {
+func poolNames(docs []*pooldoc.Document) string {
 	names := make([]string, len(docs))
 	for i, d := range docs {
 		names[i] = d.Name

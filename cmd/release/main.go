@@ -14,8 +14,8 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/release"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // options are the validated inputs.

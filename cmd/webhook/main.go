@@ -25,8 +25,8 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
-	"github.com/hangar-ci/hangar/pkg/dispatch"
-	"github.com/hangar-ci/hangar/pkg/webhook"
+	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
+	"github.com/hangar-ci/hangar/pkg/labels/webhook"
 )
 
 func main() {

@@ -13,9 +13,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hangar-ci/hangar/pkg/ghurl"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 // Config is a whole deployment.
@@ -65,10 +65,10 @@ type Pool struct {
 	Name          string   `json:"name"`
 	InstanceTypes []string `json:"instanceTypes,omitempty"`
 	// InstanceRequirements choose the types by vCPU and memory instead (arch: the image's).
-	InstanceRequirements *poolconfig.Requirements `json:"instanceRequirements,omitempty"`
-	Market               string                   `json:"market,omitempty"`
-	AllocationStrategy   string                   `json:"allocationStrategy,omitempty"`
-	Subnets              []poolconfig.Subnet      `json:"subnets,omitempty"`
+	InstanceRequirements *pooldoc.Requirements `json:"instanceRequirements,omitempty"`
+	Market               string                `json:"market,omitempty"`
+	AllocationStrategy   string                `json:"allocationStrategy,omitempty"`
+	Subnets              []pooldoc.Subnet      `json:"subnets,omitempty"`
 	// VPC finds the subnets by a lookup instead (exactly one of subnets and vpc).
 	VPC *VPC `json:"vpc,omitempty"`
 	// VPCID is the VPC of the listed subnets (vpc-…), in which the stack makes the pool's own
@@ -81,15 +81,15 @@ type Pool struct {
 	Disk           Disk     `json:"disk,omitempty"`
 	// MetadataHopLimit is the IMDSv2 response hop limit: 1 (default) keeps containers off the
 	// metadata service; 2 lets them reach it (with runner.metadataAccess).
-	MetadataHopLimit    int                 `json:"metadataHopLimit,omitempty"`
-	Labels              []string            `json:"labels,omitempty"`
-	RunnerGroup         string              `json:"runnerGroup,omitempty"`
-	Reuse               state.Reuse         `json:"reuse,omitempty"`
-	AllowedRepositories []string            `json:"allowedRepositories,omitempty"`
-	Tags                map[string]string   `json:"tags,omitempty"`
-	Timeouts            poolconfig.Timeouts `json:"timeouts,omitempty"`
-	Warm                poolconfig.Warm     `json:"warm,omitempty"`
-	Runner              poolconfig.Runner   `json:"runner,omitempty"`
+	MetadataHopLimit    int               `json:"metadataHopLimit,omitempty"`
+	Labels              []string          `json:"labels,omitempty"`
+	RunnerGroup         string            `json:"runnerGroup,omitempty"`
+	Reuse               state.Reuse       `json:"reuse,omitempty"`
+	AllowedRepositories []string          `json:"allowedRepositories,omitempty"`
+	Tags                map[string]string `json:"tags,omitempty"`
+	Timeouts            pooldoc.Timeouts  `json:"timeouts,omitempty"`
+	Warm                pooldoc.Warm      `json:"warm,omitempty"`
+	Runner              pooldoc.Runner    `json:"runner,omitempty"`
 	// Jobs makes the pool serve label-routed jobs; nil: the steps only.
 	Jobs *Jobs `json:"jobs,omitempty"`
 }
@@ -173,7 +173,7 @@ func (c *Config) ApplyDefaults() {
 		c.History.Days = DefaultHistoryDays
 	}
 	if c.GitHub.ServerURL == "" {
-		c.GitHub.ServerURL = poolconfig.DefaultGitHubURL
+		c.GitHub.ServerURL = pooldoc.DefaultGitHubURL
 	}
 	for i := range c.Pools {
 		p := &c.Pools[i]
@@ -184,7 +184,7 @@ func (c *Config) ApplyDefaults() {
 			p.MetadataHopLimit = 1
 		}
 		if p.Market == "" {
-			p.Market = poolconfig.MarketSpotFallback
+			p.Market = pooldoc.MarketSpotFallback
 		}
 		if p.VPC != nil && p.VPC.SubnetType == "" {
 			p.VPC.SubnetType = SubnetsPrivate
@@ -212,14 +212,14 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...)))
 	}
-	if err := poolconfig.ValidateStack(c.Stack); err != nil {
+	if err := pooldoc.ValidateStack(c.Stack); err != nil {
 		bad("stack", "%v", err)
 	}
 	if len(c.GitHub.Repositories) == 0 {
 		bad("github.repositories", "empty: want the repositories (owner/name or owner/*) whose workflows may use the stack")
 	}
 	for _, r := range c.GitHub.Repositories {
-		if err := poolconfig.ValidateRepoPattern(r); err != nil {
+		if err := pooldoc.ValidateRepoPattern(r); err != nil {
 			bad("github.repositories", "%v", err)
 		}
 	}
@@ -232,8 +232,8 @@ func (c *Config) Validate() error {
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {
 		bad("refresh.schedule", "%q: want an EventBridge rate(N minutes) or cron(...) expression", c.Refresh.Schedule)
 	}
-	if c.History.Days < 1 || c.History.Days > poolconfig.MaxHistoryDays {
-		bad("history.days", "%d: want 1 to %d (how many days run records and ended instances are kept; default %d)", c.History.Days, poolconfig.MaxHistoryDays, DefaultHistoryDays)
+	if c.History.Days < 1 || c.History.Days > pooldoc.MaxHistoryDays {
+		bad("history.days", "%d: want 1 to %d (how many days run records and ended instances are kept; default %d)", c.History.Days, pooldoc.MaxHistoryDays, DefaultHistoryDays)
 	}
 	if len(c.Pools) == 0 {
 		bad("pools", "empty: want at least one pool")
@@ -326,7 +326,7 @@ func (p *Pool) validate(i int, gh GitHub, stackLabel string) []error {
 // rather than once per pool.
 var stackWide = []string{"githubUrl:", "jobs.stackLabel:"}
 
-// documentProblems names the problems poolconfig finds in pool i's document ("pool "x": market:
+// documentProblems names the problems pooldoc finds in pool i's document ("pool "x": market:
 // ...") by the config's field ("pools[i].market: ..."); a problem of another shape keeps its
 // text under pools[i].*.
 func documentProblems(err error, i int, name string) []error {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 )
@@ -92,7 +92,7 @@ func TestRequirementsPool(t *testing.T) {
 	doc, err := p.Document(Placeholders).Parsed()
 	require.NoError(t, err)
 	require.Empty(t, doc.InstanceTypes)
-	require.Equal(t, &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 2, Max: 8}, MemoryMiB: poolconfig.Range{Min: 4096}}, doc.InstanceRequirements)
+	require.Equal(t, &pooldoc.Requirements{Arch: "x64", VCPU: pooldoc.Range{Min: 2, Max: 8}, MemoryMiB: pooldoc.Range{Min: 4096}}, doc.InstanceRequirements)
 	before := p.SpecHash("agent")
 	p.InstanceRequirements.VCPU.Max = 16
 	require.NotEqual(t, before, p.SpecHash("agent"), "other sizes are another spec")

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // Deployed is what the stack settles for a pool: where its resources are (CloudFormation
@@ -19,7 +19,7 @@ type Deployed struct {
 	TemplateID, TemplateVer    string
 	SpecHash                   string
 	// Subnets are the subnets a VPC lookup found, for a pool with vpc instead of subnets.
-	Subnets []poolconfig.Subnet
+	Subnets []pooldoc.Subnet
 	// StackLabel (the config's app.label) and ReturnsQueueURL (the stack's returns queue) go
 	// into the documents of pools that serve label-routed jobs, and no others.
 	StackLabel, ReturnsQueueURL string
@@ -32,25 +32,25 @@ var Placeholders = Deployed{
 	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
 	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
 	TemplateVer: "1", SpecHash: "placeholder",
-	Subnets:         []poolconfig.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
+	Subnets:         []pooldoc.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
 	StackLabel:      "hangar",
 	ReturnsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
 }
 
 // Doc is a pool document as the stack publishes it.
-type Doc poolconfig.Document
+type Doc pooldoc.Document
 
 // JSON is the document as published.
-func (d Doc) JSON() ([]byte, error) { return json.Marshal(poolconfig.Document(d)) }
+func (d Doc) JSON() ([]byte, error) { return json.Marshal(pooldoc.Document(d)) }
 
 // Parsed reads the document back as provision, refresh and the agent do (defaults applied,
 // unknown fields refused, every field validated).
-func (d Doc) Parsed() (*poolconfig.Document, error) {
+func (d Doc) Parsed() (*pooldoc.Document, error) {
 	b, err := d.JSON()
 	if err != nil {
 		return nil, err
 	}
-	return poolconfig.Parse(b)
+	return pooldoc.Parse(b)
 }
 
 // Document is the pool document the stack publishes for p (docs/design.md §9).
@@ -59,17 +59,17 @@ func (p *Pool) Document(d Deployed) Doc {
 	if p.VPC != nil {
 		subnets = d.Subnets
 	}
-	var jobs *poolconfig.Jobs
+	var jobs *pooldoc.Jobs
 	returns := ""
 	if j := p.Jobs; j != nil {
-		jobs = &poolconfig.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup}
+		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup}
 		returns = d.ReturnsQueueURL
 	}
 	return Doc{
-		SchemaVersion: poolconfig.SchemaVersion, Name: p.Name,
+		SchemaVersion: pooldoc.SchemaVersion, Name: p.Name,
 		Partition: d.Partition, Region: d.Region, Account: d.Account, Table: d.Table,
 		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, GitHubURL: d.GitHubURL,
-		LaunchTemplate: poolconfig.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
+		LaunchTemplate: pooldoc.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
@@ -87,9 +87,9 @@ func (p *Pool) SpecHash(agentSHA256 string) string {
 		Disk           Disk
 		HopLimit       int
 		SecurityGroups []string
-		Runner         poolconfig.Runner
+		Runner         pooldoc.Runner
 		Agent          string
-		Requirements   *poolconfig.Requirements `json:",omitempty"` // left out when absent: older hashes stand
+		Requirements   *pooldoc.Requirements `json:",omitempty"` // left out when absent: older hashes stand
 	}{p.Image, p.InstanceTypes, p.Disk, p.MetadataHopLimit, p.SecurityGroups, p.Runner, agentSHA256, p.InstanceRequirements})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:16]

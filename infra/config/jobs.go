@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // App is the GitHub App side of label-routed jobs (docs/labels.md): the stack label, the App's
@@ -28,7 +28,7 @@ type App struct {
 	BatchSize int `json:"batchSize,omitempty"`
 	// BatchWindow is how long the jobs queue gathers a batch (default 0s, at most 5s, whole
 	// seconds): it adds its length to every job's wait, so it stays short.
-	BatchWindow poolconfig.Duration `json:"batchWindow,omitempty"`
+	BatchWindow pooldoc.Duration `json:"batchWindow,omitempty"`
 }
 
 // Jobs is how a pool serves label-routed jobs (the pool document's jobs, without the stack
@@ -87,9 +87,9 @@ func (j *Jobs) applyDefaults(p *Pool) {
 		return
 	}
 	if j.Scope == "" {
-		j.Scope = poolconfig.JobScopeRepository
+		j.Scope = pooldoc.JobScopeRepository
 	}
-	if j.Scope == poolconfig.JobScopeOrganization && j.RunnerGroup == "" {
+	if j.Scope == pooldoc.JobScopeOrganization && j.RunnerGroup == "" {
 		j.RunnerGroup = p.RunnerGroup
 	}
 }
@@ -113,7 +113,7 @@ func (c *Config) validateJobs() []error {
 		bad("app", "no pool has jobs: label-routed jobs need at least one pool with jobs.labels; leave app out to serve the steps only")
 	}
 	if a != nil {
-		if err := poolconfig.ValidateJobLabel(a.Label); err != nil {
+		if err := pooldoc.ValidateJobLabel(a.Label); err != nil {
 			hint := ""
 			if a.Label == c.Stack {
 				hint = " (the stack's name, app.label's default: set app.label)"
@@ -169,7 +169,7 @@ func labelSet(labels []string) string {
 // <server>/api/v3 for an enterprise server.
 func (g GitHub) APIURL() string {
 	server := strings.TrimRight(g.ServerURL, "/")
-	if server == "" || server == poolconfig.DefaultGitHubURL {
+	if server == "" || server == pooldoc.DefaultGitHubURL {
 		return "https://api.github.com"
 	}
 	return server + "/api/v3"

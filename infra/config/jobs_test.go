@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // jobsExample is testdata/hangar.jobs.yaml read as a map: two pools with jobs (repository and
@@ -41,12 +41,12 @@ func TestJobsParses(t *testing.T) {
 	cfg, err := Load("../testdata/hangar.jobs.yaml")
 	require.NoError(t, err)
 	require.True(t, cfg.ServesJobs())
-	require.Equal(t, &App{Label: "hangar", BatchSize: 20, BatchWindow: poolconfig.Duration(time.Second)}, cfg.App)
+	require.Equal(t, &App{Label: "hangar", BatchSize: 20, BatchWindow: pooldoc.Duration(time.Second)}, cfg.App)
 	d := Placeholders
 	d.StackLabel, d.ReturnsQueueURL = "hangar", "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs-returns"
 	x64, err := cfg.Pools[0].Document(d).Parsed()
 	require.NoError(t, err)
-	require.Equal(t, &poolconfig.Jobs{StackLabel: "hangar", Labels: []string{"linux-x64"}, Scope: poolconfig.JobScopeRepository}, x64.Jobs)
+	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux-x64"}, Scope: pooldoc.JobScopeRepository}, x64.Jobs)
 	require.Equal(t, d.ReturnsQueueURL, x64.ReturnsQueueURL)
 	arm, err := cfg.Pools[1].Document(d).Parsed()
 	require.NoError(t, err)
@@ -68,8 +68,8 @@ func TestJobsDefaults(t *testing.T) {
 	cfg, err := parseMap(t, m)
 	require.NoError(t, err)
 	require.Equal(t, &App{Label: "hangar-jobs", BatchSize: DefaultBatchSize}, cfg.App)
-	require.Equal(t, poolconfig.JobScopeRepository, cfg.Pools[0].Jobs.Scope)
-	require.Equal(t, &Jobs{Labels: []string{"linux", "ARM64"}, Scope: poolconfig.JobScopeOrganization, RunnerGroup: "hangar-octo-org"}, cfg.Pools[1].Jobs)
+	require.Equal(t, pooldoc.JobScopeRepository, cfg.Pools[0].Jobs.Scope)
+	require.Equal(t, &Jobs{Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization, RunnerGroup: "hangar-octo-org"}, cfg.Pools[1].Jobs)
 	require.Nil(t, cfg.Pools[2].Jobs)
 
 	ex, err := Load("../hangar.example.yaml")
@@ -210,5 +210,5 @@ func TestExampleJobsBlocks(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cfg.ServesJobs())
 	require.Equal(t, &App{Label: "hangar", BatchSize: 10}, cfg.App)
-	require.Equal(t, &Jobs{Labels: []string{"linux-x64"}, Scope: poolconfig.JobScopeRepository}, cfg.Pools[0].Jobs)
+	require.Equal(t, &Jobs{Labels: []string{"linux-x64"}, Scope: pooldoc.JobScopeRepository}, cfg.Pools[0].Jobs)
 }

@@ -38,10 +38,10 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/labels/webhook"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/webhook"
 )
 
 // emulatorConfig is the example config made to fit the emulator: a stack name of its own, the
@@ -61,7 +61,7 @@ func emulatorConfig(ctx context.Context, t *testing.T, ec2c *ec2.Client, server 
 	p.VPCID, err = localenv.DefaultVPC(ctx, ec2c)
 	require.NoError(t, err)
 	p.AllowedRepositories = append(p.AllowedRepositories, localenv.Repo)
-	p.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "always", Hot: 3}}}
+	p.Warm = pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "always", Hot: 3}}}
 	require.NoError(t, c.Validate())
 	return c
 }
@@ -105,8 +105,8 @@ func TestDeployIntoEmulators(t *testing.T) {
 		"AWS::Lambda::Function", "AWS::Events::Rule", "AWS::IAM::Role", "AWS::IAM::InstanceProfile", "AWS::EC2::SecurityGroup"} {
 		require.Contains(t, types, want, "created")
 	}
-	function := poolconfig.RefreshFunction(c.Stack)
-	require.ElementsMatch(t, []string{function, poolconfig.RefreshEventsFunction(c.Stack)}, functions,
+	function := pooldoc.RefreshFunction(c.Stack)
+	require.ElementsMatch(t, []string{function, pooldoc.RefreshEventsFunction(c.Stack)}, functions,
 		"the refresh function and the events function are among the stack's resources")
 
 	// The world around the stack (GitHub stand-in, fleet simulator), attached to it by name.
@@ -245,7 +245,7 @@ func TestDeployJobsIntoEmulators(t *testing.T) {
 			functions = append(functions, aws.ToString(r.PhysicalResourceId))
 		}
 	}
-	require.ElementsMatch(t, []string{poolconfig.RefreshFunction(c.Stack), poolconfig.RefreshEventsFunction(c.Stack), c.Stack + "-webhook", c.Stack + "-dispatch"}, functions)
+	require.ElementsMatch(t, []string{pooldoc.RefreshFunction(c.Stack), pooldoc.RefreshEventsFunction(c.Stack), c.Stack + "-webhook", c.Stack + "-dispatch"}, functions)
 
 	// The queues, as the outputs, the functions and the pool documents name them.
 	sqsc := sqs.NewFromConfig(cfg)
@@ -291,7 +291,7 @@ func TestDeployJobsIntoEmulators(t *testing.T) {
 	_, err = jobswire.EnvFrom(func(k string) string { return dispatchEnv[k] })
 	require.NoError(t, err, "the dispatcher's environment is complete")
 
-	st, err := poolconfig.LoadStack(ctx, ssm.NewFromConfig(cfg), c.Stack)
+	st, err := pooldoc.LoadStack(ctx, ssm.NewFromConfig(cfg), c.Stack)
 	require.NoError(t, err)
 	require.Len(t, st.Pools, 3)
 	for _, doc := range st.Pools {

@@ -6,7 +6,7 @@ import (
 )
 
 // webhookItems matches the partition keys of the webhook events the stack records
-// (webhook/<job id>/<action>, pkg/state's eventPrefix): no instance's ARN is among them.
+// (webhook/<job id>/<action>, pkg/contract/state's eventPrefix): no instance's ARN is among them.
 const webhookItems = "webhook/*"
 
 // newJobRoles makes the two label-routed jobs' functions' roles, one each, so that each holds only

@@ -72,7 +72,7 @@ func newJobs(h *hangar, webhookDir string) *jobs {
 		})
 
 	// GitHub cannot sign AWS requests: the delivery's X-Hub-Signature-256 is the gate, checked
-	// before anything of the body is read (pkg/webhook).
+	// before anything of the body is read (pkg/labels/webhook).
 	j.url = j.ingress.AddFunctionUrl(&awslambda.FunctionUrlOptions{AuthType: awslambda.FunctionUrlAuthType_NONE})
 
 	// Partial batch responses: a message that failed (GitHub down, no capacity) comes back alone

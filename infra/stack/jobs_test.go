@@ -13,7 +13,7 @@ import (
 	"github.com/hangar-ci/hangar/infra/config"
 	"github.com/hangar-ci/hangar/infra/stack"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // jobsConfig serves label-routed jobs: two pools with jobs (repository and organisation
@@ -387,11 +387,11 @@ func TestJobsPoolDocuments(t *testing.T) {
 		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\"}`,
 		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"runnerGroup\":\"hangar-octo-org\"}`,
 	} {
-		doc := docs[poolconfig.ParameterName("hangar-jobs", pool)]
+		doc := docs[pooldoc.ParameterName("hangar-jobs", pool)]
 		require.Contains(t, doc, want, pool)
 		require.Contains(t, doc, `\"returnsQueueUrl\":\"",{"Ref":"`+returns+`"}`, pool)
 	}
-	steps := docs[poolconfig.ParameterName("hangar-jobs", "steps-only")]
+	steps := docs[pooldoc.ParameterName("hangar-jobs", "steps-only")]
 	require.NotEmpty(t, steps)
 	require.NotContains(t, steps, "jobs")
 	require.NotContains(t, steps, "returnsQueueUrl")

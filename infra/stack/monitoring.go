@@ -7,13 +7,13 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/hangar-ci/hangar/pkg/metrics"
-	"github.com/hangar-ci/hangar/pkg/spend"
+	"github.com/hangar-ci/hangar/pkg/platform/metrics"
+	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
 
 // newMonitoring adds the alarms (poison in a dead-letter queue, refresh failing, orphans found)
 // and a dashboard of the refresh metrics (pkg/refresh/metrics.go) and, with label-routed jobs,
-// of the dispatcher's and the webhook function's (pkg/dispatch, pkg/webhook).
+// of the dispatcher's and the webhook function's (pkg/labels/dispatch, pkg/labels/webhook).
 func newMonitoring(h *hangar, fns refreshFunctions) {
 	metric := func(name, pool, stat string) awscloudwatch.Metric {
 		dims := map[string]*string{"Stack": jsii.String(h.cfg.Stack), "Pool": jsii.String(pool)}
@@ -60,7 +60,7 @@ func newMonitoring(h *hangar, fns refreshFunctions) {
 			dash.AddWidgets(awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{Title: jsii.String(name + ": label-routed jobs placed"), Left: &jobs, Width: jsii.Number(24)}))
 		}
 	}
-	// What runs cost (pkg/spend, published by refresh): per repository and pool, by the hour.
+	// What runs cost (pkg/refresh/spend, published by refresh): per repository and pool, by the hour.
 	cost := func(dims string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s} MetricName="%s" Stack="%s"', 'Sum', 3600)`, metrics.Namespace, dims, spend.MetricCost, h.cfg.Stack)),
@@ -86,7 +86,7 @@ func newJobsMonitoring(h *hangar, dash awscloudwatch.Dashboard, alarm func(strin
 		"label-routed jobs that could not be placed after every retry: their log lines name them", h.cfg.Stack+"-jobs-dead-letters")
 	alarm("ReturnsDeadLettersAlarm", h.jobs.returnsDLQ.MetricApproximateNumberOfMessagesVisible(nil),
 		"agents' returns the dispatcher could not take: those instances go back at their jobs' checks or completed webhooks", h.cfg.Stack+"-returns-dead-letters")
-	// These carry a Reason dimension whose values are the code's (pkg/jobs, pkg/webhook): a
+	// These carry a Reason dimension whose values are the code's (pkg/contract/jobs, pkg/labels/webhook): a
 	// search graphs whichever occur.
 	search := func(metricName string) awscloudwatch.IMetric {
 		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/infra/config"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // pool is one pool's resources.
@@ -59,7 +59,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		imageID = param.ValueAsString()
 	}
 	out.image = imageID
-	var subnets []poolconfig.Subnet
+	var subnets []pooldoc.Subnet
 	vpcID := p.VPCID
 	if p.VPC != nil {
 		var err error
@@ -105,7 +105,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes
 	}
 	out.doc = awsssm.NewStringParameter(h.stack, id("Document"), &awsssm.StringParameterProps{
-		ParameterName: jsii.String(poolconfig.ParameterName(h.cfg.Stack, p.Name)),
+		ParameterName: jsii.String(pooldoc.ParameterName(h.cfg.Stack, p.Name)),
 		StringValue:   jsii.String(string(body)),
 		Description:   jsii.String("Hangar pool document (docs/design.md §9)"),
 		Tier:          awsssm.ParameterTier_STANDARD,

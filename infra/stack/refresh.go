@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // refreshFunctions are the stack's two refresh functions: one code (cmd/refresh's bootstrap,
@@ -26,9 +26,9 @@ type refreshFunctions struct {
 // newRefresh makes both functions, the schedule and the EC2 events the events function handles.
 func newRefresh(h *hangar, dir string) refreshFunctions {
 	fns := refreshFunctions{
-		manual: refreshFunction(h, dir, "Refresh", poolconfig.RefreshFunction(h.cfg.Stack), nil),
-		events: refreshFunction(h, dir, "RefreshEvents", poolconfig.RefreshEventsFunction(h.cfg.Stack),
-			map[string]*string{poolconfig.RefreshSourceEnv: jsii.String(poolconfig.RefreshSourceEventBridge)}),
+		manual: refreshFunction(h, dir, "Refresh", pooldoc.RefreshFunction(h.cfg.Stack), nil),
+		events: refreshFunction(h, dir, "RefreshEvents", pooldoc.RefreshEventsFunction(h.cfg.Stack),
+			map[string]*string{pooldoc.RefreshSourceEnv: jsii.String(pooldoc.RefreshSourceEventBridge)}),
 	}
 	// The targets add each rule's permission to invoke the events function (its resource policy,
 	// for events.amazonaws.com from that rule); no identity of the stack is granted it.

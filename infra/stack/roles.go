@@ -9,10 +9,10 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // githubOIDC is GitHub Actions' OIDC issuer.
@@ -123,7 +123,7 @@ func (r *roles) grant(h *hangar) {
 	}
 	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
 	// function, and no other: not the events function, so they cannot forge EC2's events.
-	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+poolconfig.RefreshFunction(h.cfg.Stack))}, nil))
+	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+pooldoc.RefreshFunction(h.cfg.Stack))}, nil))
 	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag(h)}))
 	// The hourly sweep of doorbells left without a live instance lists them by name.
@@ -227,7 +227,7 @@ func startAndTerminate(h *hangar) awsiam.PolicyStatement {
 }
 
 // launches are the statements that let the workflows, refresh and the dispatcher launch
-// instances: an instant EC2 Fleet (pkg/fleet) from one of the stack's launch templates, and
+// instances: an instant EC2 Fleet (pkg/pool/fleet) from one of the stack's launch templates, and
 // nothing else, so that no trusted repository can run a machine of its own with the instance
 // profile (which opens every token sealed for that machine, docs/security.md).
 //

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hangar-ci/hangar/infra/config"
 	"github.com/hangar-ci/hangar/infra/stack"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // template is the example config's synthesized template, and jobsTemplate testdata/hangar.jobs.yaml's
@@ -165,7 +165,7 @@ func TestLaunchTemplate(t *testing.T) {
 
 func TestPoolDocument(t *testing.T) {
 	p := only(t, "AWS::SSM::Parameter")
-	require.Equal(t, poolconfig.ParameterName("hangar", "linux-x64"), p["Name"])
+	require.Equal(t, pooldoc.ParameterName("hangar", "linux-x64"), p["Name"])
 	doc := js(p["Value"])
 	for _, want := range []string{`\"queueUrl\"`, `\"launchTemplate\"`, `\"reuse\":\"repository\"`, `\"specHash\"`,
 		`\"githubUrl\":\"https://github.com\"`} {
@@ -203,13 +203,13 @@ func TestRefreshFunction(t *testing.T) {
 // alone, which EventBridge's rules alone may invoke; the workflows may invoke only the other
 // function, which runs without the events mode (it refuses EC2 events, cmd/refresh).
 func TestEC2EventsOnlyFromEventBridge(t *testing.T) {
-	manualID, manual := function(t, poolconfig.RefreshFunction("hangar"))
-	eventsID, events := function(t, poolconfig.RefreshEventsFunction("hangar"))
+	manualID, manual := function(t, pooldoc.RefreshFunction("hangar"))
+	eventsID, events := function(t, pooldoc.RefreshEventsFunction("hangar"))
 	vars := func(fn map[string]any) map[string]any {
 		return fn["Environment"].(map[string]any)["Variables"].(map[string]any)
 	}
-	require.Equal(t, poolconfig.RefreshSourceEventBridge, vars(events)[poolconfig.RefreshSourceEnv])
-	require.NotContains(t, vars(manual), poolconfig.RefreshSourceEnv, "the workflows' function takes no event")
+	require.Equal(t, pooldoc.RefreshSourceEventBridge, vars(events)[pooldoc.RefreshSourceEnv])
+	require.NotContains(t, vars(manual), pooldoc.RefreshSourceEnv, "the workflows' function takes no event")
 
 	rules := resources("AWS::Events::Rule")
 	require.Len(t, rules, 3)

@@ -5,7 +5,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // table is the state table of docs/design.md §2, exactly as testbed.TableInput (internal/testkit/testbed) declares it for tests.

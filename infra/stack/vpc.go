@@ -8,13 +8,13 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/infra/config"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // lookupSubnets finds a pool's subnets, and their VPC's id, by its VPC lookup. The CDK CLI performs the lookup (and
 // caches it in cdk.context.json); until it has, CDK answers with a dummy VPC and the CLI
 // synthesizes again, so a dummy never deploys.
-func lookupSubnets(h *hangar, p *config.Pool) ([]poolconfig.Subnet, string, error) {
+func lookupSubnets(h *hangar, p *config.Pool) ([]pooldoc.Subnet, string, error) {
 	if *awscdk.Token_IsUnresolved(h.stack.Account()) || *awscdk.Token_IsUnresolved(h.stack.Region()) {
 		return nil, "", fmt.Errorf("pool %s: vpc: a VPC lookup needs the stack's account and region: deploy with npx cdk (which sets them), or list subnets", p.Name)
 	}
@@ -34,10 +34,10 @@ func lookupSubnets(h *hangar, p *config.Pool) ([]poolconfig.Subnet, string, erro
 	default:
 		found = vpc.PrivateSubnets()
 	}
-	var out []poolconfig.Subnet
+	var out []pooldoc.Subnet
 	if found != nil {
 		for _, s := range *found {
-			out = append(out, poolconfig.Subnet{ID: *s.SubnetId(), AZ: *s.AvailabilityZone()})
+			out = append(out, pooldoc.Subnet{ID: *s.SubnetId(), AZ: *s.AvailabilityZone()})
 		}
 	}
 	if len(out) == 0 {

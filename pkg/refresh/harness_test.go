@@ -15,10 +15,10 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/provision"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/steps/provision"
 )
 
 type env struct {
@@ -62,8 +62,8 @@ func (e *env) refresh(cfg refresh.Config) *refresh.Report {
 
 func (e *env) schedule(hot, stopped int) {
 	e.t.Helper()
-	require.NoError(e.t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
-		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: hot, Stopped: stopped}}}
+	require.NoError(e.t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) {
+		d.Warm = pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "default", Hot: hot, Stopped: stopped}}}
 	}))
 }
 
@@ -105,7 +105,7 @@ func ids(insts []state.Instance) []string {
 }
 
 // load reads the stack as the Lambda does for each refresh.
-func (e *env) load() (*poolconfig.Stack, refresh.Deps) {
+func (e *env) load() (*pooldoc.Stack, refresh.Deps) {
 	e.t.Helper()
 	w := refreshwire.New(e.AWS, e.Stack, refreshwire.Options{Log: quiet, Metrics: &e.metrics,
 		DynamoDB: []func(*dynamodb.Options){func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }}})

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Request is a refresh asked for by hand: the payload of an invocation of the stack's refresh
@@ -45,7 +45,7 @@ type Invocation struct {
 // ApplyDefaults fills unset fields.
 func (i *Invocation) ApplyDefaults() {
 	if i.Stack == "" {
-		i.Stack = poolconfig.DefaultStack
+		i.Stack = pooldoc.DefaultStack
 	}
 }
 
@@ -53,7 +53,7 @@ func (i *Invocation) ApplyDefaults() {
 // input. It changes nothing and makes no request.
 func (i Invocation) Validate() error {
 	var errs []error
-	if err := poolconfig.ValidateStack(i.Stack); err != nil {
+	if err := pooldoc.ValidateStack(i.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
 	}
 	if err := i.Request.Validate(); err != nil {
@@ -81,7 +81,7 @@ func Invoke(ctx context.Context, client Lambda, inv Invocation) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
-	fn := poolconfig.RefreshFunction(inv.Stack)
+	fn := pooldoc.RefreshFunction(inv.Stack)
 	out, err := client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(fn), Payload: payload})
 	if err != nil {
 		return nil, fmt.Errorf("invoke the refresh function %s: %w", fn, err)

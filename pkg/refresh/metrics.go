@@ -4,13 +4,13 @@ import (
 	"context"
 	"sync"
 
-	"github.com/hangar-ci/hangar/pkg/metrics"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 )
 
 // publishSpend publishes, per pool, the cost of the runs that ended since it was last published
 // (Deps.Spend). A failure is logged: the next refresh publishes the window again.
-func (r *run) publishSpend(ctx context.Context, pools []*poolconfig.Document) {
+func (r *run) publishSpend(ctx context.Context, pools []*pooldoc.Document) {
 	if r.d.Spend == nil || r.cfg.DryRun {
 		return
 	}

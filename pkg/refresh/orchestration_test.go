@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // These tests run refresh's orchestration on the in-memory fakes (internal/testkit/fake): no
@@ -24,7 +24,7 @@ func fakeRefresh(t *testing.T, w *fake.World) *refresh.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := refresh.Run(ctx, refresh.Config{Stack: fake.Stack, Pools: []*poolconfig.Document{w.Doc}},
+	rep, err := refresh.Run(ctx, refresh.Config{Stack: fake.Stack, Pools: []*pooldoc.Document{w.Doc}},
 		refresh.Deps{Store: w.Store, EC2: w.EC2, Launcher: w.Launcher, Pools: w.Pools,
 			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
@@ -113,7 +113,7 @@ func TestFakeDrainedPoolKeepsNothingWarm(t *testing.T) {
 
 	rep := fakeRefresh(t, w)
 	require.Zero(t, rep.Pools[0].Launched, "nothing is kept warm")
-	require.Equal(t, poolconfig.Target{Schedule: "drained"}, rep.Pools[0].Target)
+	require.Equal(t, pooldoc.Target{Schedule: "drained"}, rep.Pools[0].Target)
 	require.Equal(t, state.Terminated, w.Store.Item(idle.ID).State)
 	require.Empty(t, w.Offered(t), "nothing of a drained pool is offered")
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // bellSweepEvery is how often one refresh (holding a lease) sweeps doorbells left without a live

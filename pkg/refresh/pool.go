@@ -11,17 +11,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // poolRun is the refresh of one pool: its report, and its instances by what refresh does with
 // them, as the phases below sort them.
 type poolRun struct {
 	*run
-	doc *poolconfig.Document
+	doc *pooldoc.Document
 	now time.Time
 	rep PoolReport
 
@@ -32,7 +32,7 @@ type poolRun struct {
 
 // pool refreshes one pool: expire what overstays, read the warm sets, weed out what must go,
 // promote what is ready, then bring the sets to the schedule's size.
-func (r *run) pool(ctx context.Context, doc *poolconfig.Document) PoolReport {
+func (r *run) pool(ctx context.Context, doc *pooldoc.Document) PoolReport {
 	p := &poolRun{run: r, doc: doc, now: r.d.Now(), rep: PoolReport{Pool: doc.Name}}
 	p.expire(ctx)
 	if !p.readSets(ctx) {
@@ -44,7 +44,7 @@ func (r *run) pool(ctx context.Context, doc *poolconfig.Document) PoolReport {
 	if doc.Drained {
 		// Nothing kept warm: trimming to zero retires the idle and stopped instances, and those
 		// still warming are retired once their agents are ready.
-		p.rep.Target = poolconfig.Target{Schedule: "drained"}
+		p.rep.Target = pooldoc.Target{Schedule: "drained"}
 	}
 	p.stopForSchedule(ctx)
 	p.fill(ctx)
@@ -274,7 +274,7 @@ func without(set, gone []state.Instance) []state.Instance {
 }
 
 // unfit says why an idle, stopped or warming instance must go ("" when it may stay).
-func (r *run) unfit(doc *poolconfig.Document, in state.Instance, gone map[string]string, now time.Time) string {
+func (r *run) unfit(doc *pooldoc.Document, in state.Instance, gone map[string]string, now time.Time) string {
 	switch {
 	case gone[in.ID] != "":
 		return "its instance is " + gone[in.ID] + " on EC2"
@@ -331,13 +331,13 @@ func (r *run) vanished(ctx context.Context, insts []state.Instance) (map[string]
 }
 
 // promote moves a READY warm instance to idle and offers it to the pool.
-func (r *run) promote(ctx context.Context, doc *poolconfig.Document, in state.Instance, now time.Time) *state.Instance {
+func (r *run) promote(ctx context.Context, doc *pooldoc.Document, in state.Instance, now time.Time) *state.Instance {
 	r.act(Action{Instance: in.ID, Pool: doc.Name, Do: "promote", Reason: "its agent is ready"})
 	if r.cfg.DryRun {
 		return &in
 	}
 	back := r.returner()
-	out, err := back.Idle(ctx, lifecycle.Back{Instance: in, Idle: doc.Timeout(state.Idle), At: now, Reason: "warm and ready"})
+	out, err := back.Idle(ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), At: now, Reason: "warm and ready"})
 	if err != nil {
 		if !errors.Is(err, state.ErrConflict) {
 			r.fail("pool %s: promote %s: %v", doc.Name, in.ID, err)
@@ -356,8 +356,8 @@ func (r *run) offer(ctx context.Context, pool string, insts ...*state.Instance) 
 }
 
 // returner gives warm instances to their pools.
-func (r *run) returner() *lifecycle.Returner {
-	return &lifecycle.Returner{Store: r.d.Store, Offers: r.d.Pools, Retirer: r.retire, Bells: r.d.Bells, Log: r.d.Log}
+func (r *run) returner() *pool.Returner {
+	return &pool.Returner{Store: r.d.Store, Offers: r.d.Pools, Retirer: r.retire, Bells: r.d.Bells, Log: r.d.Log}
 }
 
 // stop stops idle instances for the stopped part of the warm pool. The conditional write comes
@@ -365,7 +365,7 @@ func (r *run) returner() *lifecycle.Returner {
 // request), and only then is the new offer published. A claim or a release that lands before the
 // write makes it lose, and the instance is left running for whoever holds it now; a claim after it
 // can only come through the new offer, which provision answers by starting the instance.
-func (r *run) stop(ctx context.Context, doc *poolconfig.Document, idle []state.Instance, now time.Time) []state.Instance {
+func (r *run) stop(ctx context.Context, doc *pooldoc.Document, idle []state.Instance, now time.Time) []state.Instance {
 	for _, in := range idle {
 		r.act(Action{Instance: in.ID, Pool: doc.Name, Do: "stop", Reason: "the schedule wants stopped warm instances"})
 	}
@@ -414,7 +414,7 @@ func finished(in state.Instance) bool {
 }
 
 // warmingNow returns the pool's warm instances still being created (no run, within their deadline).
-func (r *run) warmingNow(ctx context.Context, doc *poolconfig.Document, now time.Time) ([]state.Instance, error) {
+func (r *run) warmingNow(ctx context.Context, doc *pooldoc.Document, now time.Time) ([]state.Instance, error) {
 	items, err := r.d.Store.InPoolState(ctx, doc.Name, state.Created)
 	if err != nil && !errors.Is(err, state.ErrBadItem) {
 		return nil, err
@@ -428,7 +428,7 @@ func (r *run) warmingNow(ctx context.Context, doc *poolconfig.Document, now time
 const leaseTTL = 2 * time.Minute
 
 // leased takes the pool's launch lease; another refresh holding it fills the deficit this round.
-func (r *run) leased(ctx context.Context, doc *poolconfig.Document) bool {
+func (r *run) leased(ctx context.Context, doc *pooldoc.Document) bool {
 	if r.cfg.DryRun {
 		return true
 	}
@@ -443,12 +443,12 @@ func (r *run) leased(ctx context.Context, doc *poolconfig.Document) bool {
 	return ok
 }
 
-func (r *run) leaseName(doc *poolconfig.Document) string {
+func (r *run) leaseName(doc *pooldoc.Document) string {
 	return "launch/" + r.cfg.Stack + "/" + doc.Name
 }
 
 // unlease gives the pool's launch lease back once the launched instances are recorded.
-func (r *run) unlease(ctx context.Context, doc *poolconfig.Document) {
+func (r *run) unlease(ctx context.Context, doc *pooldoc.Document) {
 	if r.cfg.DryRun {
 		return
 	}
@@ -458,7 +458,7 @@ func (r *run) unlease(ctx context.Context, doc *poolconfig.Document) {
 }
 
 // launch creates n warm instances (no run) in one request and records them.
-func (r *run) launch(ctx context.Context, doc *poolconfig.Document, n int, now time.Time) (int, error) {
+func (r *run) launch(ctx context.Context, doc *pooldoc.Document, n int, now time.Time) (int, error) {
 	r.act(Action{Pool: doc.Name, Do: "launch", Reason: fmt.Sprintf("%d warm instances missing", n)})
 	if r.cfg.DryRun {
 		return n, nil
@@ -472,7 +472,7 @@ func (r *run) launch(ctx context.Context, doc *poolconfig.Document, n int, now t
 		Reserved: fleet.ForWarmPool(r.cfg.Stack, doc.Name),
 		Token:    fmt.Sprintf("hangar-warm-%s-%d", doc.Name, now.Unix()/60),
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
-			_, err := r.record.Record(ctx, lifecycle.Launch{Pool: doc, Instances: launched, At: now, Reason: "warm pool"})
+			_, err := r.record.Record(ctx, pool.Launch{Pool: doc, Instances: launched, At: now, Reason: "warm pool"})
 			return err
 		},
 	})

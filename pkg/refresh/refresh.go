@@ -15,13 +15,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/spend"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
 
 // Store is the part of the state store refresh uses.
@@ -54,7 +54,7 @@ type EC2 interface {
 // (fleet.Launcher).
 type Launcher interface {
 	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
-	Resolve(ctx context.Context, doc *poolconfig.Document) error
+	Resolve(ctx context.Context, doc *pooldoc.Document) error
 }
 
 // Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
@@ -69,7 +69,7 @@ type Pools interface {
 type Deps struct {
 	Store Store
 	// Prices prices the instances launched, recorded in their items (nil: price unknown).
-	Prices   lifecycle.Pricer
+	Prices   pool.Pricer
 	EC2      EC2
 	Launcher Launcher
 	Pools    Pools
@@ -89,7 +89,7 @@ type Deps struct {
 // Config is one refresh.
 type Config struct {
 	Stack string
-	Pools []*poolconfig.Document
+	Pools []*pooldoc.Document
 	// DryRun reports what would be done and changes nothing.
 	DryRun bool
 	// OrphanGrace is how old an unrecorded instance must be before it counts as an orphan.
@@ -145,11 +145,11 @@ type Action struct {
 
 // PoolReport is one pool's part of a refresh.
 type PoolReport struct {
-	Pool    string            `json:"pool"`
-	Target  poolconfig.Target `json:"target"`
-	Idle    int               `json:"idle"`
-	Stopped int               `json:"stopped"`
-	Warming int               `json:"warming"`
+	Pool    string         `json:"pool"`
+	Target  pooldoc.Target `json:"target"`
+	Idle    int            `json:"idle"`
+	Stopped int            `json:"stopped"`
+	Warming int            `json:"warming"`
 	// Depth is about how many offers the pool's queue holds after the refresh.
 	Depth int `json:"depth"`
 	// OffersDropped counts the stale or duplicate offers the refresh deleted; Reoffered, the
@@ -189,10 +189,10 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	}
 	start := d.Now()
 	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
-		retire: &lifecycle.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
-		record: &lifecycle.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
+		retire: &pool.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
+		record: &pool.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
 	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
-	pools := make([]*poolconfig.Document, 0, len(cfg.Pools))
+	pools := make([]*pooldoc.Document, 0, len(cfg.Pools))
 	for _, doc := range cfg.Pools {
 		if err := d.Launcher.Resolve(ctx, doc); err != nil {
 			r.fail("%v", err)
@@ -231,8 +231,8 @@ func randomHolder() string {
 // run is one refresh in progress.
 type run struct {
 	holder string // this refresh's name on leases
-	retire *lifecycle.Retirer
-	record *lifecycle.Recorder
+	retire *pool.Retirer
+	record *pool.Recorder
 	cfg    Config
 	d      Deps
 	mu     sync.Mutex
@@ -257,7 +257,7 @@ func (r *run) fail(format string, a ...any) {
 // terminate retires instances (each conditional on the version read; dry, only reports) and
 // returns those it ended. An instance someone else moved first (a claim, another refresh) is
 // theirs now and is left alone.
-func (r *run) terminate(ctx context.Context, insts []state.Instance, reason lifecycle.Reason) ([]state.Instance, error) {
+func (r *run) terminate(ctx context.Context, insts []state.Instance, reason pool.Reason) ([]state.Instance, error) {
 	for _, in := range insts {
 		r.act(Action{Instance: in.ID, Pool: in.Pool, Do: "terminate", Reason: reason(in)})
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // TestExpiryInEveryState: an instance past its deadline in any live state is terminated, item
@@ -170,7 +170,7 @@ func TestWarmPool(t *testing.T) {
 	e.refresh(refresh.Config{})
 	old := ids(e.inState(state.Idle))
 	require.Len(t, old, 1)
-	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) { d.SpecHash = "v2" }))
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) { d.SpecHash = "v2" }))
 	rep = e.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Pools[0].Launched, "rolled: the outdated instance is replaced")
 	it, err := e.Store.Get(e.ctx, old[0])

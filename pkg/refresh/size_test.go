@@ -5,19 +5,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 // TestWarmPoolBySize: refresh fills the warm pool of a pool that chooses its types by size with
 // types that fit; a pool whose requirements nothing fits is reported and left alone.
 func TestWarmPoolBySize(t *testing.T) {
 	e := newEnv(t)
-	req := &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 4, Max: 4}, MemoryMiB: poolconfig.Range{Min: 8192, Max: 8192}}
-	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
+	req := &pooldoc.Requirements{Arch: "x64", VCPU: pooldoc.Range{Min: 4, Max: 4}, MemoryMiB: pooldoc.Range{Min: 8192, Max: 8192}}
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) {
 		d.InstanceTypes, d.InstanceRequirements = nil, req
-		d.Warm = poolconfig.Warm{Schedules: []poolconfig.Schedule{{Name: "default", Hot: 2}}}
+		d.Warm = pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "default", Hot: 2}}}
 	}))
 	rep := e.refresh(refresh.Config{})
 	require.Equal(t, 2, rep.Pools[0].Launched)
@@ -28,8 +28,8 @@ func TestWarmPoolBySize(t *testing.T) {
 		require.Equal(t, 8192, in.MemoryMiB, in.InstanceType)
 	}
 
-	require.NoError(t, e.UpdatePool(e.ctx, func(d *poolconfig.Document) {
-		d.InstanceRequirements = &poolconfig.Requirements{Arch: "x64", VCPU: poolconfig.Range{Min: 2, Max: 2}, MemoryMiB: poolconfig.Range{Min: 1 << 20}}
+	require.NoError(t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) {
+		d.InstanceRequirements = &pooldoc.Requirements{Arch: "x64", VCPU: pooldoc.Range{Min: 2, Max: 2}, MemoryMiB: pooldoc.Range{Min: 1 << 20}}
 	}))
 	stack, deps := e.load()
 	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)

@@ -11,7 +11,7 @@ package main
 import (
 	"os"
 
-	"github.com/hangar-ci/hangar/pkg/runas"
+	"github.com/hangar-ci/hangar/pkg/instance/runas"
 )
 
 func main() {

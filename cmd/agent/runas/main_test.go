@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/runas"
+	"github.com/hangar-ci/hangar/pkg/instance/runas"
 )
 
 // TestHelperCommandsInBothBinaries: hangar-runas and the agent's own binary (the fallback where

@@ -12,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/agent"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/provision"
-	"github.com/hangar-ci/hangar/pkg/release"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/instance/agent"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/steps/provision"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 func readDoc(t *testing.T) string {
@@ -156,7 +156,7 @@ func TestExamplesParse(t *testing.T) {
 	require.NoError(t, err, "the example pool message")
 	require.Equal(t, int64(7), m.Version)
 
-	d, err := poolconfig.Parse([]byte(jsonBlock(t, doc, "## 9. The pool document")))
+	d, err := pooldoc.Parse([]byte(jsonBlock(t, doc, "## 9. The pool document")))
 	require.NoError(t, err, "the example pool document")
 	require.Equal(t, "linux-x64", d.Name)
 }
@@ -177,11 +177,11 @@ func TestTimeoutsMatchDesign(t *testing.T) {
 	t.Parallel()
 	doc := readDoc(t)
 	code := map[string]time.Duration{
-		"`created` threshold":          poolconfig.DefaultTimeouts.Created.D(),
-		"`claimed` threshold":          poolconfig.DefaultTimeouts.Claimed.D(),
-		"`running` threshold":          poolconfig.DefaultTimeouts.Running.D(),
-		"`idle` threshold":             poolconfig.DefaultTimeouts.Idle.D(),
-		"`stopped` threshold":          poolconfig.DefaultTimeouts.Stopped.D(),
+		"`created` threshold":          pooldoc.DefaultTimeouts.Created.D(),
+		"`claimed` threshold":          pooldoc.DefaultTimeouts.Claimed.D(),
+		"`running` threshold":          pooldoc.DefaultTimeouts.Running.D(),
+		"`idle` threshold":             pooldoc.DefaultTimeouts.Idle.D(),
+		"`stopped` threshold":          pooldoc.DefaultTimeouts.Stopped.D(),
 		"terminated retention":         state.DefaultHistoryRetention,
 		"`poolWait`":                   offers.DefaultWait,
 		"message visibility":           offers.DefaultVisibility,

@@ -79,14 +79,14 @@ const (
 // alone: the action's refresh step is cmd/hangar. The agent runs on the instances: neither the
 // Actions toolkit nor the Lambda runtime. The action's steps never run in Lambda.
 var linkRules = []linkRule{
-	{"cmd/refresh", []string{actionsToolkit, githubClient, appAuth, module + "pkg/ghapi", module + "pkg/provision", module + "pkg/release",
-		module + "pkg/dispatch", module + "pkg/webhook", module + "internal/wire/step"},
+	{"cmd/refresh", []string{actionsToolkit, githubClient, appAuth, module + "pkg/platform/ghapi", module + "pkg/steps/provision", module + "pkg/steps/release",
+		module + "pkg/labels/dispatch", module + "pkg/labels/webhook", module + "internal/wire/step"},
 		"the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
-	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, module + "pkg/dispatch", module + "pkg/webhook"},
+	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, module + "pkg/labels/dispatch", module + "pkg/labels/webhook"},
 		"the agent is neither an action step nor a Lambda, and nothing of the GitHub App reaches an instance"},
-	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/agent", module + "pkg/state", module + "internal"},
+	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/instance/agent", module + "pkg/contract/state", module + "internal"},
 		"the agent's helper starts for every runner script: it links no AWS or GitHub code (whose package initialisation is most of the agent's start-up), nor package net (0.8 ms of CPU at every start: exactBans), only package runas"},
-	{"cmd/webhook", []string{actionsToolkit, module + "pkg/provision", module + "internal/wire/step"},
+	{"cmd/webhook", []string{actionsToolkit, module + "pkg/steps/provision", module + "internal/wire/step"},
 		"the label-routed jobs' functions are not an action step"},
 	{"cmd/provision", []string{lambdaRuntime}, "an action step is not a Lambda"},
 	{"cmd/release", []string{lambdaRuntime}, "an action step is not a Lambda"},

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/wait"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
 func init() { register("agent", benchAgent) }

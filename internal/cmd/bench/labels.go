@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 func init() { register("labels", benchLabels) }

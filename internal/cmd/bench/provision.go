@@ -18,8 +18,8 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 func init() { register("provision", benchProvision) }

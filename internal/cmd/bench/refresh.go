@@ -19,9 +19,9 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
 )
 
 func init() { register("refresh", benchRefresh) }
@@ -70,7 +70,7 @@ func benchRefresh(ctx context.Context, _ benchConfig) ([]Row, error) {
 		return nil, err
 	}
 	defer e.Close()
-	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) { d.Warm = poolconfig.Warm{} }); err != nil {
+	if err := e.UpdatePool(ctx, func(d *pooldoc.Document) { d.Warm = pooldoc.Warm{} }); err != nil {
 		return nil, err
 	}
 	if err := seedFleet(ctx, e.Store, e.Pool); err != nil {
@@ -129,8 +129,8 @@ func coldStartTimes(ctx context.Context, e *localenv.Env, bootstrap string) ([]t
 	var out []time.Duration
 	for range coldStarts {
 		start := time.Now()
-		fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
-			Env: append(e.Environ(), "HANGAR_STACK="+e.Stack, poolconfig.RefreshSourceEnv+"="+poolconfig.RefreshSourceEventBridge)})
+		fn, err := lambdaemu.Start(lambdaemu.Function{Name: pooldoc.RefreshEventsFunction(e.Stack), Bootstrap: bootstrap,
+			Env: append(e.Environ(), "HANGAR_STACK="+e.Stack, pooldoc.RefreshSourceEnv+"="+pooldoc.RefreshSourceEventBridge)})
 		if err != nil {
 			return nil, err
 		}

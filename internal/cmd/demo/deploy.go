@@ -18,7 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/emustack"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 //go:embed hangar.demo.yaml
@@ -41,7 +41,7 @@ type deployment struct {
 	infra   string // the CDK app's directory (its assets are under build/)
 	stack   string
 	server  string // the GitHub server the stack serves: the stand-in's URL
-	subnets []poolconfig.Subnet
+	subnets []pooldoc.Subnet
 	vpc     string // the subnets' VPC
 }
 

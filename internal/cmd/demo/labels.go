@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // labelRouted shows the second way in: three jobs saying runs-on: [self-hosted, hangar,

@@ -18,10 +18,10 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/wait"
 )
 
 func main() {
@@ -85,7 +85,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	deployed, err := d.deploy(ctx, settings{Idle: poolconfig.DefaultTimeouts.Idle.D()})
+	deployed, err := d.deploy(ctx, settings{Idle: pooldoc.DefaultTimeouts.Idle.D()})
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func run(ctx context.Context) error {
 
 	say("warm pool: redeployed with a schedule that wants 2 hot instances; refresh launches them in one request")
 	start = time.Now()
-	if _, err := d.deploy(ctx, settings{Idle: poolconfig.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
+	if _, err := d.deploy(ctx, settings{Idle: pooldoc.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
 		return err
 	}
 	tl.add("redeploy: 2 hot instances wanted", start, "UPDATE_COMPLETE")

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // agentCase is an assignment written straight into a live instance's item in a shape provision

@@ -3,9 +3,9 @@
 // production, in one local world on the AWS emulators (internal/testkit/localenv):
 //
 //   - action inputs, given to the real provision and release step binaries and hangar refresh;
-//   - pool documents, parsed by pkg/poolconfig and read by the provision step from SSM;
-//   - pool messages (poison), parsed by pkg/offers and sent to a pool's queue ahead of a provision;
-//   - item shapes, written into the state table and read by pkg/state, the release step and an
+//   - pool documents, parsed by pkg/contract/pooldoc and read by the provision step from SSM;
+//   - pool messages (poison), parsed by pkg/pool/offers and sent to a pool's queue ahead of a provision;
+//   - item shapes, written into the state table and read by pkg/contract/state, the release step and an
 //     agent;
 //   - Lambda events, handed to the real refresh function through the local Lambda.
 //

@@ -14,18 +14,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // itemCase is an item of a run, written into the state table in a shape no part of Hangar writes
-// (by hand, a bug, or a holder of the control-plane role), read back through pkg/state and by the
+// (by hand, a bug, or a holder of the control-plane role), read back through pkg/contract/state and by the
 // release step of its run.
 type itemCase struct {
 	name string
 	run  string
 	// spoil changes a well-formed running item of the run.
 	spoil func(it map[string]ddbtypes.AttributeValue)
-	// read: pkg/state refuses to read the item, with these words; nil when it reads it.
+	// read: pkg/contract/state refuses to read the item, with these words; nil when it reads it.
 	read []string
 	// release is the release step's exit code and what its log says.
 	releaseExit int
@@ -40,7 +40,7 @@ func n(v int64) ddbtypes.AttributeValue {
 	return &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
-// itemCases are the item-shape cases read through pkg/state and the release step.
+// itemCases are the item-shape cases read through pkg/contract/state and the release step.
 func itemCases() []itemCase {
 	notAnItem := "decode item: not a Hangar instance item"
 	return []itemCase{
@@ -57,7 +57,7 @@ func itemCases() []itemCase {
 			unclear: "does not name the attribute (launchedAt), and names RFC 3339 as the form wanted where the schema stores Unix milliseconds (N)"},
 		{name: "no version", run: "4305", spoil: func(it map[string]ddbtypes.AttributeValue) { delete(it, "version") },
 			releaseExit: 0, release: []string{"running → idle of " + fakeID("4305") + ": version 0: want the version last read (1 or more)", "::warning::"},
-			unclear: "pkg/state reads the item as version 0; release refuses it before any write, and refresh can never retire it once expired (retire: version 0 refused on every pass)"},
+			unclear: "pkg/contract/state reads the item as version 0; release refuses it before any write, and refresh can never retire it once expired (retire: version 0 refused on every pass)"},
 	}
 }
 
@@ -104,7 +104,7 @@ func (w *world) rawItem(t *testing.T, id string) map[string]ddbtypes.AttributeVa
 	return out.Item
 }
 
-// itemRun writes a case's item and reads it through pkg/state and the release step of its run:
+// itemRun writes a case's item and reads it through pkg/contract/state and the release step of its run:
 // refused (or, for release, given up on with a warning), no mutating call, the item as it was,
 // the pool untouched.
 func (w *world) itemRun(c itemCase) func(t *testing.T) {
@@ -120,7 +120,7 @@ func (w *world) itemRun(c itemCase) func(t *testing.T) {
 			require.NoError(t, byRunErr)
 		} else {
 			for _, err := range []error{getErr, byRunErr} {
-				require.Error(t, err, "pkg/state read an item no part of Hangar writes")
+				require.Error(t, err, "pkg/contract/state read an item no part of Hangar writes")
 				for _, x := range c.read {
 					require.Contains(t, err.Error(), x)
 				}

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // poisonCase is a pool message no claimer can use.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // poolDocCase is a pool document (the world's own, published under another pool name, with
@@ -21,7 +21,7 @@ import (
 type poolDocCase struct {
 	name   string
 	change map[string]any // top-level fields; a nil value removes the field; nested objects replace the field's whole value
-	want   []string       // in poolconfig.Parse's error and the provision step's log
+	want   []string       // in pooldoc.Parse's error and the provision step's log
 	// allowed: the document is valid, and it is the provision request that does not fit it
 	// (then only the step refuses, and want is checked in its log).
 	allowed bool
@@ -81,7 +81,7 @@ func poolDocCases() []poolDocCase {
 // viaStep are the cases whose document is also published in the stack and read by the
 // provision step (the same path for every document, so a few of each kind: a decoding error, a
 // validation error of each level, and a request the pool refuses). The others are checked by
-// poolconfig.Parse alone, which is what the step calls.
+// pooldoc.Parse alone, which is what the step calls.
 var viaStep = map[string]bool{
 	"unknown field (a typo)": true, "schema version from the future": true, "market unknown": true,
 	"timeout not a duration": true, "runner download over plain http": true, "warm window malformed": true,
@@ -91,7 +91,7 @@ var viaStep = map[string]bool{
 // withRunner marks a change of some runner fields: poolDocRun merges them into the document's.
 type withRunner map[string]any
 
-// poolDocRun checks a pool-document case: poolconfig.Parse refuses the document naming the field
+// poolDocRun checks a pool-document case: pooldoc.Parse refuses the document naming the field
 // and what it accepts; for the cases viaStep, published in the stack, the provision step that
 // reads it refuses too, with the same words, no mutating AWS call, and the pool untouched.
 func (w *world) poolDocRun(c poolDocCase) func(t *testing.T) {
@@ -106,7 +106,7 @@ func (w *world) poolDocRun(c poolDocCase) func(t *testing.T) {
 		doc["name"] = name
 		good, err := json.Marshal(doc)
 		require.NoError(t, err)
-		_, err = poolconfig.Parse(good)
+		_, err = pooldoc.Parse(good)
 		require.NoError(t, err, "the unchanged document is valid")
 		for k, v := range c.change {
 			switch v := v.(type) {
@@ -123,9 +123,9 @@ func (w *world) poolDocRun(c poolDocCase) func(t *testing.T) {
 		}
 		body, err := json.Marshal(doc)
 		require.NoError(t, err)
-		_, err = poolconfig.Parse(body)
+		_, err = pooldoc.Parse(body)
 		if c.gap != "" && err == nil {
-			gapCheck(t, c.gap, false, "poolconfig.Parse accepted "+string(body))
+			gapCheck(t, c.gap, false, "pooldoc.Parse accepted "+string(body))
 		}
 		if c.allowed {
 			require.NoError(t, err)
@@ -143,7 +143,7 @@ func (w *world) poolDocRun(c poolDocCase) func(t *testing.T) {
 		w.publish(t, name, string(body))
 		want := c.want
 		if !c.allowed {
-			want = append([]string{"pool: pool document " + poolconfig.ParameterName(w.Stack, name)}, want...)
+			want = append([]string{"pool: pool document " + pooldoc.ParameterName(w.Stack, name)}, want...)
 		}
 		w.stepRun(stepCase{name: c.name, step: provisionStep, set: env("HANGAR_POOL", name), exit: exitRun, want: want, unclear: c.unclear})(t)
 		gapCheck(t, c.gap, true, "")
@@ -154,7 +154,7 @@ func (w *world) poolDocRun(c poolDocCase) func(t *testing.T) {
 func (w *world) publish(t *testing.T, pool, body string) {
 	t.Helper()
 	client := ssm.NewFromConfig(w.AWS)
-	name := poolconfig.ParameterName(w.Stack, pool)
+	name := pooldoc.ParameterName(w.Stack, pool)
 	_, err := client.PutParameter(w.ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(body),
 		Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
 	require.NoError(t, err)

@@ -26,8 +26,8 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // world is the local world the corpus runs in: one stack with one pool holding two idle
@@ -101,7 +101,7 @@ func newWorld(t *testing.T, poison []poisonCase) *world {
 	t.Cleanup(w.ddb.Close)
 	w.github = newGitHubCounter(t, e.GH.URL())
 	// The stack's refresh function, as the stack deploys it, with its AWS traffic counted.
-	w.fn, err = lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: w.refreshBin,
+	w.fn, err = lambdaemu.Start(lambdaemu.Function{Name: pooldoc.RefreshFunction(e.Stack), Bootstrap: w.refreshBin,
 		Env:     append(e.Environ(), "HANGAR_STACK="+e.Stack, "AWS_ENDPOINT_URL="+w.moto.URL(), "AWS_ENDPOINT_URL_DYNAMODB="+w.ddb.URL()),
 		Timeout: 2 * time.Minute})
 	require.NoError(t, err)

@@ -25,8 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // jsonText renders v for scanning.
@@ -290,7 +290,7 @@ func (w *world) snapshot(t *testing.T, when string) {
 // otherSources are the stack's pool documents, the GitHub stand-in's runners, and the jobs'
 // output (their environment: the runner's).
 func (w *world) otherSources(t *testing.T) []source {
-	params, err := ssm.NewFromConfig(w.AWS).GetParametersByPath(w.ctx, &ssm.GetParametersByPathInput{Path: aws.String(poolconfig.ParameterPath(w.Stack))})
+	params, err := ssm.NewFromConfig(w.AWS).GetParametersByPath(w.ctx, &ssm.GetParametersByPathInput{Path: aws.String(pooldoc.ParameterPath(w.Stack))})
 	require.NoError(t, err)
 	require.NotEmpty(t, params.Parameters)
 	require.Len(t, w.jobs, 4)

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // crashKind is what a crash trial kills, and what it runs next.
@@ -59,7 +59,7 @@ func TestCrashes(t *testing.T) {
 	t.Logf("TestCrashes (%s form): %d trials over a pool of %d idle instances (timeouts: created %s, claimed %s), base seed %d",
 		sc.Form, sc.CrashTrials, sc.CrashIdle, crashCreated, crashClaimed, seed)
 	w := newWorld(t, "crash", worldOptions{Refresh: true, Budget: 25 * time.Minute,
-		Timeouts: poolconfig.Timeouts{Created: poolconfig.Duration(crashCreated), Claimed: poolconfig.Duration(crashClaimed)}})
+		Timeouts: pooldoc.Timeouts{Created: pooldoc.Duration(crashCreated), Claimed: pooldoc.Duration(crashClaimed)}})
 
 	// Each trial is a subtest, so that one that fails does not hide the others: they run one
 	// after the other in the same world, each from whatever the one before left.

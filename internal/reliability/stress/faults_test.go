@@ -15,7 +15,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // The faults the steps see: 5% of requests throttled and 5% answered with HTTP 500, each request

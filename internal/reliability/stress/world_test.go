@@ -27,10 +27,10 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // The step binaries the suite drives Hangar through, as the action runs them.
@@ -58,7 +58,7 @@ type worldOptions struct {
 	// AgentArgs are extra agent flags (after --poll-interval 250ms).
 	AgentArgs []string
 	// Timeouts replace the pool's state timeouts (zero fields keep the defaults).
-	Timeouts poolconfig.Timeouts
+	Timeouts pooldoc.Timeouts
 	// Refresh serves the stack's refresh function, for the refresh step.
 	Refresh bool
 	// Budget bounds the whole test (default 10 minutes).
@@ -95,9 +95,9 @@ func newWorld(t *testing.T, name string, o worldOptions) *world {
 		le.Close()
 		w.terminateAll()
 	})
-	if o.Timeouts != (poolconfig.Timeouts{}) {
-		require.NoError(t, le.UpdatePool(ctx, func(d *poolconfig.Document) {
-			for _, f := range []struct{ to, from *poolconfig.Duration }{{&d.Timeouts.Created, &o.Timeouts.Created},
+	if o.Timeouts != (pooldoc.Timeouts{}) {
+		require.NoError(t, le.UpdatePool(ctx, func(d *pooldoc.Document) {
+			for _, f := range []struct{ to, from *pooldoc.Duration }{{&d.Timeouts.Created, &o.Timeouts.Created},
 				{&d.Timeouts.Claimed, &o.Timeouts.Claimed}, {&d.Timeouts.Running, &o.Timeouts.Running},
 				{&d.Timeouts.Idle, &o.Timeouts.Idle}, {&d.Timeouts.Stopped, &o.Timeouts.Stopped}} {
 				if *f.from != 0 {

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/hangar-ci/hangar/pkg/wait"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
 // Options shape a deployment.

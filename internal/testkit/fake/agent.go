@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
 // Behaviour is how an Agent answers for one instance.
@@ -32,7 +32,7 @@ const (
 )
 
 // Agent plays the instance agents' part on a Store: it watches the items and writes the signals
-// and heartbeats pkg/agent writes through state.Agent, each conditional on the version it acts
+// and heartbeats pkg/instance/agent writes through state.Agent, each conditional on the version it acts
 // on. It is not a runner: it only says what an agent would say.
 type Agent struct {
 	Store *Store

@@ -2,13 +2,13 @@ package fake_test
 
 import (
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/lifecycle"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/provision"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/release"
+	"github.com/hangar-ci/hangar/pkg/steps/provision"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // The fakes implement exactly the interfaces the use cases declare.
@@ -31,13 +31,13 @@ var (
 	_ refresh.Launcher = (*fake.Launcher)(nil)
 	_ refresh.Pools    = (*offers.Directory)(nil)
 
-	_ lifecycle.Store      = (*fake.Store)(nil)
-	_ lifecycle.Creator    = (*fake.Store)(nil)
-	_ lifecycle.Terminator = (*fake.EC2)(nil)
-	_ fleet.Tagger         = (*fake.EC2)(nil)
-	_ fleet.EC2            = (*fake.EC2)(nil)
-	_ offers.SQS           = (*fake.SQS)(nil)
-	_ poolconfig.SSM       = (*fake.SSM)(nil)
-	_ offers.Claimer       = (*fake.Store)(nil)
-	_ offers.Items         = (*fake.Store)(nil)
+	_ pool.Store      = (*fake.Store)(nil)
+	_ pool.Creator    = (*fake.Store)(nil)
+	_ pool.Terminator = (*fake.EC2)(nil)
+	_ fleet.Tagger    = (*fake.EC2)(nil)
+	_ fleet.EC2       = (*fake.EC2)(nil)
+	_ offers.SQS      = (*fake.SQS)(nil)
+	_ pooldoc.SSM     = (*fake.SSM)(nil)
+	_ offers.Claimer  = (*fake.Store)(nil)
+	_ offers.Items    = (*fake.Store)(nil)
 )

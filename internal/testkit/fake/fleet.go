@@ -3,8 +3,8 @@ package fake
 import (
 	"context"
 
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // Launcher is the real fleet.Launcher on a fake EC2 (capacity shortages come from EC2.NoCapacity),
@@ -40,7 +40,7 @@ func (l *Launcher) Describe(ctx context.Context, types []string) (map[string]fle
 
 // Resolve fills in the instance types of a pool that chooses them by size, through the fleet
 // launcher (a document that names its types is left as it is).
-func (l *Launcher) Resolve(ctx context.Context, doc *poolconfig.Document) error {
+func (l *Launcher) Resolve(ctx context.Context, doc *pooldoc.Document) error {
 	if err := l.call("Resolve"); err != nil {
 		return err
 	}

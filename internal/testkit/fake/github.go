@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
 // GitHub holds one scope's self-hosted runners in memory and mints registration tokens.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v66/github"
 
-	"github.com/hangar-ci/hangar/pkg/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
 // GitHubError returns an error as go-github returns GitHub's answer with status code, for

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // SQS holds queues in memory, by URL, with what offers.Queue and offers.Selector use of SQS:

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/wait"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
 // Store keeps state.Instance items in memory and applies the conditional writes of

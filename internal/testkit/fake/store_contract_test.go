@@ -13,7 +13,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // The contract: one table of transitions, run against the fake store and against state.Store on

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Transition applies c if, and only if, its condition holds, as state.Store.Transition does, and

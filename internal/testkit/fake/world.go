@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // Account is the account the fakes key instances by.
@@ -25,7 +25,7 @@ const Stack = "hangar"
 // Pool returns a valid pool document named name: types c7i.large then c6i.large, two subnets
 // (us-east-1a, us-east-1b), market spot-fallback, reuse repository, no warm pool; change
 // applies changes to its JSON form (a map) before it is parsed and validated.
-func Pool(t testing.TB, name string, change func(doc map[string]any)) *poolconfig.Document {
+func Pool(t testing.TB, name string, change func(doc map[string]any)) *pooldoc.Document {
 	t.Helper()
 	doc := map[string]any{
 		"schemaVersion": 2, "name": name, "region": Account.Region, "account": Account.ID, "table": "hangar-instances",
@@ -47,7 +47,7 @@ func Pool(t testing.TB, name string, change func(doc map[string]any)) *poolconfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := poolconfig.Parse(b)
+	out, err := pooldoc.Parse(b)
 	if err != nil {
 		t.Fatalf("fake pool document: %v", err)
 	}
@@ -59,7 +59,7 @@ const QueueURLBase = "https://sqs.us-east-1.amazonaws.com/123456789012/"
 
 // World is one test's fakes, wired to each other, with one pool.
 type World struct {
-	Doc    *poolconfig.Document
+	Doc    *pooldoc.Document
 	Store  *Store
 	EC2    *EC2
 	SQS    *SQS
@@ -78,7 +78,7 @@ type World struct {
 }
 
 // NewWorld returns a world around doc (Pool(t, "linux", nil) when nil) with its agent running.
-func NewWorld(t testing.TB, doc *poolconfig.Document) *World {
+func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 	t.Helper()
 	if doc == nil {
 		doc = Pool(t, "linux", nil)
@@ -93,8 +93,8 @@ func NewWorld(t testing.TB, doc *poolconfig.Document) *World {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.SSM.Put(poolconfig.ParameterName(Stack, doc.Name), string(b))
-	w.Pools = &offers.Directory{Loader: &poolconfig.Loader{SSM: w.SSM, Stack: Stack}, SQS: w.SQS}
+	w.SSM.Put(pooldoc.ParameterName(Stack, doc.Name), string(b))
+	w.Pools = &offers.Directory{Loader: &pooldoc.Loader{SSM: w.SSM, Stack: Stack}, SQS: w.SQS}
 	w.Launcher = NewLauncher(w.EC2)
 	w.Launcher.Fleet.MaxBackoff = 50 * time.Millisecond
 	w.Agent = &Agent{Store: w.Store, SQS: w.SQS}

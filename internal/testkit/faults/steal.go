@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Thief is a state store (the real one, underneath) under which another run claims one instance

@@ -25,7 +25,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // The test binary plays every process the simulator starts, chosen by helperEnv: the metadata

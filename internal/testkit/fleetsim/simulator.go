@@ -21,7 +21,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
-	"github.com/hangar-ci/hangar/pkg/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // EC2 is the part of the EC2 client the simulator uses.

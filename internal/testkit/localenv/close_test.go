@@ -14,7 +14,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/fleetsim"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Close stops the real agent, its metadata mock, the runner it registered (which the agent starts

@@ -8,9 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/wait"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // Eventually checks cond, with jittered backoff from 50 ms to 2 s, until it holds, it fails, or

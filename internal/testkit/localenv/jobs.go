@@ -27,10 +27,10 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
-	"github.com/hangar-ci/hangar/pkg/dispatch"
-	"github.com/hangar-ci/hangar/pkg/ghapp"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/webhook"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
+	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
 )
 
 // JobsOptions shape the label-routed part of a world.
@@ -218,8 +218,8 @@ func (e *Env) localJobs(ctx context.Context, j *Jobs, o JobsOptions) (jobswire.E
 		return jobswire.Env{}, err
 	}
 	// The pool serves jobs, as a redeploy with jobs in the config would make it.
-	if err := e.UpdatePool(ctx, func(d *poolconfig.Document) {
-		d.Jobs = &poolconfig.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: poolconfig.JobScopeRepository}
+	if err := e.UpdatePool(ctx, func(d *pooldoc.Document) {
+		d.Jobs = &pooldoc.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: pooldoc.JobScopeRepository}
 		d.ReturnsQueueURL = returnsQ
 	}); err != nil {
 		return jobswire.Env{}, err

@@ -40,12 +40,12 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/ghurl"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // Fixed values of the local world.
@@ -68,7 +68,7 @@ type Options struct {
 	Market      string   // the pool's market (default on-demand)
 	Types       []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
 	// Requirements choose the pool's types by size instead (Types is then ignored).
-	Requirements *poolconfig.Requirements
+	Requirements *pooldoc.Requirements
 	Dir          string // the simulator's directory (default: a temporary one, removed by Close)
 	Log          *slog.Logger
 	// TLS serves the GitHub stand-in on https, as GitHub is, with a self-signed certificate that
@@ -105,7 +105,7 @@ type Env struct {
 	// TarSum is the real SHA-256 of the runner tarball.
 	TarSum string
 	// Doc is the pool's published document.
-	Doc *poolconfig.Document
+	Doc *pooldoc.Document
 
 	deployed  bool
 	ddbURL    string // the DynamoDB endpoint the state table is at
@@ -277,7 +277,7 @@ func (e *Env) serveRunner(runnerBin string) (string, string, error) {
 
 // attach finds the deployed stack's pool o.Pool, as the steps do from the stack's name.
 func (e *Env) attach(ctx context.Context) error {
-	st, err := poolconfig.LoadStack(ctx, ssm.NewFromConfig(e.AWS), e.Stack)
+	st, err := pooldoc.LoadStack(ctx, ssm.NewFromConfig(e.AWS), e.Stack)
 	if err != nil {
 		return fmt.Errorf("attach to the deployed stack: %w", err)
 	}
@@ -328,7 +328,7 @@ func (e *Env) trustGitHub() (string, error) {
 // from then on Environ points Lambda calls at it, so the action's refresh mode invokes it as it
 // would the deployed function. Close stops it.
 func (e *Env) ServeRefresh(bootstrap string) (*lambdaemu.Emulator, error) {
-	fn, err := lambdaemu.Start(lambdaemu.Function{Name: poolconfig.RefreshFunction(e.Stack), Bootstrap: bootstrap,
+	fn, err := lambdaemu.Start(lambdaemu.Function{Name: pooldoc.RefreshFunction(e.Stack), Bootstrap: bootstrap,
 		Env: append(e.Environ(), "HANGAR_STACK="+e.Stack), Timeout: 2 * time.Minute})
 	if err != nil {
 		return nil, err
@@ -351,7 +351,7 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	}
 	market := o.Market
 	if market == "" {
-		market = poolconfig.MarketOnDemand
+		market = pooldoc.MarketOnDemand
 	}
 	types := o.Types
 	if o.Requirements != nil {
@@ -359,19 +359,19 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 	} else if len(types) == 0 {
 		types = []string{"c7i.large", "c6i.large", "m7i.large"}
 	}
-	e.Doc, err = e.putDocument(ctx, poolconfig.Document{
-		SchemaVersion: poolconfig.SchemaVersion, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table, GitHubURL: e.GH.URL(),
+	e.Doc, err = e.putDocument(ctx, pooldoc.Document{
+		SchemaVersion: pooldoc.SchemaVersion, Name: e.Pool, Region: e.AWS.Region, Account: Account, Table: e.Table, GitHubURL: e.GH.URL(),
 		QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
-		LaunchTemplate: poolconfig.LaunchTemplate{ID: template, Version: "1"},
+		LaunchTemplate: pooldoc.LaunchTemplate{ID: template, Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, InstanceRequirements: o.Requirements, Subnets: subnets, Market: market, Labels: []string{"linux"},
-		Runner: poolconfig.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
+		Runner: pooldoc.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
 	}, true)
 	return err
 }
 
 // AddPool publishes a second pool of the stack, like the first but with its own queue and
 // launch template, and returns its document.
-func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, error) {
+func (e *Env) AddPool(ctx context.Context, name string) (*pooldoc.Document, error) {
 	if e.deployed {
 		return nil, errDeployed
 	}
@@ -381,12 +381,12 @@ func (e *Env) AddPool(ctx context.Context, name string) (*poolconfig.Document, e
 	}
 	doc := *e.Doc
 	doc.Name, doc.QueueURL, doc.DeadLetterQueueURL = name, queueURL, dlqURL
-	doc.LaunchTemplate = poolconfig.LaunchTemplate{ID: template, Version: "1"}
+	doc.LaunchTemplate = pooldoc.LaunchTemplate{ID: template, Version: "1"}
 	return e.putDocument(ctx, doc, true)
 }
 
 // UpdatePool changes the pool's document and republishes it, as a redeploy of the stack would.
-func (e *Env) UpdatePool(ctx context.Context, change func(*poolconfig.Document)) error {
+func (e *Env) UpdatePool(ctx context.Context, change func(*pooldoc.Document)) error {
 	if e.deployed {
 		return errDeployed
 	}
@@ -416,16 +416,16 @@ func (e *Env) poolResources(ctx context.Context, pool string) (queueURL, dlqURL,
 
 // putDocument checks a pool document as the steps read it and publishes it (new: removed again
 // by Close), returning it as parsed.
-func (e *Env) putDocument(ctx context.Context, doc poolconfig.Document, isNew bool) (*poolconfig.Document, error) {
+func (e *Env) putDocument(ctx context.Context, doc pooldoc.Document, isNew bool) (*pooldoc.Document, error) {
 	body, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("encode pool document %s: %w", doc.Name, err)
 	}
-	parsed, err := poolconfig.Parse(body)
+	parsed, err := pooldoc.Parse(body)
 	if err != nil {
 		return nil, fmt.Errorf("local pool document: %w", err)
 	}
-	name := poolconfig.ParameterName(e.Stack, doc.Name)
+	name := pooldoc.ParameterName(e.Stack, doc.Name)
 	client := ssm.NewFromConfig(e.AWS)
 	if _, err := client.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name),
 		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)}); err != nil {
@@ -467,21 +467,21 @@ func (e *Env) createQueues(ctx context.Context, name string) (string, string, er
 
 // DefaultSubnets returns two subnets of the emulator's default VPC in different zones, sorted
 // by zone: where the local world's pools launch.
-func DefaultSubnets(ctx context.Context, client *ec2.Client) ([]poolconfig.Subnet, error) {
+func DefaultSubnets(ctx context.Context, client *ec2.Client) ([]pooldoc.Subnet, error) {
 	out, err := client.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{{Name: aws.String("default-for-az"), Values: []string{"true"}}}})
 	if err != nil {
 		return nil, fmt.Errorf("describe subnets: %w", err)
 	}
-	var subnets []poolconfig.Subnet
+	var subnets []pooldoc.Subnet
 	seen := map[string]bool{}
 	for _, s := range out.Subnets {
 		az := aws.ToString(s.AvailabilityZone)
 		if !seen[az] && len(subnets) < 2 {
 			seen[az] = true
-			subnets = append(subnets, poolconfig.Subnet{ID: aws.ToString(s.SubnetId), AZ: az})
+			subnets = append(subnets, pooldoc.Subnet{ID: aws.ToString(s.SubnetId), AZ: az})
 		}
 	}
-	slices.SortFunc(subnets, func(a, b poolconfig.Subnet) int { return strings.Compare(a.AZ, b.AZ) })
+	slices.SortFunc(subnets, func(a, b pooldoc.Subnet) int { return strings.Compare(a.AZ, b.AZ) })
 	if len(subnets) == 0 {
 		return nil, errors.New("moto has no default subnets")
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/hangar-ci/hangar/pkg/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // Offered receives every visible offer of the pool's queue (hiding them for a minute, so call it

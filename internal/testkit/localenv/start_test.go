@@ -15,7 +15,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 func TestStartWithoutTheEmulatorsSaysSo(t *testing.T) {

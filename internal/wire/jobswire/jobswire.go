@@ -21,18 +21,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/hangar-ci/hangar/pkg/dispatch"
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/ghapi"
-	"github.com/hangar-ci/hangar/pkg/ghapp"
-	"github.com/hangar-ci/hangar/pkg/ghurl"
-	"github.com/hangar-ci/hangar/pkg/metrics"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/pricing"
-	"github.com/hangar-ci/hangar/pkg/state"
-	"github.com/hangar-ci/hangar/pkg/webhook"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
+	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
+	"github.com/hangar-ci/hangar/pkg/platform/metrics"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/pricing"
 )
 
 // The roles one binary plays, by HANGAR_WEBHOOK_ROLE.
@@ -72,7 +72,7 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 			errs = append(errs, fmt.Errorf("%s is not set: want %s", name, what))
 		}
 	}
-	if err := poolconfig.ValidateStack(e.Stack); err != nil {
+	if err := pooldoc.ValidateStack(e.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvStack, err))
 	}
 	need(EnvJobsQueueURL, e.JobsQueueURL, "the jobs queue's URL")
@@ -108,7 +108,7 @@ type Options struct {
 	// GitHub is the transport to GitHub's API (http.DefaultTransport when nil; the local world's
 	// trusts its stand-in).
 	GitHub http.RoundTripper
-	// PoolsTTL is how long pool documents are kept (poolconfig.DefaultCacheTTL when 0).
+	// PoolsTTL is how long pool documents are kept (pooldoc.DefaultCacheTTL when 0).
 	PoolsTTL time.Duration
 	// EC2 replaces the dispatcher's EC2 client (tests count or break its calls through it).
 	EC2 dispatch.EC2Launcher
@@ -130,7 +130,7 @@ func Ingress(cfg aws.Config, env Env, o Options) (*webhook.Handler, error) {
 			return []byte(s), err
 		},
 		Queue:    sqs.NewFromConfig(cfg),
-		Pools:    &poolconfig.Cache{SSM: ssm.NewFromConfig(cfg), Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log},
+		Pools:    &pooldoc.Cache{SSM: ssm.NewFromConfig(cfg), Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log},
 		DynamoDB: dynamodb.NewFromConfig(cfg, o.DynamoDB...),
 		Log:      o.Log,
 		Metrics:  &metrics.Writer{Out: o.Metrics},
@@ -143,7 +143,7 @@ func Ingress(cfg aws.Config, env Env, o Options) (*webhook.Handler, error) {
 func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispatch.Dispatcher, *ghapp.App, error) {
 	o.defaults()
 	ssmClient := ssm.NewFromConfig(cfg)
-	pools := &poolconfig.Cache{SSM: ssmClient, Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log}
+	pools := &pooldoc.Cache{SSM: ssmClient, Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log}
 	stack, err := pools.LoadStack(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -174,7 +174,7 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		ec2Client = o.EC2
 	}
 	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
-		Pools: pools, Store: store, Offers: &offers.Directory{Loader: &poolconfig.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
+		Pools: pools, Store: store, Offers: &offers.Directory{Loader: &pooldoc.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
 		Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, EC2: ec2Client,
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
 			return app.Client(installation, scope)

@@ -14,14 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/pricing"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/pricing"
 	"github.com/hangar-ci/hangar/pkg/refresh"
-	"github.com/hangar-ci/hangar/pkg/spend"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
 
 // EC2 is every EC2 call refresh makes.
@@ -70,8 +70,8 @@ func New(cfg aws.Config, stack string, o Options) *Wiring {
 
 // Load reads the stack's pool documents, anew on every call so that a redeployed stack is seen
 // at the next refresh, and returns them with refresh's dependencies.
-func (w *Wiring) Load(ctx context.Context) (*poolconfig.Stack, refresh.Deps, error) {
-	loader := &poolconfig.Loader{SSM: w.ssm, Stack: w.stack}
+func (w *Wiring) Load(ctx context.Context) (*pooldoc.Stack, refresh.Deps, error) {
+	loader := &pooldoc.Loader{SSM: w.ssm, Stack: w.stack}
 	stack, err := loader.LoadStack(ctx)
 	if err != nil {
 		return nil, refresh.Deps{}, err

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/hangar-ci/hangar/pkg/ghurl"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 // Inputs reads a step's inputs. A flag given on the command line wins; then the action's input

@@ -3,7 +3,7 @@ package step
 import (
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // RepositoryVisibility returns the workflow repository's visibility from the event payload
@@ -13,15 +13,15 @@ import (
 func RepositoryVisibility(gha *githubactions.Action) string {
 	c, err := gha.Context()
 	if err != nil || c == nil {
-		return poolconfig.VisibilityPublic
+		return pooldoc.VisibilityPublic
 	}
 	repo, _ := c.Event["repository"].(map[string]any)
 	switch v, _ := repo["visibility"].(string); v {
-	case poolconfig.VisibilityPublic, poolconfig.VisibilityPrivate, poolconfig.VisibilityInternal:
+	case pooldoc.VisibilityPublic, pooldoc.VisibilityPrivate, pooldoc.VisibilityInternal:
 		return v
 	}
 	if private, ok := repo["private"].(bool); ok && private {
-		return poolconfig.VisibilityPrivate
+		return pooldoc.VisibilityPrivate
 	}
-	return poolconfig.VisibilityPublic
+	return pooldoc.VisibilityPublic
 }

@@ -7,14 +7,14 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/hangar-ci/hangar/pkg/doorbell"
-	"github.com/hangar-ci/hangar/pkg/fleet"
-	"github.com/hangar-ci/hangar/pkg/offers"
-	"github.com/hangar-ci/hangar/pkg/poolconfig"
-	"github.com/hangar-ci/hangar/pkg/pricing"
-	"github.com/hangar-ci/hangar/pkg/provision"
-	"github.com/hangar-ci/hangar/pkg/release"
-	"github.com/hangar-ci/hangar/pkg/state"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/pool/pricing"
+	"github.com/hangar-ci/hangar/pkg/steps/provision"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // EC2 is every EC2 call the steps make.
@@ -39,14 +39,14 @@ type Wiring struct {
 	Log    *slog.Logger
 	Mask   func(secret string)
 
-	loader *poolconfig.Loader
+	loader *pooldoc.Loader
 	dir    *offers.Directory
 	prices *pricing.Pricer
 }
 
 func (w *Wiring) init() {
 	if w.loader == nil {
-		w.loader = &poolconfig.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
+		w.loader = &pooldoc.Loader{SSM: w.Clients.SSM, Stack: w.Stack}
 		w.dir = &offers.Directory{Loader: w.loader, SQS: w.Clients.SQS}
 		w.prices = pricing.NewFromConfig(w.Clients.AWS)
 		w.prices.Log = w.Log

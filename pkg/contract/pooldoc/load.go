@@ -1,0 +1,59 @@
+package pooldoc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+)
+
+// SSM is the part of the SSM client loading uses.
+type SSM interface {
+	GetParameter(ctx context.Context, params *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
+	GetParametersByPath(ctx context.Context, params *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
+}
+
+// Load reads and validates the document of one pool of stack.
+func Load(ctx context.Context, client SSM, stack, pool string) (*Document, error) {
+	name := ParameterName(stack, pool)
+	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: &name})
+	if err != nil {
+		return nil, fmt.Errorf("read pool document %s: %w", name, err)
+	}
+	d, err := Parse([]byte(aws.ToString(out.Parameter.Value)))
+	if err != nil {
+		return nil, fmt.Errorf("pool document %s: %w", name, err)
+	}
+	if d.Name != pool {
+		return nil, fmt.Errorf("pool document %s names pool %q", name, d.Name)
+	}
+	return d, nil
+}
+
+// LoadAll reads every pool document of stack. Documents that fail to parse are reported in the
+// error and left out, so one broken pool does not stop the others.
+func LoadAll(ctx context.Context, client SSM, stack string) ([]*Document, error) {
+	path := ParameterPath(stack)
+	var (
+		docs []*Document
+		errs []error
+	)
+	p := ssm.NewGetParametersByPathPaginator(client, &ssm.GetParametersByPathInput{Path: &path})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list pool documents under %s: %w", path, err)
+		}
+		for _, prm := range page.Parameters {
+			d, err := Parse([]byte(aws.ToString(prm.Value)))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("pool document %s: %w", aws.ToString(prm.Name), err))
+				continue
+			}
+			docs = append(docs, d)
+		}
+	}
+	return docs, errors.Join(errs...)
+}

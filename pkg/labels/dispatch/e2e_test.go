@@ -1,0 +1,294 @@
+package dispatch_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+)
+
+// TestBurst: 20 jobs on an empty pool are served by 20 instances created with one CreateFleet;
+// then 50 jobs queued at once over the 20 instances, now idle: each job runs once, on an instance
+// of its own (20 claimed, 30 created with one more CreateFleet; on a slow machine an instance may
+// finish its job and be offered again before the batch is placed, and take a second job instead
+// of a new instance); at the end every instance is idle, wiped, offered once, and no runner of the
+// stack is left on GitHub.
+func TestBurst(t *testing.T) {
+	t.Parallel()
+	logs := &testbed.Buffer{}
+	w := newWorld(t, 12*time.Minute, localenv.JobsOptions{BatchSize: 100, BatchWindow: 2 * time.Second,
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "dispatch:") && !strings.Contains(l, "dispatch: removed") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+
+	w.jobs.Pause()
+	first := w.queue(localenv.Repo, 20, "echo job $GITHUB_RUN_ID on $RUNNER_NAME")
+	w.jobs.Resume()
+	for _, j := range w.ran(first, 4*time.Minute) {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+	}
+	require.Equal(t, []int32{20}, w.ec2.Fleets(), "the empty pool's 20 instances come from one CreateFleet")
+	idle := w.settled(20, 3*time.Minute)
+
+	w.jobs.Pause()
+	burst := w.queue(localenv.Repo, 50, "sleep 1; echo job on $RUNNER_NAME")
+	w.jobs.Resume()
+	done := w.ran(burst, 6*time.Minute)
+	t.Logf("batches %v, fleets %v", w.jobs.Batches(), w.ec2.Fleets())
+	byInstance := map[string][]ghfake.Job{}
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+		id := w.instanceOf(j)
+		byInstance[id] = append(byInstance[id], j)
+	}
+	for id, js := range byInstance {
+		slices.SortFunc(js, func(a, b ghfake.Job) int { return a.StartedAt.Compare(b.StartedAt) })
+		for i := 1; i < len(js); i++ {
+			require.False(t, js[i].StartedAt.Before(js[i-1].CompletedAt), "%s held jobs %d and %d at once", id, js[i-1].ID, js[i].ID)
+		}
+	}
+	reused := 0
+	for _, it := range idle {
+		if _, ok := byInstance[it.ID]; ok {
+			reused++
+		}
+	}
+	require.Equal(t, 20, reused, "every idle instance was claimed")
+	fleets := w.ec2.Fleets()
+	require.Len(t, fleets, 2, "the burst's overflow comes from one CreateFleet")
+	require.Equal(t, len(byInstance)-20, int(fleets[1]), "every instance created for the burst ran one of its jobs")
+	require.LessOrEqual(t, fleets[1], int32(30), "no more than the overflow was created")
+
+	w.offeredOnce(w.settled(20+int(fleets[1]), 4*time.Minute))
+	for _, j := range done {
+		again, _ := w.GH.Job(j.ID)
+		require.Equal(t, j.RunnerName, again.RunnerName, "job %d ran once", j.ID)
+	}
+}
+
+// TestReuseScope: a pool of reuse scope repository hands an instance that served one repository
+// only to that repository's jobs; another repository gets an instance of its own.
+func TestReuseScope(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{Owners: []string{"octo"}})
+	a := w.ran(w.queue("octo/app", 1, "echo a"), 2*time.Minute)[0]
+	first := w.instanceOf(a)
+	w.settled(1, 2*time.Minute)
+
+	b := w.ran(w.queue("octo/other", 1, "echo b"), 2*time.Minute)[0]
+	require.NotEqual(t, first, w.instanceOf(b), "octo/other never gets the instance octo/app left")
+	w.settled(2, 2*time.Minute)
+
+	c := w.ran(w.queue("octo/app", 1, "echo c"), 2*time.Minute)[0]
+	require.Equal(t, first, w.instanceOf(c), "octo/app gets its own instance back")
+	require.Equal(t, []int32{1, 1}, w.ec2.Fleets(), "two repositories, two instances, nothing more")
+	idle := w.settled(2, 2*time.Minute)
+	for _, it := range idle {
+		require.Len(t, it.ServedRepos, 1, "%s served one repository only: %v", it.ID, it.ServedRepos)
+	}
+	w.offeredOnce(idle)
+}
+
+// TestDeliveries: a delivery redelivered (same delivery id) or sent again (another id), and a job
+// whose completed arrives before its queued, change nothing: one instance per job, no runner left.
+func TestDeliveries(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
+
+	// Twice the same queued delivery, and once more under another id: one runner, one instance.
+	w.jobs.Pause()
+	job := w.queue(localenv.Repo, 1, "echo once")[0]
+	first := deliveryOf(t, w, job, "queued")
+	require.NoError(t, w.GH.Redeliver(first))
+	_, err := w.GH.SendJobEvent(job, "queued")
+	require.NoError(t, err)
+	statuses := deliveryStatuses(w, job, "queued")
+	require.Equal(t, []int{202, 200, 200}, statuses, "the later deliveries are duplicates")
+	w.jobs.Resume()
+	j := w.ran([]int64{job}, 2*time.Minute)[0]
+	require.Equal(t, "success", j.Conclusion)
+	require.Equal(t, []int32{1}, w.ec2.Fleets(), "one instance for the job")
+	w.settled(1, 2*time.Minute)
+
+	// completed (cancelled) before queued: the late queued delivery places nothing.
+	w.GH.DropDeliveries("queued", true)
+	late := w.jobs.QueueJob(localenv.Repo, 6001, labels, "echo never")
+	w.GH.CancelJob(late)
+	w.accepted([]int64{late}, "completed")
+	w.GH.DropDeliveries("queued", false)
+	require.NoError(t, w.GH.Redeliver(deliveryOf(t, w, late, "queued")))
+	w.accepted([]int64{late}, "queued")
+	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the late job's message handled", func(context.Context) (bool, error) {
+		return w.jobs.Pending(w.ctx) == 0, nil
+	}))
+	idle := w.settled(1, time.Minute)
+	require.Equal(t, []int32{1}, w.ec2.Fleets(), "nothing created for the cancelled job")
+	require.NotEqual(t, state.JobKey(late, 0), idle[0].LastRunID, "the idle instance never served the cancelled job")
+	w.offeredOnce(idle)
+}
+
+// TestNoJobWithinBound: a runner that gets no job (its job cancelled while the runner waited, or
+// never handed to it) is removed from GitHub and its instance returned, wiped and offered.
+func TestNoJobWithinBound(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{CheckAfter: 3 * time.Second})
+
+	// The runners cannot take jobs: GitHub hands none out while held.
+	hold := w.GH.Hold("/next")
+	t.Cleanup(hold) // a failure must not leave the runners' requests held: the stand-in would not close
+	cancelled := w.queue(localenv.Repo, 1, "echo never")[0]
+	it, _ := w.holding(cancelled)
+	w.GH.CancelJob(cancelled)
+	back, err := w.WaitItem(w.ctx, it, time.Minute, "the cancelled job's instance given back", func(in *state.Instance) bool {
+		return in.State == state.Idle && in.RunID == ""
+	})
+	require.NoError(t, err)
+	served, _, ok := state.ParseJobKey(back.LastRunID)
+	require.True(t, ok && served == cancelled, "the instance last held the cancelled job (%s)", back.LastRunID)
+
+	// A job whose runner never takes it: at its bound the runner goes, and the job gets another.
+	stuck := w.queue(localenv.Repo, 1, "echo finally")[0]
+	_, first := w.holding(stuck)
+	_, n, _ := state.ParseJobKey(first)
+	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the stuck job placed again", func(ctx context.Context) (bool, error) {
+		held, err := w.Store.ByRun(ctx, state.JobKey(stuck, n+1))
+		return len(held) == 1, err
+	}))
+	hold()
+	j := w.ran([]int64{stuck}, 2*time.Minute)[0]
+	require.Equal(t, "success", j.Conclusion)
+	c, _ := w.GH.Job(cancelled)
+	require.Equal(t, "cancelled", c.Conclusion)
+	require.Empty(t, c.RunnerName, "the cancelled job never ran")
+	w.offeredOnce(w.settled(len(w.ec2.Fleets()), 2*time.Minute))
+}
+
+// holding waits until an instance holds job (claimed, or created for it, its runner started)
+// and returns its id and the key it holds the job under: a runner that got no job within its
+// bound is replaced under the job's next key, so on a busy machine the first key may be gone
+// before it is seen.
+func (w *world) holding(job int64) (id, key string) {
+	w.t.Helper()
+	require.NoError(w.t, localenv.Eventually(w.ctx, time.Minute, "an instance holds the job", func(ctx context.Context) (bool, error) {
+		for _, st := range []state.State{state.Claimed, state.Created} {
+			insts, err := w.Store.InPoolState(ctx, w.Pool, st)
+			if err != nil {
+				return false, err
+			}
+			for _, in := range insts {
+				if j, _, ok := state.ParseJobKey(in.RunID); ok && j == job && in.SignalFor(state.SignalRegistered, in.RunID, in.Version) {
+					id, key = in.ID, in.RunID
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}))
+	return id, key
+}
+
+// TestAgentCrashMidJob: an agent killed mid-job (its runner dies with it; systemd restarts it)
+// wipes the instance, which goes back to the pool; GitHub fails the job; the lost runner's
+// registration is deleted once GitHub lets go of it. No instance or registration is left.
+func TestAgentCrashMidJob(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
+	w.GH.SetRunnerLostAfter(2 * time.Second)
+	job := w.queue(localenv.Repo, 1, "sleep 120")[0]
+	var id string
+	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the job running", func(ctx context.Context) (bool, error) {
+		held, err := w.Store.ByRun(ctx, state.JobKey(job, 0))
+		if err != nil || len(held) != 1 {
+			return false, err
+		}
+		id = held[0].ID
+		return held[0].State == state.Running, nil
+	}))
+	require.NoError(t, w.Sim.CrashAgent(w.ctx, id))
+	j := w.ran([]int64{job}, 2*time.Minute)[0]
+	require.Equal(t, "failure", j.Conclusion, "GitHub fails a job whose runner is lost")
+	idle := w.settled(1, 2*time.Minute)
+	require.Equal(t, id, idle[0].ID, "the instance is back in the pool, wiped")
+
+	// And it serves the next job.
+	next := w.ran(w.queue(localenv.Repo, 1, "echo after"), 2*time.Minute)[0]
+	require.Equal(t, "success", next.Conclusion)
+	require.Equal(t, id, w.instanceOf(next))
+	w.offeredOnce(w.settled(1, 2*time.Minute))
+}
+
+// TestExpiredInstallationToken: an installation token GitHub refuses before its stated expiry
+// (revoked, or the clocks disagree) is dropped and a new one fetched: the job runs.
+func TestExpiredInstallationToken(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
+	first := w.ran(w.queue(localenv.Repo, 1, "echo one"), 2*time.Minute)[0]
+	require.Equal(t, "success", first.Conclusion)
+	minted := w.GH.Minted("installation")
+	w.GH.ExpireInstallationTokens()
+	w.settled(1, 2*time.Minute)
+	second := w.ran(w.queue(localenv.Repo, 1, "echo two"), 2*time.Minute)[0]
+	require.Equal(t, "success", second.Conclusion)
+	require.Greater(t, w.GH.Minted("installation"), minted, "a fresh installation token was fetched")
+	w.offeredOnce(w.settled(1, 2*time.Minute))
+}
+
+func deliveryOf(t *testing.T, w *world, job int64, action string) string {
+	t.Helper()
+	for _, d := range w.GH.Deliveries() {
+		if d.JobID == job && d.Action == action {
+			return d.ID
+		}
+	}
+	t.Fatalf("no %s delivery for job %d", action, job)
+	return ""
+}
+
+func deliveryStatuses(w *world, job int64, action string) []int {
+	var out []int
+	for _, d := range w.GH.Deliveries() {
+		if d.JobID == job && d.Action == action && d.Status != 0 {
+			out = append(out, d.Status)
+		}
+	}
+	return slices.Clip(out)
+}
+
+// TestGitHubErrors: GitHub answering 5xx to the dispatcher makes the job's message fail and come
+// back, with nothing claimed or created meanwhile; the job runs, on the warm instance, once GitHub
+// answers again.
+func TestGitHubErrors(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{Visibility: 2 * time.Second})
+	first := w.ran(w.queue(localenv.Repo, 1, "echo warm up"), 2*time.Minute)[0]
+	w.settled(1, 2*time.Minute)
+
+	w.jobs.GitHub.Fail(3, 502)
+	job := w.ran(w.queue(localenv.Repo, 1, "echo despite GitHub"), 3*time.Minute)[0]
+	require.Equal(t, "success", job.Conclusion)
+	require.Equal(t, w.instanceOf(first), w.instanceOf(job), "the warm instance served it")
+	require.Equal(t, []int32{1}, w.ec2.Fleets(), "nothing created while GitHub failed")
+	dead, err := w.jobs.DeadLetters(w.ctx)
+	require.NoError(t, err)
+	require.Zero(t, dead, "the job's message came back, not to the dead-letter queue")
+	w.offeredOnce(w.settled(1, 2*time.Minute))
+}

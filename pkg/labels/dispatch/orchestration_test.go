@@ -1,0 +1,481 @@
+package dispatch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+)
+
+const (
+	jobsQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs"
+	returns   = "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns"
+)
+
+// fakeWorld is the dispatcher on the fakes: one pool serving label-routed jobs.
+type fakeWorld struct {
+	*fake.World
+	t   *testing.T
+	x   *dispatch.Dispatcher
+	seq int
+}
+
+func newFakeWorld(t *testing.T) *fakeWorld {
+	t.Helper()
+	doc := fake.Pool(t, "linux", func(d map[string]any) {
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}}
+		d["returnsQueueUrl"] = returns
+	})
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
+		SQS:    w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w.x = x
+	return w
+}
+
+// job is a queued job of repo (octo/app when empty).
+func (w *fakeWorld) job(id int64, repo string) jobs.Job {
+	if repo == "" {
+		repo = "octo/app"
+	}
+	return jobs.Job{ID: id, RunID: 900, Repo: repo, Labels: []string{"hangar", "linux-x64"}, Pool: w.Doc.Name, Installation: 7}
+}
+
+// handle hands the dispatcher one batch of jobs-queue messages and returns the ids it failed.
+func (w *fakeWorld) handle(msgs ...jobs.Message) []string {
+	w.t.Helper()
+	var batch []dispatch.Message
+	for _, m := range msgs {
+		body, err := m.Encode()
+		require.NoError(w.t, err)
+		w.seq++
+		batch = append(batch, dispatch.Message{ID: fmt.Sprintf("m%d", w.seq), Body: body, Source: dispatch.FromJobs, Receives: 1})
+	}
+	return w.x.Handle(context.Background(), batch)
+}
+
+// ret hands the dispatcher an agent's return.
+func (w *fakeWorld) ret(r jobs.Return) []string {
+	w.t.Helper()
+	body, err := r.Encode()
+	require.NoError(w.t, err)
+	w.seq++
+	return w.x.Handle(context.Background(), []dispatch.Message{{ID: fmt.Sprintf("r%d", w.seq), Body: body, Source: dispatch.FromReturns, Receives: 1}})
+}
+
+func queued(js ...jobs.Job) []jobs.Message {
+	out := make([]jobs.Message, len(js))
+	for i, j := range js {
+		out[i] = jobs.Message{Kind: jobs.KindQueued, Job: j}
+	}
+	return out
+}
+
+// holder returns the item holding job's key.
+func (w *fakeWorld) holder(job int64) *state.Instance {
+	w.t.Helper()
+	return w.holderOf(state.JobKey(job, 0))
+}
+
+// holderOf is holder for a job's key.
+func (w *fakeWorld) holderOf(key string) *state.Instance {
+	w.t.Helper()
+	held, err := w.Store.ByRun(context.Background(), key)
+	require.NoError(w.t, err)
+	require.Len(w.t, held, 1, "one instance holds %s", key)
+	// The fake agent answers the assignment on its own goroutine: wait for its REGISTERED, so
+	// that what a test writes next is not overwritten by it.
+	id := held[0].ID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(w.t, w.Store.Wait(ctx, func(items map[string]*state.Instance) bool {
+		it := items[id]
+		return it == nil || it.RunID != key || it.SignalFor(state.SignalRegistered, key, it.Version)
+	}), "the agent of %s answers %s", id, key)
+	return w.Store.Item(id)
+}
+
+// checks returns the checks the dispatcher sent itself.
+func (w *fakeWorld) sent(kind jobs.Kind) []jobs.Message {
+	w.t.Helper()
+	out, err := w.SQS.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(jobsQueue), MaxNumberOfMessages: 10})
+	require.NoError(w.t, err)
+	var msgs []jobs.Message
+	for _, m := range out.Messages {
+		msg, err := jobs.Parse(aws.ToString(m.Body))
+		require.NoError(w.t, err)
+		if msg.Kind == kind {
+			msgs = append(msgs, msg)
+		}
+	}
+	return msgs
+}
+
+// TestFakePlacement: a batch of jobs claims the idle instances its repository may use, one job
+// each with a runner made for that instance, whose configuration reaches that instance's doorbell
+// alone, and creates the rest with one CreateFleet; every job's check is sent.
+func TestFakePlacement(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	a := w.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "j1"})
+	w.AddIdle(t, fake.Idle{Served: []string{"octo/other"}, LastRun: "j2"}) // another repository's: not for octo/app
+	require.Empty(t, w.handle(queued(w.job(11, ""), w.job(12, ""), w.job(13, ""))...))
+
+	held := map[string]int64{}
+	for _, j := range []int64{11, 12, 13} {
+		it := w.holder(j)
+		held[it.ID] = j
+		require.Equal(t, state.JobKey(j, 0), it.RunID)
+		require.Equal(t, "octo/app", it.Repo)
+		require.Equal(t, int64(7), it.Installation)
+		require.NotZero(t, it.RunnerID)
+		require.Equal(t, "https://github.com/octo/app", it.RunnerURL)
+	}
+	require.Contains(t, held, a.ID, "the idle instance that served octo/app was claimed")
+	require.Equal(t, state.Claimed, w.Store.Item(a.ID).State)
+	require.Len(t, w.EC2.Fleets(), 1, "the two others come from one CreateFleet")
+	require.Equal(t, int32(2), *w.EC2.Fleets()[0].TargetCapacitySpecification.TotalTargetCapacity)
+	names := w.GitHub.RunnerNames()
+	require.Len(t, names, 3, "one runner per job")
+	for id, j := range held {
+		require.Contains(t, names, state.RunnerNamesOf(fake.Stack).Name(id, state.JobKey(j, 0)), "runners are named for their instance and job")
+	}
+	configs := map[string]bool{}
+	for id := range held {
+		it := w.Store.Item(id)
+		var got []doorbell.HandOver
+		for _, body := range w.SQS.Bodies(it.Bell) {
+			var h doorbell.HandOver
+			require.NoError(t, json.Unmarshal([]byte(body), &h), "a doorbell message of %s", id)
+			got = append(got, h)
+		}
+		require.Len(t, got, 1, "one hand-over to %s's doorbell", id)
+		require.Equal(t, doorbell.KindJIT, got[0].Kind)
+		require.Equal(t, it.RunID, got[0].Run, "for the job the item holds")
+		require.Equal(t, it.Version, got[0].Version, "at the version the placement wrote")
+		require.NotEmpty(t, got[0].Secret)
+		configs[got[0].Secret] = true
+	}
+	require.Len(t, configs, 3, "each instance its own configuration")
+	require.Len(t, w.sent(jobs.KindCheck), 3, "each job's check is sent")
+}
+
+// TestFakeGitHubDown: when GitHub fails to make runners, no claim is written, nothing is created,
+// and the jobs' messages fail (to be delivered again).
+func TestFakeGitHubDown(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	idle := w.AddIdle(t, fake.Idle{})
+	w.GitHub.Inject("GenerateJITConfig", fake.GitHubError(http.StatusBadGateway, "Server Error"))
+	failed := w.handle(queued(w.job(21, ""))...)
+	require.Len(t, failed, 1, "the job's message fails")
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State, "no claim")
+	require.Equal(t, []string{idle.ID}, w.Offered(t), "the offer is given back")
+	require.Empty(t, w.EC2.Fleets(), "nothing created")
+	require.Empty(t, w.GitHub.RunnerNames())
+
+	require.Empty(t, w.handle(queued(w.job(21, ""))...), "delivered again, it is placed")
+	require.Equal(t, idle.ID, w.holder(21).ID)
+}
+
+// TestFakeCompletedFirst: a job whose completed event is recorded before its queued message is
+// handled (cancelled while queued) is not placed.
+func TestFakeCompletedFirst(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	idle := w.AddIdle(t, fake.Idle{})
+	_, err := w.Store.RecordEvent(context.Background(), 31, "completed", "{}")
+	require.NoError(t, err)
+	require.Empty(t, w.handle(queued(w.job(31, ""))...))
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State)
+	require.Empty(t, w.GitHub.RunnerNames())
+	require.Empty(t, w.EC2.Fleets())
+}
+
+// TestFakeRedelivered: a batch delivered again after its dispatcher died finds the jobs placed
+// already and places them again nowhere.
+func TestFakeRedelivered(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(41, ""))...))
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(41, "")}.Encode()
+	require.NoError(t, err)
+	require.Empty(t, w.x.Handle(context.Background(), []dispatch.Message{{ID: "again", Body: body, Receives: 2}}))
+	held, err := w.Store.ByRun(context.Background(), state.JobKey(41, 0))
+	require.NoError(t, err)
+	require.Len(t, held, 1, "still one instance for the job")
+	require.Empty(t, w.EC2.Fleets(), "nothing created for it")
+	require.Len(t, w.GitHub.RunnerNames(), 1)
+}
+
+// TestFakeLifeOfAJob: in_progress moves the instance to running; completed gives it back to idle
+// without offering it (its agent wipes first); the agent's return offers it, once; a late return
+// and a late completed change nothing.
+func TestFakeLifeOfAJob(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(51, ""))...))
+	it := w.holder(51)
+	runner := state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID)
+	j := w.job(51, "")
+	j.RunnerName, j.RunnerID = runner, it.RunnerID
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: j}))
+	running := w.Store.Item(it.ID)
+	require.Equal(t, state.Running, running.State)
+	require.Equal(t, it.RunID, running.RunID)
+
+	j.Conclusion = "success"
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+	back := w.Store.Item(it.ID)
+	require.Equal(t, state.Idle, back.State)
+	require.Equal(t, it.RunID, back.LastRunID)
+	require.Empty(t, w.Offered(t), "not offered before its agent has wiped it")
+
+	// The agent wipes (the fake agent signals DEREGISTERED for the key) and returns.
+	require.Eventually(t, func() bool {
+		return w.Store.Item(it.ID).SignalFor(state.SignalDeregistered, it.RunID, back.Version)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	require.Equal(t, []string{it.ID}, w.Offered(t), "offered once its agent wiped it")
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+	require.Equal(t, back.Version, w.Store.Item(it.ID).Version, "late events change nothing")
+}
+
+// TestFakeReturnFirst: the agent's return comes before completed: it gives the instance back and
+// offers it; completed then finds it moved on.
+func TestFakeReturnFirst(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(61, ""))...))
+	it := w.holder(61)
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalDeregistered, Run: it.RunID, Version: it.Version, At: time.Now()}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	back := w.Store.Item(it.ID)
+	require.Equal(t, state.Idle, back.State)
+	require.Equal(t, []string{it.ID}, w.Offered(t))
+	j := w.job(61, "")
+	j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+	require.Equal(t, back.Version, w.Store.Item(it.ID).Version)
+}
+
+// TestFakeReturnFailed: an agent that could not wipe (FAILED) has its instance terminated, never
+// offered.
+func TestFakeReturnFailed(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(71, ""))...))
+	it := w.holder(71)
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalFailed, Version: it.Version, At: time.Now(), Log: "cleanup failed"}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State)
+	require.Empty(t, w.Offered(t))
+}
+
+// TestFakeCheck: a runner still waiting at its check is deleted and its instance given back, and
+// the job, still queued, is placed again under its next key; a busy runner (its job started, the
+// in_progress webhook not yet handled) moves the instance to running instead.
+func TestFakeCheck(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(81, ""), w.job(82, ""))...))
+	checks := w.sent(jobs.KindCheck)
+	require.Len(t, checks, 2)
+	queuedBody, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(81, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 81, "queued", queuedBody)
+	require.NoError(t, err)
+
+	busy := w.holder(82)
+	w.GitHub.SetBusy(state.RunnerNamesOf(fake.Stack).Name(busy.ID, busy.RunID), true)
+	waiting := w.holder(81)
+	require.Empty(t, w.handle(checks...))
+
+	require.Equal(t, state.Running, w.Store.Item(busy.ID).State, "a busy runner's instance goes running")
+	back := w.Store.Item(waiting.ID)
+	require.Equal(t, state.Idle, back.State, "the waiting runner's instance is given back")
+	require.NotContains(t, w.GitHub.RunnerNames(), state.RunnerNamesOf(fake.Stack).Name(waiting.ID, waiting.RunID), "and its runner deleted")
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1, "the job, still queued, is placed again")
+	require.Equal(t, int64(81), again[0].Job.ID)
+	require.Equal(t, "j81r1", again[0].Job.Key())
+}
+
+// TestFakeForeignJobTookTheRunner: a job that is not the pool's took a runner: the job the runner
+// was made for is placed again; a sibling job of the same pool taking it changes nothing.
+func TestFakeForeignJobTookTheRunner(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(91, ""), w.job(92, ""))...))
+	w.sent(jobs.KindCheck) // drain
+	for _, j := range []int64{91, 92} {
+		body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(j, "")}.Encode()
+		require.NoError(t, err)
+		_, err = w.Store.RecordEvent(context.Background(), j, "queued", body)
+		require.NoError(t, err)
+	}
+	r91, r92 := w.holder(91), w.holder(92)
+
+	sibling := w.job(92, "")
+	sibling.RunnerName = state.RunnerNamesOf(fake.Stack).Name(r91.ID, r91.RunID)
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: sibling}))
+	require.Equal(t, state.Running, w.Store.Item(r91.ID).State)
+	require.Empty(t, w.sent(jobs.KindQueued), "a sibling of the same pool took it: job 91 takes the sibling's runner")
+
+	foreign := jobs.Job{ID: 999, RunID: 5, Repo: "octo/app", Labels: []string{"self-hosted"}, Installation: 7,
+		RunnerName: state.RunnerNamesOf(fake.Stack).Name(r92.ID, r92.RunID)}
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: foreign}))
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1, "a job outside the pool took job 92's runner: 92 is placed again")
+	require.Equal(t, "j92r1", again[0].Job.Key())
+}
+
+// TestFakeLostClaimUndoesItsRunner: a claim that loses (the instance moved on under the offer)
+// deletes the runner made for it, and its job is placed elsewhere.
+func TestFakeLostClaimUndoesItsRunner(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	stale := w.AddIdle(t, fake.Idle{})
+	// The instance moves on after its offer was published: the offer is stale.
+	_, err := w.Store.Transition(context.Background(), state.Change{InstanceID: stale.ID, Pool: stale.Pool, From: state.Idle,
+		To: state.Stopped, Version: stale.Version, Threshold: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	require.Empty(t, w.handle(queued(w.job(101, ""))...))
+	it := w.holder(101)
+	require.NotEqual(t, stale.ID, it.ID, "placed on a new instance")
+	names := w.GitHub.RunnerNames()
+	require.Len(t, names, 1, "the lost claim's runner was deleted: %v", names)
+	require.True(t, strings.Contains(names[0], it.ID))
+	require.True(t, slices.Contains(names, state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID)))
+}
+
+// TestFakeRunnerNotStarted: an agent that could not start its job's runner (REGISTER_FAILED, after
+// cleaning up) returns the instance: it is given back, counted, and offered; its runner deleted;
+// and the job placed again. The second failure in a row retires the instance.
+func TestFakeRunnerNotStarted(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(111, ""))...))
+	w.sent(jobs.KindCheck)
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(111, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 111, "queued", body)
+	require.NoError(t, err)
+	it := w.holder(111)
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: time.Now(),
+		Log: "could not open the configuration"}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	back := w.Store.Item(it.ID)
+	require.Equal(t, state.Idle, back.State)
+	require.Equal(t, 1, back.RegisterFailures)
+	require.Equal(t, []string{it.ID}, w.Offered(t))
+	require.Empty(t, w.GitHub.RunnerNames(), "its runner deleted")
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1)
+	require.Equal(t, "j111r1", again[0].Job.Key())
+
+	require.Empty(t, w.handle(again...))
+	again1 := w.holderOf("j111r1")
+	require.Equal(t, it.ID, again1.ID, "the same instance serves the job again")
+	it = again1
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: time.Now()}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State, "the second failure in a row retires it")
+}
+
+// TestFakeRepositoryNoLongerAllowed: a job whose repository its pool no longer allows (the pools
+// changed after the webhook routed it) is dropped, not placed.
+func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
+	t.Parallel()
+	doc := fake.Pool(t, "linux", func(d map[string]any) {
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}}
+		d["returnsQueueUrl"] = returns
+		d["allowedRepositories"] = []string{"octo/app"}
+	})
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS, Bells: w.Bells,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w.x = x
+	idle := w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(121, "evil/app"))...), "dropped, not retried")
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State)
+	require.Empty(t, w.EC2.Fleets())
+	require.Empty(t, w.GitHub.RunnerNames())
+}
+
+// TestFakeOrganizationScope: an organisation-scoped pool's runners are made at the organisation,
+// in the pool's runner group (its id asked of GitHub once), and the assignment names the
+// organisation's runner URL and the group.
+func TestFakeOrganizationScope(t *testing.T) {
+	t.Parallel()
+	doc := fake.Pool(t, "linux", func(d map[string]any) {
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}, "scope": "organization", "runnerGroup": "hangar-ci"}
+		d["returnsQueueUrl"] = returns
+	})
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	var (
+		mu     sync.Mutex // the placements of a batch make their clients at once
+		scopes []ghapi.Scope
+	)
+	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			scopes = append(scopes, s)
+			return w.GitHub, nil
+		},
+		SQS: w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(t, err)
+	w.x = x
+	w.AddIdle(t, fake.Idle{})
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(131, "octo/app"), w.job(132, "octo/app"))...))
+	for _, j := range []int64{131, 132} {
+		it := w.holder(j)
+		require.Equal(t, "https://github.com/octo", it.RunnerURL, "organisation runners register at the organisation")
+		require.Equal(t, "hangar-ci", it.RunnerGroup)
+	}
+	mu.Lock()
+	require.Contains(t, scopes, ghapi.Scope{Owner: "octo"})
+	mu.Unlock()
+	require.Equal(t, 1, w.GitHub.Calls("RunnerGroupID"), "the group's id is asked once")
+}

@@ -1,0 +1,558 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
+)
+
+// queuedJob is a queued job and the message it came in.
+type queuedJob struct {
+	msg Message
+	job jobs.Job
+}
+
+// placement is a job handed to an instance.
+type placement struct {
+	job      jobs.Job
+	instance *state.Instance
+	reused   bool
+}
+
+// pending is the jobs of one placement still without an instance, taken by the claims as they
+// are made (in parallel) and given back by the claims that were not won.
+type pending struct {
+	mu   sync.Mutex
+	jobs []queuedJob
+	// err is why an assignment could not be made last (GitHub or KMS failing): the jobs left
+	// are then retried later rather than given instances that could not serve them.
+	err error
+}
+
+func (p *pending) pop() (queuedJob, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.jobs) == 0 {
+		return queuedJob{}, false
+	}
+	j := p.jobs[0]
+	p.jobs = p.jobs[1:]
+	return j, true
+}
+
+// push gives a job back, with the reason its assignment failed (nil: its claim was lost).
+func (p *pending) push(j queuedJob, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jobs = append([]queuedJob{j}, p.jobs...)
+	if err != nil {
+		p.err = err
+	}
+}
+
+func (p *pending) left() ([]queuedJob, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.jobs), p.err
+}
+
+// errNoJob is Personalize's answer when every job of the placement has an instance already.
+var errNoJob = errors.New("no job left to assign")
+
+// place places a batch's queued jobs and returns the ids of the messages to deliver again.
+func (x *Dispatcher) place(ctx context.Context, queued []queuedJob) []string {
+	stack, err := x.d.Pools.LoadStack(ctx)
+	if err != nil {
+		x.d.Log.Error("dispatch: read the stack's pool documents; the batch's jobs wait", "jobs", len(queued), "error", err)
+		return messageIDs(queued)
+	}
+	queued = x.unplaced(ctx, queued)
+	byPool := map[string][]queuedJob{}
+	for _, q := range queued {
+		byPool[q.job.Pool] = append(byPool[q.job.Pool], q)
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+		wg     sync.WaitGroup
+	)
+	for name, list := range byPool {
+		wg.Go(func() {
+			ids := x.placeInPool(ctx, stack.Pool(name), name, list)
+			mu.Lock()
+			failed = append(failed, ids...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+// unplaced drops the jobs that need no instance: those whose completed event is recorded (a job
+// cancelled while queued; GitHub may deliver completed before queued), and, among messages
+// delivered again, those an earlier attempt placed (an instance holds their key).
+func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJob {
+	ids := make([]int64, len(queued))
+	for i, q := range queued {
+		ids[i] = q.job.ID
+	}
+	done, err := x.d.Store.Events(ctx, "completed", ids)
+	if err != nil {
+		// Placing a job that has ended costs one instance until its check: not worth failing for.
+		x.d.Log.Warn("dispatch: read which jobs have completed; placing them all", "error", err)
+	}
+	out := queued[:0]
+	for _, q := range queued {
+		if _, ok := done[q.job.ID]; ok {
+			x.d.Log.Info("dispatch: job completed before it was placed; nothing to do", "job", q.job.ID, "repository", q.job.Repo)
+			continue
+		}
+		if q.msg.Receives > 1 {
+			if held, err := x.holder(ctx, q.job.Key()); err != nil {
+				x.d.Log.Warn("dispatch: look for an instance an earlier attempt gave the job", "job", q.job.ID, "error", err)
+			} else if held != nil {
+				x.d.Log.Info("dispatch: job placed by an earlier attempt", "job", q.job.ID, "instance", held.ID)
+				continue
+			}
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// holder returns the live instance that holds key, or nil.
+func (x *Dispatcher) holder(ctx context.Context, key string) (*state.Instance, error) {
+	held, err := x.d.Store.ByRun(ctx, key)
+	if err != nil && !errors.Is(err, state.ErrBadItem) {
+		return nil, err
+	}
+	for i := range held {
+		if held[i].State != state.Terminated {
+			return &held[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// placeInPool places one pool's jobs: claims for each repository's jobs, then one CreateFleet for
+// all that are left. It returns the ids of the messages whose jobs could not be placed.
+func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob) []string {
+	if doc == nil || doc.Jobs == nil {
+		for _, q := range list {
+			x.d.Log.Error("dispatch: job routed to a pool that serves no label-routed jobs (any more); dropped", "job", q.job.ID,
+				"repository", q.job.Repo, "pool", name)
+		}
+		x.count(name, "JobsFailed", len(list))
+		return nil
+	}
+	// The webhook function routed each job and checked its repository; the pools may have
+	// changed since, and a job is placed only where its pool allows it now.
+	list = slices.DeleteFunc(list, func(q queuedJob) bool {
+		if doc.RepoAllowed(q.job.Repo) {
+			return false
+		}
+		x.d.Log.Error("dispatch: the pool no longer allows the job's repository; dropped", "job", q.job.ID, "repository", q.job.Repo, "pool", name)
+		x.count(name, "JobsFailed", 1)
+		return true
+	})
+	if len(list) == 0 {
+		return nil
+	}
+	if err := x.resolve(ctx, doc); err != nil {
+		x.d.Log.Error("dispatch: the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
+		return messageIDs(list)
+	}
+	start := x.d.Now()
+	claimID := randomID()
+	clients := &clientCache{x: x, clients: map[string]Runners{}}
+	var placed []placement
+	var failed []queuedJob
+	byRepo := map[string][]queuedJob{}
+	for _, q := range list {
+		r := strings.ToLower(q.job.Repo)
+		byRepo[r] = append(byRepo[r], q)
+	}
+	var rest []queuedJob
+	for _, group := range byRepo {
+		if doc.Drained { // a drained pool offers nothing: every job gets a new instance
+			rest = append(rest, group...)
+			continue
+		}
+		got, left, bad := x.claim(ctx, doc, claimID, clients, group)
+		placed = append(placed, got...)
+		rest = append(rest, left...)
+		failed = append(failed, bad...)
+	}
+	reused := len(placed)
+	if len(rest) > 0 {
+		got, bad := x.create(ctx, doc, claimID, clients, rest)
+		placed = append(placed, got...)
+		failed = append(failed, bad...)
+	}
+	x.scheduleChecks(ctx, doc, placed)
+	x.sweepAfterRetries(ctx, doc, clients, list)
+	for _, q := range failed {
+		x.d.Log.Error("dispatch: job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
+			"receives", q.msg.Receives)
+	}
+	x.count(name, "JobsFailed", len(failed))
+	x.count(name, "JobsReused", reused)
+	x.count(name, "JobsCreated", len(placed)-reused)
+	x.d.Log.Info("dispatch: jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
+		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds())
+	return messageIDs(failed)
+}
+
+// claim claims idle instances for one repository's jobs of a pool. It returns the placements,
+// the jobs left for creation, and those that must wait (their assignments could not be made).
+func (x *Dispatcher) claim(ctx context.Context, doc *pooldoc.Document, claimID string, clients *clientCache, group []queuedJob) (
+	[]placement, []queuedJob, []queuedJob) {
+	p := &pending{jobs: group}
+	queue, err := x.d.Offers.Queue(ctx, doc.Name)
+	if err != nil {
+		x.d.Log.Warn("dispatch: the pool's queue; creating instead", "pool", doc.Name, "error", err)
+		return nil, group, nil
+	}
+	now := x.d.Now()
+	jobOf := sync.Map{} // instance id → its job
+	sel := &offers.Selector{Queue: queue, Store: x.d.Store, Log: x.d.Log}
+	home := doc.Home()
+	res, err := sel.Claim(ctx, offers.Request{
+		Count: len(group), Assign: x.base(doc, group[0].job, claimID), Home: &home, Reuse: doc.Reuse,
+		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
+		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
+		AliveSince: now.Add(-state.HeartbeatFresh), ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),
+		Personalize: func(ctx context.Context, id string, a *state.Assignment) error {
+			q, ok := p.pop()
+			if !ok {
+				return errNoJob
+			}
+			if err := x.personalize(ctx, doc, clients, q.job, id, a); err != nil {
+				p.push(q, err)
+				return err
+			}
+			jobOf.Store(id, q)
+			return nil
+		},
+		Unused: func(id string, a state.Assignment) {
+			q, ok := jobOf.LoadAndDelete(id)
+			if !ok {
+				return
+			}
+			x.unmint(ctx, clients, q.(queuedJob).job, doc, a.RunnerID)
+			clients.configs.Delete(id)
+			p.push(q.(queuedJob), nil)
+		},
+	})
+	if err != nil && !errors.Is(err, errNoJob) {
+		x.d.Log.Warn("dispatch: claim from the pool; creating what is missing", "pool", doc.Name, "error", err)
+	}
+	var placed []placement
+	for _, in := range res.Instances {
+		q, ok := jobOf.Load(in.ID)
+		if !ok {
+			continue // cannot happen: every claim won was personalized
+		}
+		placed = append(placed, placement{job: q.(queuedJob).job, instance: in, reused: true})
+	}
+	x.handOver(ctx, clients, placed)
+	if len(res.Stopped) > 0 {
+		if err := pool.StartStopped(ctx, x.d.EC2, res.Stopped); err != nil {
+			x.d.Log.Warn("dispatch: start claimed stopped instances", "instances", res.Stopped, "error", err)
+		}
+	}
+	left, perr := p.left()
+	if perr != nil {
+		// GitHub failed for this repository's jobs: new instances would fail the same way.
+		return placed, nil, left
+	}
+	return placed, left, nil
+}
+
+// create launches one instance per job left, with one CreateFleet (retried across types, zones
+// and markets by the launcher), and hands each a job as its item is recorded. An instance whose
+// job cannot be handed over is recorded without one: it becomes a warm instance of the pool.
+func (x *Dispatcher) create(ctx context.Context, doc *pooldoc.Document, claimID string, clients *clientCache, rest []queuedJob) (
+	[]placement, []queuedJob) {
+	p := &pending{jobs: rest}
+	var (
+		mu     sync.Mutex
+		placed []placement
+	)
+	byID := map[string]jobs.Job{}
+	_, err := x.d.Launcher.Launch(ctx, fleet.Request{
+		Pool: doc, Count: len(rest), Reserved: fleet.ForJobs(x.cfg.Stack, doc.Name), Deadline: x.d.Now().Add(x.cfg.CreateWait),
+		Token: createToken(doc.Name, rest),
+		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
+			items, err := x.record.Record(ctx, pool.Launch{Pool: doc, Instances: launched, At: x.d.Now(), Reason: "created for label-routed jobs",
+				Assign: func(ctx context.Context, id string) (*state.Assignment, error) {
+					q, ok := p.pop()
+					if !ok {
+						return nil, nil // more instances than jobs: a warm instance
+					}
+					a := x.base(doc, q.job, claimID)
+					if err := x.personalize(ctx, doc, clients, q.job, id, &a); err != nil {
+						p.push(q, err)
+						return nil, err
+					}
+					mu.Lock()
+					byID[id] = q.job
+					mu.Unlock()
+					return &a, nil
+				}})
+			if err != nil {
+				x.d.Log.Warn("dispatch: created instances recorded, some without a job (they serve as warm instances)", "pool", doc.Name, "error", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, it := range items {
+				if j, ok := byID[it.ID]; ok && it.RunID == j.Key() {
+					placed = append(placed, placement{job: j, instance: it})
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		x.d.Log.Error("dispatch: create instances for jobs", "pool", doc.Name, "jobs", len(rest), "error", err)
+	}
+	// The doorbells exist (Record makes them): each configuration waits there for its instance's
+	// agent, which takes it when it has booted.
+	x.handOver(ctx, clients, placed)
+	left, _ := p.left()
+	return placed, left
+}
+
+// base is the part of a job's assignment its instance does not change.
+func (x *Dispatcher) base(doc *pooldoc.Document, j jobs.Job, claimID string) state.Assignment {
+	scope := scopeOf(doc, j.Repo)
+	return state.Assignment{Repo: j.Repo, RunnerURL: scope.RunnerURL(doc.GitHubURL), RunnerGroup: doc.Group(),
+		RunnerPrefix: x.names.Prefix(), ClaimID: claimID}
+}
+
+// personalize completes the assignment of job j to instance id: the job's key, and a just-in-time
+// runner made for that instance, whose configuration is kept in memory (clients.configs) until
+// it is handed to the instance alone through its doorbell (handOver): never in the table.
+func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, clients *clientCache, j jobs.Job, id string, a *state.Assignment) error {
+	*a = x.base(doc, j, a.ClaimID)
+	a.RunID, a.Installation = j.Key(), j.Installation
+	gh, group, err := clients.get(ctx, doc, j)
+	if err != nil {
+		return err
+	}
+	name := x.names.Name(id, j.Key())
+	jit, err := x.mint(ctx, gh, ghapi.JITRequest{Name: name, Labels: doc.Jobs.RunnerLabels(), GroupID: group})
+	if err != nil {
+		return err
+	}
+	clients.configs.Store(id, jit.Config)
+	a.RunnerID = jit.RunnerID
+	return nil
+}
+
+// handOver sends each placed instance its job's just-in-time configuration, through its doorbell,
+// for the assignment its item holds (the job's key and the version the placement wrote). A
+// hand-over that fails is only logged: the agent fails the job's start when nothing comes
+// (agent.jobHandOverWait), and the job is placed again, as when its runner could not start.
+func (x *Dispatcher) handOver(ctx context.Context, clients *clientCache, placed []placement) {
+	ds := make([]doorbell.Delivery, 0, len(placed))
+	for _, pl := range placed {
+		config, ok := clients.configs.LoadAndDelete(pl.instance.ID)
+		if !ok {
+			continue
+		}
+		// The doorbell named here, never the item's bell (see provision's handOver).
+		ds = append(ds, doorbell.Delivery{URL: x.d.Bells.URL(pl.instance.ID), HandOver: doorbell.HandOver{Run: pl.instance.RunID,
+			Version: pl.instance.Version, Kind: doorbell.KindJIT, Secret: config.(string)}})
+	}
+	if err := x.d.Bells.HandOver(ctx, ds...); err != nil {
+		x.d.Log.Warn("dispatch: hand the runner configurations over; a job whose agent gets none is placed again", "error", err)
+	}
+}
+
+// mint makes a just-in-time runner. A runner of the same name exists only when an earlier attempt
+// at this very assignment (this instance, this job) made it and died before the claim was written:
+// it never served, and is made again.
+func (x *Dispatcher) mint(ctx context.Context, gh Runners, r ghapi.JITRequest) (ghapi.JIT, error) {
+	jit, err := gh.GenerateJITConfig(ctx, r)
+	if !ghapi.IsConflict(err) {
+		return jit, err
+	}
+	old, ferr := gh.RunnerByName(ctx, r.Name)
+	if ferr == nil {
+		ferr = ghapi.IgnoreNotFound(gh.DeleteRunner(ctx, old.ID))
+	}
+	if ferr != nil && !ghapi.IsNotFound(ferr) {
+		return ghapi.JIT{}, fmt.Errorf("%w; and the runner of that name could not be replaced: %w", err, ferr)
+	}
+	return gh.GenerateJITConfig(ctx, r)
+}
+
+// unmint deletes a runner made for a claim that was not won; should that fail, the leftover sweep
+// deletes it (offline, named for an instance that does not hold its job).
+func (x *Dispatcher) unmint(ctx context.Context, clients *clientCache, j jobs.Job, doc *pooldoc.Document, runnerID int64) {
+	if runnerID == 0 {
+		return
+	}
+	gh, _, err := clients.get(ctx, doc, j)
+	if err == nil {
+		err = ghapi.IgnoreNotFound(gh.DeleteRunner(context.WithoutCancel(ctx), runnerID))
+	}
+	if err != nil {
+		x.d.Log.Warn("dispatch: delete the runner of a claim that was lost; the leftover sweep deletes it", "job", j.ID, "runner", runnerID, "error", err)
+	}
+}
+
+// resolve fills in the instance types of a pool that chooses them by size, once per document.
+func (x *Dispatcher) resolve(ctx context.Context, doc *pooldoc.Document) error {
+	if !doc.ChoosesTypesBySize() {
+		return nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.resolved[doc] {
+		return nil
+	}
+	if err := x.d.Launcher.Resolve(ctx, doc); err != nil {
+		return err
+	}
+	x.resolved[doc] = true
+	return nil
+}
+
+// scopeOf is where a job's runner is registered: its repository, or its organisation.
+func scopeOf(doc *pooldoc.Document, repo string) ghapi.Scope {
+	owner, name, _ := strings.Cut(repo, "/")
+	if doc.Jobs.OrgScope() {
+		return ghapi.Scope{Owner: owner}
+	}
+	return ghapi.Scope{Owner: owner, Repo: name}
+}
+
+// clientCache keeps one batch's GitHub clients, by installation and scope, with the scope's
+// runner group id, and the just-in-time configurations made with them until they are handed over.
+type clientCache struct {
+	x       *Dispatcher
+	mu      sync.Mutex
+	clients map[string]Runners
+	// configs maps an instance id to the configuration made for it (in memory only).
+	configs sync.Map
+}
+
+func (c *clientCache) get(ctx context.Context, doc *pooldoc.Document, j jobs.Job) (Runners, int64, error) {
+	scope := scopeOf(doc, j.Repo)
+	key := fmt.Sprintf("%d %s", j.Installation, strings.ToLower(scope.String()))
+	c.mu.Lock()
+	gh, ok := c.clients[key]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if gh, err = c.x.d.GitHub(j.Installation, scope); err != nil {
+			return nil, 0, err
+		}
+		c.mu.Lock()
+		c.clients[key] = gh
+		c.mu.Unlock()
+	}
+	if !scope.IsOrg() {
+		return gh, ghapi.RepositoryGroupID, nil
+	}
+	id, err := c.x.groupID(ctx, gh, scope.Owner, doc.Group())
+	return gh, id, err
+}
+
+// groupID returns the id of an organisation's runner group, asked of GitHub once per process:
+// the placements of one batch that need it at once wait for the first to ask.
+func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string) (int64, error) {
+	key := strings.ToLower(org) + "/" + name
+	x.groupsMu.Lock()
+	defer x.groupsMu.Unlock()
+	if id, ok := x.groups[key]; ok {
+		return id, nil
+	}
+	id, err := gh.RunnerGroupID(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	x.groups[key] = id
+	return id, nil
+}
+
+// sweepAfterRetries deletes the stack's runners left behind in the scopes of jobs delivered
+// again (release.Leftovers): an attempt that died between making a runner and writing its claim
+// left it registered, offline, named for an instance that does not hold its job. Once per scope.
+func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Document, clients *clientCache, list []queuedJob) {
+	swept := map[string]bool{}
+	for _, q := range list {
+		scope := strings.ToLower(scopeOf(doc, q.job.Repo).String())
+		if q.msg.Receives < 2 || swept[scope] {
+			continue
+		}
+		swept[scope] = true
+		gh, _, err := clients.get(ctx, doc, q.job)
+		if err != nil {
+			x.d.Log.Warn("dispatch: sweep leftovers", "scope", scope, "error", err)
+			continue
+		}
+		n, warnings := release.Leftovers{GitHub: gh, Store: x.d.Store, Runners: x.names, Log: x.d.Log}.Remove(ctx, "")
+		for _, w := range warnings {
+			x.d.Log.Warn("dispatch: " + w)
+		}
+		if n > 0 {
+			x.d.Log.Info("dispatch: deleted runners left behind", "scope", scope, "count", n)
+		}
+	}
+}
+
+// createToken is the idempotency token of the CreateFleet of a set of jobs, on one delivery of
+// their messages: a request the SDK retries gets the same instances back. A delivery after a
+// failed attempt asks anew (the earlier attempt's instances are recorded, warm, or reaped by
+// refresh as orphans when it died before recording them).
+func createToken(pool string, list []queuedJob) string {
+	keys := make([]string, len(list))
+	receives := 0
+	for i, q := range list {
+		keys[i] = q.job.Key()
+		receives = max(receives, q.msg.Receives)
+	}
+	slices.Sort(keys)
+	sum := sha256.Sum256([]byte(strings.Join(keys, ",")))
+	return fmt.Sprintf("hangar-jobs-%s-%s-%d", pool, hex.EncodeToString(sum[:8]), receives)
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func messageIDs(list []queuedJob) []string {
+	out := make([]string, len(list))
+	for i, q := range list {
+		out[i] = q.msg.ID
+	}
+	return out
+}
+
+// count adds n to a per-pool metric.
+func (x *Dispatcher) count(pool, name string, n int) {
+	if n > 0 {
+		x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack, "Pool": pool}, map[string]int{name: n})
+	}
+}

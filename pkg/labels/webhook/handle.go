@@ -1,0 +1,306 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/go-github/v66/github"
+
+	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+)
+
+// Headers GitHub sends with every delivery.
+const (
+	HeaderSignature = "X-Hub-Signature-256"
+	HeaderEvent     = "X-GitHub-Event"
+	HeaderDelivery  = "X-GitHub-Delivery"
+)
+
+// secretRereadEvery bounds how often a mismatched signature makes the handler read the secret
+// again: whoever can reach the URL must not be able to make it hammer Secrets Manager.
+const secretRereadEvery = 10 * time.Second
+
+// outcome is what became of one delivery, for its log line and the response.
+type outcome struct {
+	status int
+	msg    string
+	level  slog.Level
+	reason string // a refusal's or an unrouted job's reason, for the metrics
+	job    *jobs.Job
+	action string
+}
+
+// Handle answers one delivery. It reads nothing of the body before the signature is checked.
+func (h *Handler) Handle(ctx context.Context, req Request) Response {
+	start := h.d.Now()
+	o := h.handle(ctx, req)
+	attrs := []any{"status", o.status, "delivery", req.Headers.Get(HeaderDelivery), "event", req.Headers.Get(HeaderEvent),
+		"ms", h.d.Now().Sub(start).Milliseconds()}
+	if o.action != "" {
+		attrs = append(attrs, "action", o.action)
+	}
+	if j := o.job; j != nil {
+		attrs = append(attrs, "job", j.ID, "run", j.RunID, "repository", j.Repo, "labels", j.Labels)
+		if j.Pool != "" {
+			attrs = append(attrs, "pool", j.Pool)
+		}
+		if j.RunnerName != "" {
+			attrs = append(attrs, "runner", j.RunnerName)
+		}
+	}
+	if o.reason != "" {
+		attrs = append(attrs, "reason", o.reason)
+	}
+	h.d.Log.Log(ctx, o.level, "webhook: "+o.msg, attrs...)
+	switch {
+	case o.status == http.StatusUnauthorized || o.status == http.StatusRequestEntityTooLarge || o.status == http.StatusBadRequest ||
+		o.status == http.StatusMethodNotAllowed:
+		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"WebhooksRefused": 1})
+	case o.reason != "" && o.job != nil:
+		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"JobsUnrouted": 1})
+	}
+	return Response{Status: o.status, Body: o.msg + "\n"}
+}
+
+func refuse(status int, reason, format string, a ...any) outcome {
+	return outcome{status: status, msg: fmt.Sprintf(format, a...), level: slog.LevelWarn, reason: reason}
+}
+
+func (h *Handler) handle(ctx context.Context, req Request) outcome {
+	if req.Method != http.MethodPost {
+		return refuse(http.StatusMethodNotAllowed, "method", "method %s: want POST (GitHub's webhook deliveries)", req.Method)
+	}
+	if len(req.Body) > h.cfg.MaxBody {
+		return refuse(http.StatusRequestEntityTooLarge, "size", "body of %d bytes: want at most %d (a workflow_job delivery is a few KiB)", len(req.Body), h.cfg.MaxBody)
+	}
+	if o, ok := h.verify(ctx, req); !ok {
+		return o
+	}
+	event := req.Headers.Get(HeaderEvent)
+	switch event {
+	case "ping":
+		return outcome{status: http.StatusOK, msg: "pong", level: slog.LevelInfo}
+	case "workflow_job":
+	default:
+		return outcome{status: http.StatusAccepted, msg: fmt.Sprintf("event %q ignored: the App needs the workflow_job event only", event), level: slog.LevelInfo}
+	}
+	var ev github.WorkflowJobEvent
+	if err := json.Unmarshal(req.Body, &ev); err != nil {
+		return refuse(http.StatusBadRequest, "malformed", "body is not a workflow_job payload (JSON): %v", err)
+	}
+	action := ev.GetAction()
+	var kind jobs.Kind
+	switch action {
+	case "queued":
+		kind = jobs.KindQueued
+	case "in_progress":
+		kind = jobs.KindInProgress
+	case "completed":
+		kind = jobs.KindCompleted
+	case "waiting":
+		return outcome{status: http.StatusAccepted, msg: "waiting ignored: the job is not queued yet", level: slog.LevelInfo, action: action}
+	default:
+		o := refuse(http.StatusBadRequest, "action", "action %q: want queued, in_progress, completed or waiting", action)
+		o.action = action
+		return o
+	}
+	job, err := jobOf(&ev, req.Headers.Get(HeaderDelivery))
+	if err != nil {
+		o := refuse(http.StatusBadRequest, "malformed", "workflow_job payload: %v", err)
+		o.action = action
+		return o
+	}
+	o := outcome{action: action, job: &job, level: slog.LevelInfo}
+	router, store, err := h.stack(ctx)
+	if err != nil {
+		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the stack's pools cannot be read; GitHub will show this delivery failed: redeliver it", slog.LevelError
+		o.reason = "pools"
+		h.d.Log.Error("webhook: pools", "error", err)
+		return o
+	}
+	ours := router.Ours(job.Labels)
+	if kind == jobs.KindQueued {
+		if !ours {
+			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job (no stack label): left for other runners", slog.LevelDebug
+			return o
+		}
+		pool, err := router.Route(job.Labels)
+		var re *jobs.RouteError
+		if errors.As(err, &re) {
+			o.status, o.msg, o.level, o.reason = http.StatusAccepted, "job left alone: "+re.Error(), slog.LevelWarn, re.Reason
+			return o
+		}
+		if err != nil {
+			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job: left for other runners", slog.LevelDebug
+			return o
+		}
+		job.Pool = pool.Name
+		if !pool.RepoAllowed(job.Repo) {
+			o.status, o.msg, o.level, o.reason = http.StatusAccepted,
+				fmt.Sprintf("job left alone: pool %s does not allow repository %s (allowedRepositories)", pool.Name, job.Repo), slog.LevelWarn, jobs.ReasonRepository
+			return o
+		}
+	} else {
+		// A job of the stack's, or any job a runner of the stack's took (a job of the same
+		// repository whose labels its runner happened to carry).
+		if !ours && !strings.HasPrefix(job.RunnerName, h.prefix) {
+			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job or runner: ignored", slog.LevelDebug
+			return o
+		}
+		if pool, err := router.Route(job.Labels); err == nil {
+			job.Pool = pool.Name
+		}
+	}
+	body, err := jobs.Message{Kind: kind, Job: job}.Encode()
+	if err != nil {
+		return refuse(http.StatusBadRequest, "malformed", "workflow_job payload: %v", err)
+	}
+	send := func() error {
+		_, err := h.d.Queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.JobsQueueURL), MessageBody: &body})
+		return err
+	}
+	var (
+		first        bool
+		recErr, sErr error
+	)
+	if kind == jobs.KindQueued {
+		// Recorded first, then queued: a second delivery must never place a job twice.
+		if first, recErr = store.RecordEvent(ctx, job.ID, action, body); recErr == nil && first {
+			sErr = send()
+		}
+	} else {
+		// The dispatcher takes a second in_progress or completed of a job for what it is (its
+		// conditional writes find the instance moved on): the record and the send go together,
+		// and a duplicate sent anyway costs it a read.
+		var wg sync.WaitGroup
+		wg.Go(func() { first, recErr = store.RecordEvent(ctx, job.ID, action, body) })
+		sErr = send()
+		wg.Wait()
+	}
+	switch {
+	case recErr != nil:
+		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError
+		h.d.Log.Error("webhook: record event", "job", job.ID, "action", action, "error", recErr)
+		return o
+	case !first && kind == jobs.KindQueued:
+		o.status, o.msg = http.StatusOK, fmt.Sprintf("duplicate: the %s event of job %d was accepted before; nothing done", action, job.ID)
+		return o
+	case !first:
+		o.status, o.msg = http.StatusOK, fmt.Sprintf("duplicate: the %s event of job %d was accepted before; the dispatcher finds nothing to do", action, job.ID)
+		return o
+	case sErr != nil:
+		// Forget the event, so that a redelivery is taken rather than taken for a duplicate.
+		if ferr := store.ForgetEvent(context.WithoutCancel(ctx), job.ID, action); ferr != nil {
+			h.d.Log.Error("webhook: forget an event that was not queued; a redelivery will be taken for a duplicate", "job", job.ID, "error", ferr)
+		}
+		o.status, o.msg, o.level = http.StatusBadGateway, "the jobs queue refused the job; redeliver it", slog.LevelError
+		h.d.Log.Error("webhook: send to the jobs queue", "job", job.ID, "error", sErr)
+		return o
+	}
+	o.status = http.StatusAccepted
+	if kind == jobs.KindQueued {
+		o.msg = fmt.Sprintf("job %d queued for pool %s", job.ID, job.Pool)
+	} else {
+		o.msg = fmt.Sprintf("job %d %s passed on", job.ID, action)
+	}
+	return o
+}
+
+// verify checks the delivery's signature: HMAC-SHA-256 of the body with the webhook secret,
+// compared in constant time (github.ValidateSignature). A mismatch reads the secret again (at
+// most every secretRereadEvery) in case it was rotated.
+func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
+	sig := req.Headers.Get(HeaderSignature)
+	if sig == "" {
+		return refuse(http.StatusUnauthorized, "signature", "no %s header: deliveries must be signed with the webhook secret", HeaderSignature), false
+	}
+	if !strings.HasPrefix(sig, "sha256=") {
+		return refuse(http.StatusUnauthorized, "signature", "%s %q: want sha256=<hex>", HeaderSignature, truncate(sig, 16)), false
+	}
+	secret, err := h.d.Secret(ctx, false)
+	if err == nil && len(secret) == 0 {
+		err = errors.New("the secret is empty: put the App's webhook secret in it")
+	}
+	if err != nil {
+		h.d.Log.Error("webhook: the webhook secret", "error", err)
+		return outcome{status: http.StatusServiceUnavailable, msg: "the webhook secret is not set up: see docs/labels.md", level: slog.LevelError}, false
+	}
+	if github.ValidateSignature(sig, req.Body, secret) == nil {
+		return outcome{}, true
+	}
+	h.mu.Lock()
+	reread := h.d.Now().Sub(h.reread) >= secretRereadEvery
+	if reread {
+		h.reread = h.d.Now()
+	}
+	h.mu.Unlock()
+	if reread {
+		if fresh, err := h.d.Secret(ctx, true); err == nil && len(fresh) > 0 && github.ValidateSignature(sig, req.Body, fresh) == nil {
+			return outcome{}, true
+		}
+	}
+	return refuse(http.StatusUnauthorized, "signature", "%s does not match the body: wrong webhook secret, or a forged or altered delivery", HeaderSignature), false
+}
+
+// jobOf reads the job out of a workflow_job payload; delivery is the delivery's id.
+func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
+	wj := ev.GetWorkflowJob()
+	j := jobs.Job{ID: wj.GetID(), RunID: wj.GetRunID(), RunAttempt: int(wj.GetRunAttempt()), Labels: wj.Labels,
+		Repo: ev.GetRepo().GetFullName(), Installation: ev.GetInstallation().GetID(), RunnerName: wj.GetRunnerName(),
+		RunnerID: wj.GetRunnerID(), Conclusion: wj.GetConclusion(), Delivery: truncate(delivery, 64)}
+	var errs []error
+	if j.ID < 1 {
+		errs = append(errs, errors.New("workflow_job.id: missing"))
+	}
+	if err := pooldoc.ValidateRepository(j.Repo); err != nil {
+		errs = append(errs, fmt.Errorf("repository.full_name: %w", err))
+	}
+	if j.Installation < 1 {
+		errs = append(errs, errors.New("installation.id: missing: deliveries come from a GitHub App installation"))
+	}
+	if len(j.Labels) > 100 {
+		errs = append(errs, fmt.Errorf("workflow_job.labels: %d: want at most 100", len(j.Labels)))
+	}
+	for _, l := range j.Labels {
+		if len(l) > 256 {
+			errs = append(errs, errors.New("workflow_job.labels: a label over 256 characters"))
+			break
+		}
+	}
+	if len(j.RunnerName) > 256 {
+		errs = append(errs, errors.New("workflow_job.runner_name: over 256 characters"))
+	}
+	return j, errors.Join(errs...)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// ServeHTTP serves the handler over HTTP: what a Function URL does in AWS, for the local world
+// and the tests.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(h.cfg.MaxBody)+1))
+	if err != nil {
+		http.Error(w, "read the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp := h.Handle(r.Context(), Request{Method: r.Method, Headers: r.Header, Body: body})
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(resp.Status)
+	_, _ = io.WriteString(w, resp.Body)
+}

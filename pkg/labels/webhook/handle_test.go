@@ -1,0 +1,274 @@
+package webhook_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/metrics"
+)
+
+const secret = "a-webhook-secret-of-some-length"
+
+// queue records what the handler sends.
+type queue struct {
+	mu   sync.Mutex
+	sent []string
+	fail error
+}
+
+func (q *queue) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.fail != nil {
+		return nil, q.fail
+	}
+	q.sent = append(q.sent, aws.ToString(in.MessageBody))
+	return &sqs.SendMessageOutput{}, nil
+}
+
+func (q *queue) messages(t *testing.T) []jobs.Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []jobs.Message
+	for _, b := range q.sent {
+		m, err := jobs.Parse(b)
+		require.NoError(t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+// pools is the stack's documents: two pools serving jobs, one allowing octo/* only.
+type pools struct{ table string }
+
+func (p pools) LoadStack(context.Context) (*pooldoc.Stack, error) {
+	mk := func(name string, allowed []string, labels ...string) *pooldoc.Document {
+		return &pooldoc.Document{Name: name, AllowedRepositories: allowed, Jobs: &pooldoc.Jobs{StackLabel: "hangar", Labels: labels}}
+	}
+	return &pooldoc.Stack{Name: "hangar", Table: p.table, Account: state.Account{Partition: "aws", Region: "us-east-1", ID: testbed.Account},
+		Pools: []*pooldoc.Document{mk("small", []string{"octo/*"}, "linux-x64"), mk("large", nil, "linux-x64", "large"),
+			mk("gpu-a", nil, "gpu", "a"), mk("gpu-b", nil, "gpu", "b")}}, nil
+}
+
+// noDB fails every request: refused deliveries must make none.
+type noDB struct {
+	state.DynamoDB
+	calls atomic.Int64
+}
+
+func (d *noDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	d.calls.Add(1)
+	return nil, errors.New("no request was expected")
+}
+
+type world struct {
+	h       *webhook.Handler
+	q       *queue
+	log     *bytes.Buffer
+	metrics *testbed.Buffer
+}
+
+func newWorld(t *testing.T, db state.DynamoDB, table string) *world {
+	t.Helper()
+	w := &world{q: &queue{}, log: &bytes.Buffer{}, metrics: &testbed.Buffer{}}
+	var mu sync.Mutex
+	h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: "http://127.0.0.1/jobs"}, webhook.Deps{
+		Secret: func(context.Context, bool) ([]byte, error) { return []byte(secret), nil },
+		Queue:  w.q, Pools: pools{table: table}, DynamoDB: db,
+		Log:     slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: w.log}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: &metrics.Writer{Out: w.metrics},
+	})
+	require.NoError(t, err)
+	w.h = h
+	return w
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func sign(body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// payload is a workflow_job delivery's body as GitHub sends it.
+func payload(action string, job int64, repo string, labels []string, runner string) []byte {
+	wj := map[string]any{"id": job, "run_id": 900 + job, "run_attempt": 1, "status": action, "labels": labels}
+	if runner != "" {
+		wj["runner_name"], wj["runner_id"] = runner, 77
+	}
+	b, _ := json.Marshal(map[string]any{"action": action, "workflow_job": wj,
+		"repository": map[string]any{"full_name": repo, "name": repo[strings.Index(repo, "/")+1:]}, "installation": map[string]any{"id": 11}})
+	return b
+}
+
+func request(body []byte, mutate func(http.Header)) webhook.Request {
+	h := http.Header{}
+	h.Set(webhook.HeaderEvent, "workflow_job")
+	h.Set(webhook.HeaderDelivery, "d-1")
+	h.Set(webhook.HeaderSignature, sign(body))
+	if mutate != nil {
+		mutate(h)
+	}
+	return webhook.Request{Method: http.MethodPost, Headers: h, Body: body}
+}
+
+// TestBadInput: every malformed, forged or oversized delivery is answered with the right status
+// and a line that says why, and nothing is recorded or queued.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	good := payload("queued", 1, "octo/app", []string{"hangar", "linux-x64"}, "")
+	big := append(payload("queued", 1, "octo/app", []string{"hangar", "linux-x64"}, ""), bytes.Repeat([]byte(" "), webhook.DefaultMaxBody)...)
+	tests := []struct {
+		name   string
+		req    webhook.Request
+		status int
+		says   string
+	}{
+		{"no signature", request(good, func(h http.Header) { h.Del(webhook.HeaderSignature) }), 401, "no X-Hub-Signature-256"},
+		{"wrong signature", request(good, func(h http.Header) { h.Set(webhook.HeaderSignature, "sha256="+strings.Repeat("0", 64)) }), 401, "does not match"},
+		{"sha1 signature", request(good, func(h http.Header) { h.Set(webhook.HeaderSignature, "sha1=abc") }), 401, "want sha256=<hex>"},
+		{"altered body", webhook.Request{Method: "POST", Headers: request(good, nil).Headers, Body: bytes.Replace(good, []byte("octo/app"), []byte("evil/app"), 1)}, 401, "does not match"},
+		{"too big", request(big, nil), 413, "want at most"},
+		{"GET", webhook.Request{Method: http.MethodGet, Headers: request(good, nil).Headers, Body: good}, 405, "want POST"},
+		{"not JSON", request([]byte("{not json"), nil), 400, "not a workflow_job payload"},
+		{"unknown action", request(payload("exploded", 1, "octo/app", []string{"hangar"}, ""), nil), 400, `action "exploded"`},
+		{"no job id", request(payload("queued", 0, "octo/app", []string{"hangar"}, ""), nil), 400, "workflow_job.id"},
+		{"bad repository", request(payload("queued", 1, "octo/../x", []string{"hangar"}, ""), nil), 400, "repository.full_name"},
+		{"another event", request(good, func(h http.Header) { h.Set(webhook.HeaderEvent, "push") }), 202, `event "push" ignored`},
+		{"ping", request(good, func(h http.Header) { h.Set(webhook.HeaderEvent, "ping") }), 200, "pong"},
+		{"waiting", request(payload("waiting", 1, "octo/app", []string{"hangar"}, ""), nil), 202, "waiting ignored"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := &noDB{}
+			w := newWorld(t, db, "t")
+			resp := w.h.Handle(context.Background(), tc.req)
+			require.Equal(t, tc.status, resp.Status, resp.Body)
+			require.Contains(t, resp.Body, tc.says)
+			require.Contains(t, w.log.String(), strings.ReplaceAll(tc.says, `"`, `\"`), "the log line says why")
+			require.Zero(t, db.calls.Load(), "nothing recorded")
+			require.Empty(t, w.q.messages(t), "nothing queued")
+		})
+	}
+}
+
+// TestRouting: the stack's jobs are recorded once and queued for their pool; others are left
+// alone, the ones that name no pool or two with a log line and a metric, and nothing queued.
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	testbed.Require(t)
+	db := testbed.DynamoDB(t)
+	table := testbed.Name(t, "hangar-webhook")
+	ctx := testbed.Context(t, time.Minute)
+	require.NoError(t, testbed.CreateTable(ctx, db, table))
+	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
+	w := newWorld(t, db, table)
+	seq := time.Now().UnixNano() % 1e9
+	next := func() int64 { seq++; return seq }
+
+	type want struct {
+		status int
+		pool   string // queued for this pool ("" for none)
+		reason string // the unrouted reason in the log and metrics
+	}
+	tests := []struct {
+		name   string
+		action string
+		repo   string
+		labels []string
+		runner string
+		want   want
+	}{
+		{"exact", "queued", "octo/app", []string{"self-hosted", "hangar", "linux-x64"}, "", want{202, "small", ""}},
+		{"most specific", "queued", "other/app", []string{"hangar", "large"}, "", want{202, "large", ""}},
+		{"not ours", "queued", "octo/app", []string{"self-hosted", "linux-x64"}, "", want{202, "", ""}},
+		{"ambiguous", "queued", "octo/app", []string{"hangar", "gpu"}, "", want{202, "", jobs.ReasonAmbiguous}},
+		{"unknown", "queued", "octo/app", []string{"hangar", "windows"}, "", want{202, "", jobs.ReasonUnknown}},
+		{"repository not allowed", "queued", "other/app", []string{"hangar", "linux-x64"}, "", want{202, "", jobs.ReasonRepository}},
+		{"in progress on our runner", "in_progress", "octo/app", []string{"self-hosted"}, "hangar-hangar-i-0123456789abcdef0-j5", want{202, "-", ""}},
+		{"in progress elsewhere", "in_progress", "octo/app", []string{"self-hosted"}, "someone-elses", want{202, "", ""}},
+		{"completed, ours", "completed", "octo/app", []string{"hangar", "linux-x64"}, "", want{202, "small", ""}},
+	}
+	for _, tc := range tests {
+		job := next()
+		before := len(w.q.messages(t))
+		resp := w.h.Handle(ctx, request(payload(tc.action, job, tc.repo, tc.labels, tc.runner), nil))
+		require.Equal(t, tc.want.status, resp.Status, "%s: %s", tc.name, resp.Body)
+		msgs := w.q.messages(t)
+		if tc.want.pool == "" {
+			require.Len(t, msgs, before, "%s: nothing queued", tc.name)
+		} else {
+			require.Len(t, msgs, before+1, "%s: queued", tc.name)
+			m := msgs[len(msgs)-1]
+			require.Equal(t, job, m.Job.ID, tc.name)
+			require.Equal(t, jobs.Kind(tc.action), m.Kind, tc.name)
+			require.Equal(t, int64(11), m.Job.Installation, tc.name)
+			if tc.want.pool != "-" {
+				require.Equal(t, tc.want.pool, m.Job.Pool, tc.name)
+			}
+			// A second delivery of the same job and action, by another delivery id, is a no-op.
+			resp := w.h.Handle(ctx, request(payload(tc.action, job, tc.repo, tc.labels, tc.runner), func(h http.Header) {
+				h.Set(webhook.HeaderDelivery, "d-2")
+			}))
+			require.Equal(t, 200, resp.Status, "%s: duplicate: %s", tc.name, resp.Body)
+			require.Contains(t, resp.Body, "duplicate")
+			if tc.action == "queued" {
+				require.Len(t, w.q.messages(t), before+1, "%s: the duplicate queues nothing", tc.name)
+			} else {
+				// Passed on with its record, for speed: the dispatcher's conditional writes make
+				// a second in_progress or completed change nothing (dispatch's tests).
+				require.LessOrEqual(t, len(w.q.messages(t)), before+2, tc.name)
+			}
+		}
+		if tc.want.reason != "" {
+			require.Contains(t, w.log.String(), fmt.Sprintf("job=%d", job), tc.name)
+			require.Contains(t, w.metrics.String(), fmt.Sprintf(`"Reason":"%s"`, tc.want.reason), tc.name)
+		}
+	}
+	require.Contains(t, w.metrics.String(), `"JobsUnrouted":1`)
+
+	// A job the queue refused is forgotten: GitHub shows the delivery failed, and a redelivery is
+	// taken rather than taken for a duplicate.
+	w.q.fail = errors.New("queue down")
+	job := next()
+	body := payload("queued", job, "octo/app", []string{"hangar", "linux-x64"}, "")
+	resp := w.h.Handle(ctx, request(body, nil))
+	require.Equal(t, http.StatusBadGateway, resp.Status, resp.Body)
+	w.q.fail = nil
+	resp = w.h.Handle(ctx, request(body, nil))
+	require.Equal(t, http.StatusAccepted, resp.Status, resp.Body)
+}

@@ -1,0 +1,162 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+)
+
+// Transitioner writes conditional transitions, one or a batch.
+type Transitioner interface {
+	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
+	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
+}
+
+// Publisher offers idle instances on their pools' queues (offers.Queue, offers.Directory).
+type Publisher interface {
+	Publish(ctx context.Context, insts ...*state.Instance) error
+}
+
+// Returner gives instances back to their pools: idle, rung, offered; or, when their pool may not
+// have them again, retired.
+type Returner struct {
+	Store  Transitioner
+	Offers Publisher
+	// Retirer retires the instances their pool may not have again.
+	Retirer *Retirer
+	// Bells rings the agents of instances given back (nil: none; they poll their items).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
+}
+
+// Back is one instance on its way back to idle.
+type Back struct {
+	// Instance is its item as read: the write is conditional on its state and version.
+	Instance state.Instance
+	// Idle is the length of its idle deadline (its pool's idle timeout).
+	Idle time.Duration
+	// RunID is the run giving it back, which must still hold it ("" for a warm instance).
+	RunID string
+	// At is when the idle deadline starts (zero: now).
+	At time.Time
+	// Reason is the item's state reason.
+	Reason string
+	// Unacknowledged gives back a claim only if its agent has not acknowledged it
+	// (state.Change.Unacknowledged); RegisterFailed counts a failed registration
+	// (state.Change.RegisterFailed).
+	Unacknowledged, RegisterFailed bool
+}
+
+// Idle moves one instance to idle, conditional on its state, version and run as given, with its
+// pool's idle deadline, then rings its doorbell when its agent is serving the run (an
+// acknowledged claim, running, or created for a label-routed job): the agent stops its runner at
+// once instead of on its next read. A warm instance leaving created, or a claim its agent never
+// took, has nothing to stop. It returns the item written, or the store's error as is (a
+// *state.ConflictError, holding the item as someone else left it, when that write lost).
+func (r *Returner) Idle(ctx context.Context, b Back) (*state.Instance, error) {
+	w := r.IdleAll(ctx, []Back{b})[0]
+	return w.Item, w.Err
+}
+
+// IdleAll is Idle for many instances: their writes go in one request (state.Store.TransitionAll:
+// one lost condition never blocks the others), then the doorbells of those written are rung
+// together. The outcomes are in the order of backs.
+func (r *Returner) IdleAll(ctx context.Context, backs []Back) []state.Written {
+	now := time.Now()
+	changes := make([]state.Change, len(backs))
+	befores := make([]state.Instance, len(backs))
+	for i, b := range backs {
+		at := b.At
+		if at.IsZero() {
+			at = now
+		}
+		in := b.Instance
+		changes[i] = state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Idle,
+			Version: in.Version, RunID: b.RunID, Unacknowledged: b.Unacknowledged, RegisterFailed: b.RegisterFailed, Marked: in.Retire != "",
+			Threshold: at.Add(b.Idle), Reason: b.Reason}
+		befores[i] = in
+	}
+	out := r.Store.TransitionAll(ctx, changes, befores)
+	var bells []string
+	for i, b := range backs {
+		if out[i].Err == nil && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged {
+			bells = append(bells, out[i].Item.Bell)
+		}
+	}
+	if err := r.Bells.Ring(ctx, bells...); err != nil {
+		r.log().Warn("ring instances given back; their agents notice on their next read", "count", len(bells), "error", err)
+	}
+	return out
+}
+
+// Offer offers idle (or stopped) instances on their pools' queues, in one request. An offer
+// that fails leaves them without a message: refresh offers them again, or expires them.
+func (r *Returner) Offer(ctx context.Context, insts ...*state.Instance) error {
+	if len(insts) == 0 {
+		return nil
+	}
+	return r.Offers.Publish(ctx, insts...)
+}
+
+// NotReusable says why an instance that served a run may not be offered again ("" when it may):
+// its item is marked to retire (state.Home.Retire: drained while it served, or of a pool whose
+// reuse is never), its pool's document says so now (pooldoc.Document.Retire), or that document
+// cannot be read (docErr). A nil doc with no docErr leaves it to the item alone.
+func NotReusable(in *state.Instance, doc *pooldoc.Document, docErr error) string {
+	switch {
+	case in != nil && in.Retire != "":
+		return in.Retire
+	case docErr != nil:
+		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
+	case doc == nil:
+		return ""
+	}
+	return doc.Retire()
+}
+
+// Offered is what an OfferOrRetire did.
+type Offered struct {
+	// Offered are the instances handed to the offer request (Err says whether it failed).
+	Offered []*state.Instance
+	// Retired are the instances their pool may not have again, each retired alone.
+	Retired []Retirement
+	// Err is the offer request's error.
+	Err error
+}
+
+// Retirement is one instance OfferOrRetire retired instead of offering.
+type Retirement struct {
+	Reason string
+	Retired
+}
+
+// OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
+// have again (NotReusable, with each instance's document as pool returns it: nil, with no error,
+// when its item says enough) are retired instead, one by one, before the others are offered in
+// one request.
+func (r *Returner) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, in *state.Instance) (*pooldoc.Document, error), insts []*state.Instance) Offered {
+	var out Offered
+	for _, in := range insts {
+		doc, err := pool(ctx, in)
+		why := NotReusable(in, doc, err)
+		if why == "" {
+			out.Offered = append(out.Offered, in)
+			continue
+		}
+		out.Retired = append(out.Retired, Retirement{Reason: why, Retired: r.Retirer.Retire(ctx, []state.Instance{*in}, Because(why))})
+	}
+	out.Err = r.Offer(ctx, out.Offered...)
+	return out
+}
+
+func (r *Returner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}

@@ -1,0 +1,136 @@
+package offers
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+)
+
+// MaxCount is the most instances one request may ask for.
+const MaxCount = 100
+
+// Usage classes a request may ask for, besides the instance usage classes spot and on-demand.
+const (
+	// UsageAny takes spot and on-demand instances alike.
+	UsageAny = ""
+)
+
+var typePatternRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9.*?-]{1,64}$`) })
+
+// Request is what a run asks of a pool.
+type Request struct {
+	// Count is how many instances to claim (1..MaxCount).
+	Count int
+	// UsageClass is spot, on-demand, or UsageAny.
+	UsageClass string
+	// InstanceTypes are glob patterns (* and ?) over instance type names, such as "c*" or
+	// "m7g.*"; an instance fits if it matches any. None means any type.
+	InstanceTypes []string
+	// MinVCPU and MinMemoryMiB are lower bounds; 0 means no bound.
+	MinVCPU      int
+	MinMemoryMiB int
+	// Assign is what the instances are claimed for (a run, or label-routed jobs); Assign.Repo is
+	// the repository they will serve, whose reuse scope decides which instances fit.
+	Assign state.Assignment
+	// Personalize, when set, completes a copy of Assign for one instance just before its claim
+	// is written: its registration token sealed for it (by its id: the caller builds the ARN from
+	// its own account, never from a message), or, for label-routed jobs, the job it gets and its
+	// runner's configuration. A claim whose assignment cannot be completed is not made.
+	Personalize func(ctx context.Context, instanceID string, a *state.Assignment) error
+	// Unused, when set, is told of each assignment Personalize completed whose claim was not won
+	// (the instance had moved on), so that what was made for it can be undone.
+	Unused func(instanceID string, a state.Assignment)
+	// Home, when set, is how the claimed instances go back when the run ends, from the pool's
+	// document in hand (pooldoc.Document.Home): written with each claim (state.Change.Home).
+	Home *state.Home
+	// Reuse is the pool's reuse scope: which instances that served other runs Assign.Repo may
+	// be given (state.Reusable; "" is state.ReuseRepository).
+	Reuse state.Reuse
+	// AliveSince, when set, is the oldest heartbeat a running (idle) instance may have to be
+	// claimed (state.Change.AliveSince). Stopped instances have no live agent and are exempt.
+	AliveSince time.Time
+	// ClaimDeadline is the threshold the claimed instances get.
+	ClaimDeadline time.Time
+	// Exclude lists instances not to claim (ones that already failed this request).
+	Exclude []string
+}
+
+// home is the Home the claims write: none when the request's says nowhere to go back (a document
+// without a queue), so that release reads the pool's document instead.
+func (r Request) home() *state.Home {
+	if r.Home == nil || !r.Home.Known() {
+		return nil
+	}
+	return r.Home
+}
+
+// ValidateTypePattern checks one instance type pattern.
+func ValidateTypePattern(p string) error {
+	if !typePatternRe().MatchString(p) {
+		return fmt.Errorf("instance type pattern %q is malformed: want 1 to 64 of a-z, 0-9, '.', '-', with '*' and '?' as wildcards (e.g. c*, m7g.*, c7i.large)", p)
+	}
+	return nil
+}
+
+// Validate checks every field of the request.
+func (r Request) Validate() error {
+	if r.Count < 1 || r.Count > MaxCount {
+		return fmt.Errorf("count %d: want 1 to %d", r.Count, MaxCount)
+	}
+	switch r.UsageClass {
+	case UsageAny, state.UsageSpot, state.UsageOnDemand:
+	default:
+		return fmt.Errorf("usage class %q: want spot, on-demand, or empty for any", r.UsageClass)
+	}
+	for _, p := range r.InstanceTypes {
+		if err := ValidateTypePattern(p); err != nil {
+			return err
+		}
+	}
+	if r.MinVCPU < 0 {
+		return fmt.Errorf("minimum vCPU %d: want 0 or more", r.MinVCPU)
+	}
+	if r.MinMemoryMiB < 0 {
+		return fmt.Errorf("minimum memory %d MiB: want 0 or more", r.MinMemoryMiB)
+	}
+	if r.Assign.RunID != "" || r.Personalize == nil {
+		if err := state.ValidateAssignmentKey(r.Assign.RunID); err != nil {
+			return err
+		}
+	}
+	if r.ClaimDeadline.IsZero() {
+		return fmt.Errorf("claim deadline is not set")
+	}
+	return nil
+}
+
+// Fits reports whether the instance a message offers satisfies the request.
+func (r Request) Fits(m Message) bool {
+	if slices.Contains(r.Exclude, m.InstanceID) {
+		return false
+	}
+	if r.UsageClass != UsageAny && m.UsageClass != r.UsageClass {
+		return false
+	}
+	if !state.Reusable(r.Reuse, m.Served, r.Assign.Repo) {
+		return false
+	}
+	if m.VCPU < r.MinVCPU || m.MemoryMiB < r.MinMemoryMiB {
+		return false
+	}
+	if len(r.InstanceTypes) == 0 {
+		return true
+	}
+	for _, p := range r.InstanceTypes {
+		if ok, _ := path.Match(p, m.InstanceType); ok {
+			return true
+		}
+	}
+	return false
+}

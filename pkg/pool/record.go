@@ -1,0 +1,156 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
+	"github.com/hangar-ci/hangar/pkg/pool/pricing"
+)
+
+// Creator writes new items.
+type Creator interface {
+	Create(ctx context.Context, insts []*state.Instance) error
+}
+
+// Pricer finds the hourly prices of launched instances (pricing.Pricer); an unknown price is a
+// zero pricing.Price.
+type Pricer interface {
+	Prices(ctx context.Context, insts []pricing.Instance) []pricing.Price
+}
+
+// Recorder records launched instances.
+type Recorder struct {
+	Store Creator
+	EC2   fleet.Tagger
+	// Prices prices the instances before their items are written (nil: price unknown).
+	Prices Pricer
+	// Bells makes each instance's doorbell (nil: none; the agents poll their items).
+	Bells *doorbell.Bells
+	Log   *slog.Logger
+}
+
+// Launch is what was launched, for whom.
+type Launch struct {
+	Pool      *pooldoc.Document
+	Instances []fleet.Instance
+	// At is when they were launched; their created deadline counts from it.
+	At time.Time
+	// Assign, when set, returns what each instance was created for (a run, with its registration
+	// token sealed for it; or a label-routed job each): nil for a warm pool. An instance whose
+	// assignment comes back nil is recorded warm; one that comes back with an error is recorded
+	// with what came back, and Record reports the error.
+	Assign func(ctx context.Context, instanceID string) (*state.Assignment, error)
+	// Reason is the items' state reason.
+	Reason string
+}
+
+// recordTimeout bounds the writes of one Record, which outlive the caller's context;
+// assignTimeout bounds the assignments' completion (sealing, minting) within it.
+const (
+	recordTimeout = 30 * time.Second
+	assignTimeout = 10 * time.Second
+	// priceTimeout bounds the price lookups: an item is never held back long for its price.
+	priceTimeout = 3 * time.Second
+)
+
+// Record writes the items of launched instances, in state created, in a context of its own (the
+// items must be written even when the caller is being cancelled, or the instances would run
+// without one), then makes their doorbells and removes their hangar:unrecorded tag. It returns the items written. A tag
+// that cannot be removed is only logged: refresh removes it once it sees the item.
+func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, error) {
+	if len(l.Instances) == 0 {
+		return nil, nil
+	}
+	doc := l.Pool
+	items := make([]*state.Instance, len(l.Instances))
+	ids := make([]string, len(l.Instances))
+	for i, in := range l.Instances {
+		ids[i] = in.ID
+		items[i] = &state.Instance{ID: in.ID, Pool: doc.Name, Threshold: l.At.Add(doc.Timeout(state.Created)), LaunchedAt: l.At,
+			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
+				SpecHash: doc.SpecHash},
+			StateReason: l.Reason, Bell: r.Bells.URL(in.ID), Home: doc.Home()}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	r.price(wctx, items)
+	tokErr := r.assign(wctx, l, items)
+	if err := r.Store.Create(wctx, items); err != nil {
+		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
+	}
+	// Doorbells after items: a doorbell without a live item is an orphan refresh may delete. An
+	// instance whose doorbell could not be made works without it (its agent polls its item).
+	arns := make(map[string]string, len(ids))
+	for _, id := range ids {
+		arns[id] = doc.StateAccount().ARN(id)
+	}
+	if err := r.Bells.Create(wctx, arns); err != nil {
+		r.log().Warn("launched instances recorded, but not all their doorbells made; their agents poll instead", "pool", doc.Name, "error", err)
+	}
+	if err := fleet.MarkRecorded(wctx, r.EC2, ids); err != nil {
+		r.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)
+	}
+	return items, tokErr
+}
+
+// assign sets each item's assignment, in parallel. Items whose assignment cannot be completed
+// are still recorded (an instance must never run without its item), with what came back; the
+// error says so, and the caller gives them up or lets them serve as warm instances.
+func (r *Recorder) assign(ctx context.Context, l Launch, items []*state.Instance) error {
+	if l.Assign == nil {
+		return nil
+	}
+	// Assigning (sealing, minting) has a deadline of its own, well inside the record's: the
+	// items must be written whatever KMS or GitHub does.
+	ctx, cancel := context.WithTimeout(ctx, assignTimeout)
+	defer cancel()
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() {
+			var a *state.Assignment
+			a, errs[i] = l.Assign(ctx, it.ID)
+			if a != nil {
+				it.Assignment = *a
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("assignments of launched instances of pool %s: %w", l.Pool.Name, err)
+	}
+	return nil
+}
+
+func (r *Recorder) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.Default()
+}
+
+// price records each item's hourly price (left unknown when it cannot be had in priceTimeout).
+func (r *Recorder) price(ctx context.Context, items []*state.Instance) {
+	if r.Prices == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, priceTimeout)
+	defer cancel()
+	insts := make([]pricing.Instance, len(items))
+	for i, in := range items {
+		insts[i] = pricing.Instance{Type: in.InstanceType, AZ: in.AZ, UsageClass: in.UsageClass}
+	}
+	for i, p := range r.Prices.Prices(pctx, insts) {
+		if p.Known() {
+			items[i].Price, items[i].PriceSource = p.USD, p.Source
+		}
+	}
+}
