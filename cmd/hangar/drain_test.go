@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/operator"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 
@@ -92,7 +93,7 @@ func TestDrain(t *testing.T) {
 	res, err := releaser.Release(ctx, "800")
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Terminated, res.Instances[0].Result)
+	require.Equal(t, pool.Terminated, res.Instances[0].Result)
 	require.Equal(t, "its pool is drained", res.Instances[0].Reason)
 	offered, err := e.Offered(ctx)
 	require.NoError(t, err)

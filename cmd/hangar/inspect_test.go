@@ -134,8 +134,8 @@ func newWorld(t *testing.T) *world {
 
 	// Run 705 on instances recorded as a launch records them, priced by the Price List
 	// stand-in (on-demand) and the emulated spot history (spot), then given back.
-	rec := &pool.Recorder{Store: e.Store, EC2: e.EC2, Prices: pricing.NewFromConfig(e.AWS)}
-	launched, err := rec.Record(ctx, pool.Launch{Pool: e.Doc, At: time.Now().Add(-time.Minute), Reason: "warm", Instances: []fleet.Instance{
+	rec := &pool.Pool{Store: e.Store, EC2: e.EC2, Prices: pricing.NewFromConfig(e.AWS)}
+	launched, err := rec.Record(ctx, pool.Launched{Pool: e.Doc, At: time.Now().Add(-time.Minute), Reason: "warm", Instances: []fleet.Instance{
 		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1a", UsageClass: state.UsageOnDemand, VCPU: 2, MemoryMiB: 4096},
 		{ID: nextID(), Type: "c7i.large", AZ: "us-east-1b", UsageClass: state.UsageSpot, VCPU: 2, MemoryMiB: 4096},
 	}})

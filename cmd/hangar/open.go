@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/operator"
@@ -25,7 +26,7 @@ func open(ctx context.Context, g *globals) (*operator.Operator, error) {
 	if err := g.validate(); err != nil {
 		return nil, err
 	}
-	if err := pooldoc.ValidateStack(g.stack); err != nil {
+	if err := names.ValidateStack(g.stack); err != nil {
 		return nil, fmt.Errorf("%w: --stack: %w", errBadInput, err)
 	}
 	cfg, err := awscfg.Load(ctx)
@@ -59,7 +60,7 @@ func open(ctx context.Context, g *globals) (*operator.Operator, error) {
 	}
 	return operator.New(operator.Deps{Stack: stack, Store: store, History: store, Queues: &offers.Directory{Loader: loader, SQS: sqsc},
 		Documents: documents{client: ssmc, stack: g.stack}, Marker: store,
-		Retirer: &pool.Retirer{Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
+		Retirer: &pool.Pool{Stack: g.stack, Store: store, EC2: ec2.NewFromConfig(cfg), Bells: bells}})
 }
 
 // documents writes the stack's pool documents (drain, undrain).

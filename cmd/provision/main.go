@@ -18,7 +18,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 )
 
@@ -74,7 +74,7 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	if err != nil {
 		return err
 	}
-	gh, err := ghapi.New(opts.apiURL, opts.token, cfg.RunnerScope())
+	gh, err := ghclient.New(opts.apiURL, opts.token, cfg.RunnerScope())
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	}
 	// The pool decides whether the agents' log tails (a pre-runner script's output among them) may
 	// reach this repository's step summary.
-	showLogs := deps.Pool.Runner.ShowsLogTo(step.RepositoryVisibility(gha))
+	showLogs := deps.Doc.Runner.ShowsLogTo(step.RepositoryVisibility(gha))
 	res, err := provision.Run(ctx, cfg, deps)
 	if err != nil {
 		var failed *provision.Error

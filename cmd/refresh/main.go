@@ -32,8 +32,8 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
-	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 )
 
@@ -162,7 +162,7 @@ func (h *invoker) handle(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err := json.Unmarshal(ev.Detail, &detail); err != nil || detail.InstanceID == "" {
 			return nil, fmt.Errorf("malformed %s: detail.instance-id is missing", kind)
 		}
-		if err := state.ValidateInstanceID(detail.InstanceID); err != nil {
+		if err := names.ValidateInstanceID(detail.InstanceID); err != nil {
 			return nil, fmt.Errorf("malformed %s: %w", kind, err)
 		}
 		if kind == stateEvent && !slices.Contains(ec2States, detail.State) {

@@ -14,7 +14,7 @@ import (
 	"github.com/sethvargo/go-githubactions"
 
 	"github.com/hangar-ci/hangar/internal/wire/step"
-	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
@@ -62,7 +62,7 @@ func run(ctx context.Context, o options, gha *githubactions.Action) error {
 	if err != nil {
 		return err
 	}
-	gh, err := ghapi.New(o.apiURL, o.token, o.req.RunnerScope())
+	gh, err := ghclient.New(o.apiURL, o.token, o.req.RunnerScope())
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
@@ -212,14 +213,14 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, a...)))
 	}
-	if err := pooldoc.ValidateStack(c.Stack); err != nil {
+	if err := names.ValidateStack(c.Stack); err != nil {
 		bad("stack", "%v", err)
 	}
 	if len(c.GitHub.Repositories) == 0 {
 		bad("github.repositories", "empty: want the repositories (owner/name or owner/*) whose workflows may use the stack")
 	}
 	for _, r := range c.GitHub.Repositories {
-		if err := pooldoc.ValidateRepoPattern(r); err != nil {
+		if err := names.ValidateRepoPattern(r); err != nil {
 			bad("github.repositories", "%v", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
@@ -113,7 +114,7 @@ func (c *Config) validateJobs() []error {
 		bad("app", "no pool has jobs: label-routed jobs need at least one pool with jobs.labels; leave app out to serve the steps only")
 	}
 	if a != nil {
-		if err := pooldoc.ValidateJobLabel(a.Label); err != nil {
+		if err := names.ValidateJobLabel(a.Label); err != nil {
 			hint := ""
 			if a.Label == c.Stack {
 				hint = " (the stack's name, app.label's default: set app.label)"

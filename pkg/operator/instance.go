@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -61,7 +62,7 @@ type Event struct {
 // Instance reads one instance's item. A malformed id, or one the stack's table does not hold
 // (never launched by the stack, or terminated longer ago than items are kept), is bad input.
 func (i *Operator) Instance(ctx context.Context, id string) (*InstanceReport, error) {
-	if err := state.ValidateInstanceID(id); err != nil {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
 	}
 	in, err := i.d.Store.Get(ctx, id)

@@ -2,183 +2,113 @@ package pool_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
-// offerQueue is a pool queue in the SQS emulator, and the Returner that offers on it.
-type offerQueue struct {
-	sqs *sqs.Client
-	url string
+// giveBack gives some of run's instances back, as a provision does with what it took.
+func giveBack(ctx context.Context, w *fake.World, run string, insts ...state.Instance) *pool.GivenBack {
+	return w.Pool.GiveBack(ctx, pool.GiveBack{Run: run, Instances: insts, GitHub: w.GitHub, Names: state.RunnerNamesOf(fake.Stack),
+		DeregisterTimeout: 30 * time.Second, PollInterval: 10 * time.Millisecond})
 }
 
-func (w *world) returner(t *testing.T) (*pool.Returner, *offerQueue) {
+func requireOutcome(t *testing.T, outcomes []pool.Outcome, id, result string) pool.Outcome {
 	t.Helper()
-	client := testbed.SQS(t)
-	name := testbed.Name(t, "hangar-lifecycle-offers")
-	out, err := client.CreateQueue(w.ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	queue, err := offers.NewQueue(client, doc.Name, aws.ToString(out.QueueUrl), "")
-	require.NoError(t, err)
-	return &pool.Returner{Store: w.store, Offers: queue, Retirer: &pool.Retirer{Store: w.store, EC2: w.ec2}},
-		&offerQueue{sqs: client, url: aws.ToString(out.QueueUrl)}
-}
-
-// received returns the offers on the queue; wait is how long to wait for the first one.
-func (q *offerQueue) received(t *testing.T, ctx context.Context, wait int32) []offers.Message {
-	t.Helper()
-	out, err := q.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &q.url, MaxNumberOfMessages: 10, WaitTimeSeconds: wait})
-	require.NoError(t, err)
-	var msgs []offers.Message
-	for _, m := range out.Messages {
-		msg, err := offers.ParseMessage(aws.ToString(m.Body), doc.Name)
-		require.NoError(t, err)
-		msgs = append(msgs, msg)
+	for _, o := range outcomes {
+		if o.ID == id {
+			require.Equal(t, result, o.Result, "%s: %s", id, o.Reason)
+			return o
+		}
 	}
-	return msgs
+	t.Fatalf("no outcome for %s in %+v", id, outcomes)
+	return pool.Outcome{}
 }
 
-// claimed returns n idle instances claimed by run.
-func (w *world) claimed(t *testing.T, n int, run string) []state.Instance {
-	t.Helper()
-	var out []state.Instance
-	for _, in := range w.idle(t, n) {
-		c, err := w.store.Transition(w.ctx, state.Change{InstanceID: in.ID, Pool: doc.Name, From: state.Idle, To: state.Claimed,
-			Version: in.Version, Threshold: time.Now().Add(time.Hour), Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: "octo/app"}})
-		require.NoError(t, err)
-		out = append(out, *c)
-	}
-	return out
-}
-
-func fixed(d *pooldoc.Document) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-	return func(context.Context, *state.Instance) (*pooldoc.Document, error) { return d, nil }
-}
-
-// TestGiveBackOffers: an instance given back is idle with its pool's idle deadline, and its offer,
-// at the version written, is on the pool's queue; nothing reaches EC2.
-func TestGiveBackOffers(t *testing.T) {
+// TestGiveBackOnlyItsOwnRunners: a give-back of some of a run's instances deletes their runners,
+// not those of the run's other instances (another provision of the same run keeps its own).
+func TestGiveBackOnlyItsOwnRunners(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	back, queue := w.returner(t)
-	in := w.claimed(t, 1, "42")[0]
-	at := time.Now()
+	w := fake.NewWorld(t, nil)
+	mine := w.AddHeld(t, fake.Held{Run: "300"})
+	theirs := w.AddHeld(t, fake.Held{Run: "300"})
 
-	out, err := back.Idle(w.ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", At: at, Reason: "released by run 42"})
-	require.NoError(t, err)
-	res := back.OfferOrRetire(w.ctx, fixed(doc), []*state.Instance{out})
-	require.NoError(t, res.Err)
-	require.Empty(t, res.Retired)
-	require.Equal(t, []string{in.ID}, []string{res.Offered[0].ID})
-
-	it, err := w.store.Get(w.ctx, in.ID)
-	require.NoError(t, err)
-	require.Equal(t, state.Idle, it.State)
-	require.Equal(t, "released by run 42", it.StateReason)
-	require.WithinDuration(t, at.Add(doc.Timeout(state.Idle)), it.Threshold, time.Second, "the pool's idle deadline, from At")
-	msgs := queue.received(t, w.ctx, 5)
-	require.Len(t, msgs, 1)
-	require.Equal(t, in.ID, msgs[0].InstanceID)
-	require.Equal(t, it.Version, msgs[0].Version, "offered at the version written")
-	require.Empty(t, w.ec2.requested())
+	res := giveBack(ctx(t), w, "300", *mine)
+	requireOutcome(t, res.Instances, mine.ID, pool.Returned)
+	require.Equal(t, 1, res.RunnersDeleted)
+	require.Equal(t, []string{state.RunnerNamesOf(fake.Stack).Name(theirs.ID, "300")}, w.GitHub.RunnerNames(),
+		"the other instance's runner stays; this one's is gone")
+	require.Equal(t, state.Running, w.Store.Item(theirs.ID).State)
 }
 
-// TestGiveBackReuseNever: an instance of a pool whose reuse is never, whose item was marked to
-// retire while it served the run (a drain), or whose pool document cannot be read, is terminated
-// (item and EC2), and not offered.
-func TestGiveBackReuseNever(t *testing.T) {
+// TestGiveBackLeavesWhatMovedOn: an instance the run no longer holds (another run claimed it after
+// the copy given was read) is left to its holder: not written, offered or terminated.
+func TestGiveBackLeavesWhatMovedOn(t *testing.T) {
 	t.Parallel()
-	never := *doc
-	never.Reuse = state.ReuseNever
-	tests := []struct {
-		name   string
-		pool   func(context.Context, *state.Instance) (*pooldoc.Document, error)
-		mark   string // the reason the item is marked to retire with while it serves the run
-		reason string
-	}{
-		{"reuse never", fixed(&never), "", "its pool's reuse is never: one run per instance"},
-		{"marked while serving", fixed(doc), "its pool is drained", "its pool is drained"},
-		{"marked, the item deciding alone", fixed(nil), "its pool is drained", "its pool is drained"},
-		{"unreadable pool", func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-			return nil, errors.New("no such pool")
-		},
-			"", "its pool document is unreadable (no such pool)"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			w := newWorld(t)
-			back, queue := w.returner(t)
-			in := w.claimed(t, 1, "42")[0]
-			if tc.mark != "" {
-				marked, ok, err := w.store.MarkRetire(w.ctx, in.ID, "42", tc.mark)
-				require.NoError(t, err)
-				require.True(t, ok)
-				require.Equal(t, tc.mark, marked.Retire)
-				require.Equal(t, in.Version, marked.Version, "a mark moves no version: no transition in flight loses")
-				// A give-back from the item as read before the mark loses, and is told of it.
-				_, err = back.Idle(w.ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
-				var conflict *state.ConflictError
-				require.ErrorAs(t, err, &conflict)
-				require.Equal(t, tc.mark, conflict.Current.Retire)
-				in = *marked
+	w := fake.NewWorld(t, nil)
+	in := w.AddHeld(t, fake.Held{Run: "300"})
+	// Meanwhile the run let it go and another run claimed it: the copy release holds is stale.
+	now := w.AddHeld(t, fake.Held{Run: "301"})
+	moved := *w.Store.Item(now.ID)
+	moved.ID, moved.ARN = in.ID, in.ARN
+	moved.Version = in.Version + 3
+	w.Store.Put(moved)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := giveBack(ctx, w, "300", *in)
+	requireOutcome(t, res.Instances, in.ID, pool.Already)
+	it := w.Store.Item(in.ID)
+	require.Equal(t, state.Running, it.State, "left to the run that holds it")
+	require.Equal(t, "301", it.RunID)
+	require.Equal(t, moved.Version, it.Version, "not written")
+	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(in.ID))
+	require.Empty(t, w.Offered(t))
+}
+
+// TestGiveBackTenInOneWrite: a release of ten running instances moves them
+// to idle in one transaction; when one of the ten moved on meanwhile (the transaction is
+// cancelled for it), the other nine are still written, deregistered and offered, and the one
+// that moved on is left to the run that holds it.
+func TestGiveBackTenInOneWrite(t *testing.T) {
+	t.Parallel()
+	for _, lose := range []bool{false, true} {
+		w := fake.NewWorld(t, nil)
+		held := make([]state.Instance, 10)
+		for i := range held {
+			held[i] = *w.AddHeld(t, fake.Held{Run: "300"})
+		}
+		if lose {
+			moved := *w.Store.Item(held[4].ID)
+			moved.RunID, moved.Version = "301", moved.Version+2
+			w.Store.Put(moved)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res := giveBack(ctx, w, "300", held...)
+		cancel()
+		require.Equal(t, 1, w.Store.Calls("TransitionAll"), "lose=%v: one request for the ten", lose)
+		want := make([]string, 0, len(held))
+		for i, in := range held {
+			if lose && i == 4 {
+				requireOutcome(t, res.Instances, in.ID, pool.Already)
+				require.Equal(t, "301", w.Store.Item(in.ID).RunID, "left to the run that holds it")
+				continue
 			}
-			out, err := back.Idle(w.ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
-			require.NoError(t, err)
-			require.Equal(t, tc.mark, out.Retire, "the mark outlives the move to idle")
-
-			res := back.OfferOrRetire(w.ctx, tc.pool, []*state.Instance{out})
-			require.NoError(t, res.Err)
-			require.Empty(t, res.Offered)
-			require.Len(t, res.Retired, 1)
-			require.Equal(t, tc.reason, res.Retired[0].Reason)
-			require.NoError(t, res.Retired[0].Err)
-			require.Equal(t, []string{in.ID}, ids(res.Retired[0].Ended))
-
-			it, err := w.store.Get(w.ctx, in.ID)
-			require.NoError(t, err)
-			require.Equal(t, state.Terminated, it.State)
-			require.Equal(t, tc.reason, it.StateReason)
-			require.Equal(t, []string{in.ID}, w.ec2.requested())
-			require.Empty(t, queue.received(t, w.ctx, 0), "no offer")
-		})
+			requireOutcome(t, res.Instances, in.ID, pool.Returned)
+			it := w.Store.Item(in.ID)
+			require.Equal(t, state.Idle, it.State)
+			require.Equal(t, "300", it.LastRunID)
+			want = append(want, in.ID)
+		}
+		require.ElementsMatch(t, want, w.Offered(t), "lose=%v: the others idle and offered", lose)
+		if lose {
+			require.Equal(t, 9, w.Store.Calls("Transition"), "the nine others written one by one after the cancelled transaction")
+		}
 	}
-}
-
-// TestGiveBackLost: a conditional write that lost (the instance moved on since it was read) leaves
-// the instance alone: the error holds it as it is now, and nothing is offered or terminated.
-func TestGiveBackLost(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t)
-	back, queue := w.returner(t)
-	in := w.claimed(t, 1, "42")[0]
-	running, err := w.store.Transition(w.ctx, state.Change{InstanceID: in.ID, Pool: doc.Name, From: state.Claimed, To: state.Running,
-		Version: in.Version, RunID: "42", Threshold: time.Now().Add(time.Hour)})
-	require.NoError(t, err)
-
-	out, err := back.Idle(w.ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"})
-	require.Nil(t, out)
-	var conflict *state.ConflictError
-	require.ErrorAs(t, err, &conflict)
-	require.NotNil(t, conflict.Current)
-	require.Equal(t, state.Running, conflict.Current.State)
-
-	it, err := w.store.Get(w.ctx, in.ID)
-	require.NoError(t, err)
-	require.Equal(t, state.Running, it.State)
-	require.Equal(t, running.Version, it.Version)
-	require.Empty(t, queue.received(t, w.ctx, 0))
-	require.Empty(t, w.ec2.requested())
 }

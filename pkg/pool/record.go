@@ -4,41 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/pricing"
 )
 
-// Creator writes new items.
-type Creator interface {
-	Create(ctx context.Context, insts []*state.Instance) error
-}
-
-// Pricer finds the hourly prices of launched instances (pricing.Pricer); an unknown price is a
-// zero pricing.Price.
-type Pricer interface {
-	Prices(ctx context.Context, insts []pricing.Instance) []pricing.Price
-}
-
-// Recorder records launched instances.
-type Recorder struct {
-	Store Creator
-	EC2   fleet.Tagger
-	// Prices prices the instances before their items are written (nil: price unknown).
-	Prices Pricer
-	// Bells makes each instance's doorbell (nil: none; the agents poll their items).
-	Bells *doorbell.Bells
-	Log   *slog.Logger
-}
-
-// Launch is what was launched, for whom.
-type Launch struct {
+// Launched is what was launched, for whom.
+type Launched struct {
 	Pool      *pooldoc.Document
 	Instances []fleet.Instance
 	// At is when they were launched; their created deadline counts from it.
@@ -65,7 +41,7 @@ const (
 // items must be written even when the caller is being cancelled, or the instances would run
 // without one), then makes their doorbells and removes their hangar:unrecorded tag. It returns the items written. A tag
 // that cannot be removed is only logged: refresh removes it once it sees the item.
-func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, error) {
+func (p *Pool) Record(ctx context.Context, l Launched) ([]*state.Instance, error) {
 	if len(l.Instances) == 0 {
 		return nil, nil
 	}
@@ -77,13 +53,13 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 		items[i] = &state.Instance{ID: in.ID, Pool: doc.Name, Threshold: l.At.Add(doc.Timeout(state.Created)), LaunchedAt: l.At,
 			Spec: state.Spec{InstanceType: in.Type, UsageClass: in.UsageClass, AZ: in.AZ, VCPU: in.VCPU, MemoryMiB: in.MemoryMiB,
 				SpecHash: doc.SpecHash},
-			StateReason: l.Reason, Bell: r.Bells.URL(in.ID), Home: doc.Home()}
+			StateReason: l.Reason, Bell: p.Bells.URL(in.ID), Home: doc.Home()}
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	r.price(wctx, items)
-	tokErr := r.assign(wctx, l, items)
-	if err := r.Store.Create(wctx, items); err != nil {
+	p.price(wctx, items)
+	tokErr := p.assign(wctx, l, items)
+	if err := p.Store.Create(wctx, items); err != nil {
 		return nil, fmt.Errorf("record %d launched instances of pool %s: %w", len(items), doc.Name, err)
 	}
 	// Doorbells after items: a doorbell without a live item is an orphan refresh may delete. An
@@ -92,11 +68,11 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 	for _, id := range ids {
 		arns[id] = doc.StateAccount().ARN(id)
 	}
-	if err := r.Bells.Create(wctx, arns); err != nil {
-		r.log().Warn("launched instances recorded, but not all their doorbells made; their agents poll instead", "pool", doc.Name, "error", err)
+	if err := p.Bells.Create(wctx, arns); err != nil {
+		p.log().Warn("launched instances recorded, but not all their doorbells made; their agents poll instead", "pool", doc.Name, "error", err)
 	}
-	if err := fleet.MarkRecorded(wctx, r.EC2, ids); err != nil {
-		r.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)
+	if err := fleet.MarkRecorded(wctx, p.EC2, ids); err != nil {
+		p.log().Warn("launched instances recorded, but their unrecorded tag stays; refresh removes it", "pool", doc.Name, "error", err)
 	}
 	return items, tokErr
 }
@@ -104,7 +80,7 @@ func (r *Recorder) Record(ctx context.Context, l Launch) ([]*state.Instance, err
 // assign sets each item's assignment, in parallel. Items whose assignment cannot be completed
 // are still recorded (an instance must never run without its item), with what came back; the
 // error says so, and the caller gives them up or lets them serve as warm instances.
-func (r *Recorder) assign(ctx context.Context, l Launch, items []*state.Instance) error {
+func (p *Pool) assign(ctx context.Context, l Launched, items []*state.Instance) error {
 	if l.Assign == nil {
 		return nil
 	}
@@ -130,16 +106,9 @@ func (r *Recorder) assign(ctx context.Context, l Launch, items []*state.Instance
 	return nil
 }
 
-func (r *Recorder) log() *slog.Logger {
-	if r.Log != nil {
-		return r.Log
-	}
-	return slog.Default()
-}
-
 // price records each item's hourly price (left unknown when it cannot be had in priceTimeout).
-func (r *Recorder) price(ctx context.Context, items []*state.Instance) {
-	if r.Prices == nil {
+func (p *Pool) price(ctx context.Context, items []*state.Instance) {
+	if p.Prices == nil {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, priceTimeout)
@@ -148,9 +117,23 @@ func (r *Recorder) price(ctx context.Context, items []*state.Instance) {
 	for i, in := range items {
 		insts[i] = pricing.Instance{Type: in.InstanceType, AZ: in.AZ, UsageClass: in.UsageClass}
 	}
-	for i, p := range r.Prices.Prices(pctx, insts) {
+	for i, p := range p.Prices.Prices(pctx, insts) {
 		if p.Known() {
 			items[i].Price, items[i].PriceSource = p.USD, p.Source
 		}
 	}
+}
+
+// Warm launches n warm instances of doc (no run, nothing to hand over) with one fleet request,
+// recording them as they come, and returns how many were launched. Token makes the request
+// idempotent; deadline bounds its retries after capacity errors.
+func (p *Pool) Warm(ctx context.Context, doc *pooldoc.Document, n int, at time.Time, token string, deadline time.Time) (int, error) {
+	launched, err := p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: n, Deadline: deadline,
+		Reserved: fleet.ForWarmPool(p.Stack, doc.Name), Token: token,
+		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
+			_, err := p.Record(ctx, Launched{Pool: doc, Instances: launched, At: at, Reason: "warm pool"})
+			return err
+		},
+	})
+	return len(launched), err
 }

@@ -4,38 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
-
-// Store is the part of the state store retiring uses. A retirement is written through
-// TransitionAll, with the item as given, so that an instance ended while it held a run leaves
-// that run's record (state.RunRecord).
-type Store interface {
-	Get(ctx context.Context, id string) (*state.Instance, error)
-	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
-	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
-}
-
-// Terminator terminates instances on EC2.
-type Terminator interface {
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
-}
-
-// Retirer ends instances: item first, then EC2.
-type Retirer struct {
-	Store Store
-	EC2   Terminator
-	// Bells deletes the doorbells of terminated instances (nil: none to delete).
-	Bells *doorbell.Bells
-	Log   *slog.Logger
-}
 
 // Retired is what a Retire did.
 type Retired struct {
@@ -63,7 +39,7 @@ func Because(why string) Reason { return func(state.Instance) string { return wh
 // (TransitionAll: bulk, then singles for what a cancelled transaction leaves). An instance given
 // in state terminated is not written again but still handed to EC2 (terminating twice is
 // harmless).
-func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Reason) Retired {
+func (p *Pool) Retire(ctx context.Context, insts []state.Instance, reason Reason) Retired {
 	var (
 		out     Retired
 		errs    []error
@@ -75,12 +51,12 @@ func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Rea
 			out.Already = append(out.Already, in)
 			continue
 		}
-		changes = append(changes, r.retirement(in, reason(in)))
+		changes = append(changes, p.retirement(in, reason(in)))
 		befores = append(befores, in)
 	}
 	if len(changes) > 0 {
-		for i, w := range r.Store.TransitionAll(ctx, changes, befores) {
-			m, err := r.marked(befores[i], w.Err)
+		for i, w := range p.Store.TransitionAll(ctx, changes, befores) {
+			m, err := p.marked(befores[i], w.Err)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
@@ -97,7 +73,7 @@ func (r *Retirer) Retire(ctx context.Context, insts []state.Instance, reason Rea
 	for _, in := range slices.Concat(out.Ended, out.Already) {
 		ids = append(ids, in.ID)
 	}
-	errs = append(errs, r.Terminate(ctx, ids))
+	errs = append(errs, p.Terminate(ctx, ids))
 	out.Err = errors.Join(errs...)
 	return out
 }
@@ -118,14 +94,14 @@ type markResult struct {
 }
 
 // retirement is in's move to terminated, conditional on its state, run and version as given.
-func (r *Retirer) retirement(in state.Instance, why string) state.Change {
-	r.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
+func (p *Pool) retirement(in state.Instance, why string) state.Change {
+	p.log().Info("retiring instance", "instance", in.ID, "pool", in.Pool, "from", in.State, "reason", why)
 	return state.Change{InstanceID: in.ID, Pool: in.Pool, From: in.State, To: state.Terminated,
 		Version: in.Version, RunID: in.RunID, Reason: why}
 }
 
 // marked reads the outcome of one instance's mark (the error of its conditional write).
-func (r *Retirer) marked(in state.Instance, err error) (markResult, error) {
+func (p *Pool) marked(in state.Instance, err error) (markResult, error) {
 	var conflict *state.ConflictError
 	switch {
 	case err == nil:
@@ -135,7 +111,7 @@ func (r *Retirer) marked(in state.Instance, err error) (markResult, error) {
 	case conflict.Current != nil && conflict.Current.State == state.Terminated:
 		return markResult{outcome: already}, nil // someone ended it first
 	case conflict.Current != nil:
-		r.log().Info("not retiring an instance someone else moved first", "instance", in.ID, "now", conflict.Current.Holder())
+		p.log().Info("not retiring an instance someone else moved first", "instance", in.ID, "now", conflict.Current.Holder())
 		return markResult{outcome: lost, now: *conflict.Current}, nil
 	default:
 		return markResult{outcome: lost, now: in}, nil // no item: not Hangar's to end
@@ -146,12 +122,12 @@ func (r *Retirer) marked(in state.Instance, err error) (markResult, error) {
 // first, read again when it moves meanwhile), for events that tell of a machine EC2 is ending
 // already (a spot interruption, an instance shutting down): nothing is asked of EC2. It returns
 // the instance as marked, or nil when it has no item or is terminated already.
-func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.Instance, error) {
-	if err := state.ValidateInstanceID(id); err != nil {
+func (p *Pool) MarkTerminated(ctx context.Context, id, why string) (*state.Instance, error) {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, err
 	}
 	for range 3 {
-		in, err := r.Store.Get(ctx, id)
+		in, err := p.Store.Get(ctx, id)
 		if errors.Is(err, state.ErrNotFound) {
 			return nil, nil // not Hangar's
 		}
@@ -161,15 +137,15 @@ func (r *Retirer) MarkTerminated(ctx context.Context, id, why string) (*state.In
 		if in.State == state.Terminated {
 			return nil, nil
 		}
-		w := r.Store.TransitionAll(ctx, []state.Change{r.retirement(*in, why)}, []state.Instance{*in})[0]
-		m, err := r.marked(*in, w.Err)
+		w := p.Store.TransitionAll(ctx, []state.Change{p.retirement(*in, why)}, []state.Instance{*in})[0]
+		m, err := p.marked(*in, w.Err)
 		if err != nil {
 			return nil, err
 		}
 		switch m.outcome {
 		case marked:
-			if err := r.Bells.Delete(ctx, id); err != nil {
-				r.log().Warn("instance marked terminated, but its doorbell stays; refresh sweeps it", "instance", id, "error", err)
+			if err := p.Bells.Delete(ctx, id); err != nil {
+				p.log().Warn("instance marked terminated, but its doorbell stays; refresh sweeps it", "instance", id, "error", err)
 			}
 			return in, nil
 		case already:
@@ -186,43 +162,36 @@ const terminateBatch = 500
 // its instances alone, so that one instance already gone (or one refused) does not keep the
 // others alive; then their doorbells are deleted. Instances EC2 no longer knows are not an error. The caller must own the
 // instances: their items are terminated, or they have none (orphans).
-func (r *Retirer) Terminate(ctx context.Context, ids []string) error {
+func (p *Pool) Terminate(ctx context.Context, ids []string) error {
 	var errs []error
 	for start := 0; start < len(ids); start += terminateBatch {
 		batch := ids[start:min(start+terminateBatch, len(ids))]
-		err := r.terminate(ctx, batch)
+		err := p.terminate(ctx, batch)
 		if err == nil || len(batch) == 1 {
 			errs = append(errs, awserr.IgnoreNotFound(err))
 			continue
 		}
 		for _, id := range batch {
-			errs = append(errs, awserr.IgnoreNotFound(r.terminate(ctx, []string{id})))
+			errs = append(errs, awserr.IgnoreNotFound(p.terminate(ctx, []string{id})))
 		}
 	}
 	// Their doorbells go too; an agent long-polling one is told at once and reads its item. A
 	// doorbell left behind is deleted by refresh's sweep.
-	if err := r.Bells.Delete(ctx, ids...); err != nil {
-		r.log().Warn("instances terminated, but not all their doorbells deleted; refresh sweeps them", "error", err)
+	if err := p.Bells.Delete(ctx, ids...); err != nil {
+		p.log().Warn("instances terminated, but not all their doorbells deleted; refresh sweeps them", "error", err)
 	}
 	return errors.Join(errs...)
 }
 
-func (r *Retirer) terminate(ctx context.Context, ids []string) error {
+func (p *Pool) terminate(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := r.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
+	if _, err := p.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids}); err != nil {
 		if len(ids) == 1 {
 			return fmt.Errorf("terminate %s: %w", ids[0], err)
 		}
 		return fmt.Errorf("terminate %d instances: %w", len(ids), err)
 	}
 	return nil
-}
-
-func (r *Retirer) log() *slog.Logger {
-	if r.Log != nil {
-		return r.Log
-	}
-	return slog.Default()
 }

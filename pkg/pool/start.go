@@ -11,18 +11,13 @@ import (
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
-// Starter starts stopped instances.
-type Starter interface {
-	StartInstances(ctx context.Context, params *ec2.StartInstancesInput, optFns ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error)
-}
-
 // StartStopped starts claimed stopped instances (a provision's, or the dispatcher's). Refresh may
 // have stopped one a moment ago, and EC2 refuses to start an instance that is still stopping:
 // that is waited out, with jittered backoff, within ctx.
-func StartStopped(ctx context.Context, ec2Client Starter, ids []string) error {
+func (p *Pool) StartStopped(ctx context.Context, ids []string) error {
 	backoff := wait.Backoff{Initial: time.Second, Max: 5 * time.Second}
 	for {
-		_, err := ec2Client.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
+		_, err := p.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
 		if err == nil || !awserr.IsWrongState(err) {
 			return err
 		}

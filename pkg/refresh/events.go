@@ -2,8 +2,6 @@ package refresh
 
 import (
 	"context"
-
-	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // Interrupted handles an EC2 spot interruption warning for instance id: its item is marked
@@ -24,7 +22,7 @@ func StateChanged(ctx context.Context, d Deps, id, ec2State string) (*Action, er
 }
 
 func markTerminated(ctx context.Context, d Deps, id, reason string) (*Action, error) {
-	in, err := (&pool.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}).MarkTerminated(ctx, id, reason)
+	in, err := d.Pool.MarkTerminated(ctx, id, reason)
 	if err != nil || in == nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
-	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Request is a refresh asked for by hand: the payload of an invocation of the stack's refresh
@@ -28,7 +28,7 @@ const ActionRefresh = "refresh"
 func (r Request) Validate() error {
 	var errs []error
 	for _, p := range r.Pools {
-		if err := state.ValidatePool(p); err != nil {
+		if err := names.ValidatePool(p); err != nil {
 			errs = append(errs, fmt.Errorf("pools: %w", err))
 		}
 	}
@@ -45,7 +45,7 @@ type Invocation struct {
 // ApplyDefaults fills unset fields.
 func (i *Invocation) ApplyDefaults() {
 	if i.Stack == "" {
-		i.Stack = pooldoc.DefaultStack
+		i.Stack = names.DefaultStack
 	}
 }
 
@@ -53,7 +53,7 @@ func (i *Invocation) ApplyDefaults() {
 // input. It changes nothing and makes no request.
 func (i Invocation) Validate() error {
 	var errs []error
-	if err := pooldoc.ValidateStack(i.Stack); err != nil {
+	if err := names.ValidateStack(i.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
 	}
 	if err := i.Request.Validate(); err != nil {

@@ -25,8 +25,7 @@ func fakeRefresh(t *testing.T, w *fake.World) *refresh.Report {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rep, err := refresh.Run(ctx, refresh.Config{Stack: fake.Stack, Pools: []*pooldoc.Document{w.Doc}},
-		refresh.Deps{Store: w.Store, EC2: w.EC2, Launcher: w.Launcher, Pools: w.Pools,
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		refresh.Deps{Store: w.Store, Pool: w.Pool, Pools: w.Pools, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	require.Empty(t, rep.Errors)
 	return rep

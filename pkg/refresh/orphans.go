@@ -21,7 +21,7 @@ const bellSweepEvery = time.Hour
 // sweepBells deletes, at most once per bellSweepEvery across refreshes, the stack's doorbells
 // whose instance has no live item.
 func (r *run) sweepBells(ctx context.Context) {
-	if r.cfg.DryRun || !r.d.Bells.On() {
+	if r.cfg.DryRun || !r.d.Pool.Bells.On() {
 		return
 	}
 	held, err := r.d.Store.Lease(ctx, "doorbell-sweep", r.holder, bellSweepEvery)
@@ -31,7 +31,7 @@ func (r *run) sweepBells(ctx context.Context) {
 		}
 		return
 	}
-	n, err := r.d.Bells.Sweep(ctx, func(ctx context.Context, ids []string) (map[string]bool, error) {
+	n, err := r.d.Pool.Bells.Sweep(ctx, func(ctx context.Context, ids []string) (map[string]bool, error) {
 		items, err := r.d.Store.GetMany(ctx, ids)
 		live := map[string]bool{}
 		for id, it := range items {
@@ -55,7 +55,7 @@ func (r *run) sweepBells(ctx context.Context) {
 func (r *run) orphans(ctx context.Context) {
 	defer r.sweepBells(ctx)
 	now := r.d.Now()
-	p := ec2.NewDescribeInstancesPaginator(r.d.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+	p := ec2.NewDescribeInstancesPaginator(r.d.Pool.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{r.cfg.Stack}},
 		{Name: aws.String("tag-key"), Values: []string{fleet.TagUnrecorded}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
@@ -108,10 +108,10 @@ func (r *run) orphans(ctx context.Context) {
 	if r.cfg.DryRun {
 		return
 	}
-	if err := fleet.MarkRecorded(ctx, r.d.EC2, recorded); err != nil {
+	if err := fleet.MarkRecorded(ctx, r.d.Pool.EC2, recorded); err != nil {
 		r.fail("%v", err)
 	}
-	if err := r.retire.Terminate(ctx, orphans); err != nil {
+	if err := r.d.Pool.Terminate(ctx, orphans); err != nil {
 		r.fail("terminate orphans: %v", err)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // poolRun is the refresh of one pool: its report, and its instances by what refresh does with
@@ -306,7 +305,7 @@ func (r *run) vanished(ctx context.Context, insts []state.Instance) (map[string]
 	seen := map[string]ec2types.InstanceStateName{}
 	for start := 0; start < len(ids); start += 200 {
 		chunk := ids[start:min(start+200, len(ids))]
-		p := ec2.NewDescribeInstancesPaginator(r.d.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}}})
+		p := ec2.NewDescribeInstancesPaginator(r.d.Pool.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}}})
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
@@ -336,8 +335,7 @@ func (r *run) promote(ctx context.Context, doc *pooldoc.Document, in state.Insta
 	if r.cfg.DryRun {
 		return &in
 	}
-	back := r.returner()
-	out, err := back.Idle(ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), At: now, Reason: "warm and ready"})
+	out, err := r.d.Pool.ToIdle(ctx, pool.Back{Instance: in, Idle: doc.Timeout(state.Idle), At: now, Reason: "warm and ready"})
 	if err != nil {
 		if !errors.Is(err, state.ErrConflict) {
 			r.fail("pool %s: promote %s: %v", doc.Name, in.ID, err)
@@ -350,14 +348,9 @@ func (r *run) promote(ctx context.Context, doc *pooldoc.Document, in state.Insta
 
 // offer offers warm instances (idle or stopped, never having served a run) to their pool.
 func (r *run) offer(ctx context.Context, pool string, insts ...*state.Instance) {
-	if err := r.returner().Offer(ctx, insts...); err != nil {
+	if err := r.d.Pool.Offer(ctx, insts...); err != nil {
 		r.fail("pool %s: %v (they stay idle without an offer until their deadline)", pool, err)
 	}
-}
-
-// returner gives warm instances to their pools.
-func (r *run) returner() *pool.Returner {
-	return &pool.Returner{Store: r.d.Store, Offers: r.d.Pools, Retirer: r.retire, Bells: r.d.Bells, Log: r.d.Log}
 }
 
 // stop stops idle instances for the stopped part of the warm pool. The conditional write comes
@@ -389,7 +382,7 @@ func (r *run) stop(ctx context.Context, doc *pooldoc.Document, idle []state.Inst
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := r.d.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: ids}); err != nil {
+	if _, err := r.d.Pool.EC2.StopInstances(ctx, &ec2.StopInstancesInput{InstanceIds: ids}); err != nil {
 		// Recorded stopped but still running: offered as stopped all the same, provision's start
 		// of a running instance changes nothing, and the next refresh counts them as stopped.
 		r.fail("pool %s: stop %d instances: %v", doc.Name, len(ids), err)
@@ -467,14 +460,5 @@ func (r *run) launch(ctx context.Context, doc *pooldoc.Document, n int, now time
 	if !ok {
 		deadline = now.Add(time.Minute)
 	}
-	launched, err := r.d.Launcher.Launch(ctx, fleet.Request{
-		Pool: doc, Count: n, Deadline: deadline,
-		Reserved: fleet.ForWarmPool(r.cfg.Stack, doc.Name),
-		Token:    fmt.Sprintf("hangar-warm-%s-%d", doc.Name, now.Unix()/60),
-		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
-			_, err := r.record.Record(ctx, pool.Launch{Pool: doc, Instances: launched, At: now, Reason: "warm pool"})
-			return err
-		},
-	})
-	return len(launched), err
+	return r.d.Pool.Warm(ctx, doc, n, now, fmt.Sprintf("hangar-warm-%s-%d", doc.Name, now.Unix()/60), deadline)
 }

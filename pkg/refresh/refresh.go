@@ -13,13 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
-	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
@@ -42,21 +38,6 @@ type Spend interface {
 	Publish(ctx context.Context, pool string) (*spend.Published, error)
 }
 
-// EC2 is the part of the EC2 client refresh uses.
-type EC2 interface {
-	fleet.Tagger
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
-	StopInstances(ctx context.Context, params *ec2.StopInstancesInput, optFns ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error)
-	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
-}
-
-// Launcher creates instances and fills in the types of a pool that chooses them by size
-// (fleet.Launcher).
-type Launcher interface {
-	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
-	Resolve(ctx context.Context, doc *pooldoc.Document) error
-}
-
 // Pools offers instances to their pools, makes a pool's offers agree with its items, and tells
 // how many offers a pool's queue holds (offers.Directory).
 type Pools interface {
@@ -68,14 +49,10 @@ type Pools interface {
 // Deps are refresh's collaborators.
 type Deps struct {
 	Store Store
-	// Prices prices the instances launched, recorded in their items (nil: price unknown).
-	Prices   pool.Pricer
-	EC2      EC2
-	Launcher Launcher
-	Pools    Pools
-	// Bells makes the doorbells of warm-pool instances, deletes those of terminated ones, and
-	// sweeps doorbells left without a live instance (nil: none).
-	Bells *doorbell.Bells
+	// Pool launches, records, retires, stops and offers; its doorbells (nil: none) are swept of
+	// those left without a live instance.
+	Pool  *pool.Pool
+	Pools Pools
 	Log   *slog.Logger
 	// Metrics receives one CloudWatch embedded-metric-format line per pool; nil skips them.
 	Metrics io.Writer
@@ -188,13 +165,11 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 		d.Now = time.Now
 	}
 	start := d.Now()
-	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder(),
-		retire: &pool.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
-		record: &pool.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
+	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder()}
 	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
 	pools := make([]*pooldoc.Document, 0, len(cfg.Pools))
 	for _, doc := range cfg.Pools {
-		if err := d.Launcher.Resolve(ctx, doc); err != nil {
+		if err := d.Pool.Resolve(ctx, doc); err != nil {
 			r.fail("%v", err)
 			continue
 		}
@@ -231,8 +206,6 @@ func randomHolder() string {
 // run is one refresh in progress.
 type run struct {
 	holder string // this refresh's name on leases
-	retire *pool.Retirer
-	record *pool.Recorder
 	cfg    Config
 	d      Deps
 	mu     sync.Mutex
@@ -264,6 +237,6 @@ func (r *run) terminate(ctx context.Context, insts []state.Instance, reason pool
 	if r.cfg.DryRun || len(insts) == 0 {
 		return nil, nil
 	}
-	res := r.retire.Retire(ctx, insts, reason)
+	res := r.d.Pool.Retire(ctx, insts, reason)
 	return res.Ended, res.Err
 }

@@ -2,8 +2,10 @@ package layout
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,17 +78,20 @@ const (
 )
 
 // linkRules is what each binary may not link. The Lambda bootstrap (cmd/refresh) holds refresh
-// alone: the action's refresh step is cmd/hangar. The agent runs on the instances: neither the
-// Actions toolkit nor the Lambda runtime. The action's steps never run in Lambda.
+// alone: the action's refresh step is cmd/hangar; it may name runners (ghapi's vocabulary) but
+// links no GitHub client. The agent runs on the instances: neither the Actions toolkit nor the
+// Lambda runtime, nor a GitHub client (the runner talks to GitHub, not the agent). The action's
+// steps never run in Lambda.
 var linkRules = []linkRule{
-	{"cmd/refresh", []string{actionsToolkit, githubClient, appAuth, module + "pkg/platform/ghapi", module + "pkg/steps/provision", module + "pkg/steps/release",
-		module + "pkg/labels/dispatch", module + "pkg/labels/webhook", module + "internal/wire/step"},
-		"the refresh Lambda links nothing of GitHub, the Actions toolkit or the other use cases"},
-	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, module + "pkg/labels/dispatch", module + "pkg/labels/webhook"},
-		"the agent is neither an action step nor a Lambda, and nothing of the GitHub App reaches an instance"},
+	{"cmd/refresh", []string{actionsToolkit, githubClient, appAuth, module + "pkg/platform/ghclient", module + "pkg/platform/ghapp",
+		module + "pkg/steps", module + "pkg/labels", module + "internal/wire/step"},
+		"the refresh Lambda links no GitHub client, the Actions toolkit or the doors"},
+	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, githubClient, module + "pkg/platform/ghclient", module + "pkg/platform/ghapp",
+		module + "pkg/labels", module + "pkg/steps"},
+		"the agent is neither an action step nor a Lambda, calls no GitHub API, and nothing of the GitHub App reaches an instance"},
 	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/instance/agent", module + "pkg/contract/state", module + "internal"},
 		"the agent's helper starts for every runner script: it links no AWS or GitHub code (whose package initialisation is most of the agent's start-up), nor package net (0.8 ms of CPU at every start: exactBans), only package runas"},
-	{"cmd/webhook", []string{actionsToolkit, module + "pkg/steps/provision", module + "internal/wire/step"},
+	{"cmd/webhook", []string{actionsToolkit, module + "pkg/steps", module + "internal/wire/step"},
 		"the label-routed jobs' functions are not an action step"},
 	{"cmd/provision", []string{lambdaRuntime}, "an action step is not a Lambda"},
 	{"cmd/release", []string{lambdaRuntime}, "an action step is not a Lambda"},
@@ -146,4 +151,85 @@ func tagged(tags string, patterns ...string) []string {
 		return patterns
 	}
 	return append([]string{"-tags", tags}, patterns...)
+}
+
+// role is what a package under pkg/ is for, by the folder it sits in (pkg/README.md).
+func role(pkg string) string {
+	rel := strings.TrimPrefix(pkg, module+"pkg/")
+	switch {
+	case rel == "contract/names":
+		return "names"
+	case strings.HasPrefix(rel, "platform/"):
+		return "platform"
+	case strings.HasPrefix(rel, "contract/"):
+		return "contract"
+	case rel == "pool":
+		return "pool"
+	case strings.HasPrefix(rel, "pool/"):
+		return "pool part"
+	case strings.HasPrefix(rel, "steps/"), strings.HasPrefix(rel, "labels/"):
+		return "door"
+	case rel == "refresh", strings.HasPrefix(rel, "refresh/"):
+		return "upkeep"
+	case rel == "operator", strings.HasPrefix(rel, "operator/"):
+		return "operator"
+	case strings.HasPrefix(rel, "instance/"):
+		return "instance"
+	}
+	return ""
+}
+
+// mayImport is, for each role, the roles its packages may import: down the layers, never up.
+// The doors see the pool, never its parts (they call pool.Acquire and pool.GiveBack), never each
+// other; the instance sees only the contract, the platform and its own doorbell.
+var mayImport = map[string][]string{
+	"names":     {},
+	"platform":  {"names", "platform"},
+	"contract":  {"names", "platform", "contract"},
+	"pool part": {"names", "platform", "contract"},
+	"pool":      {"names", "platform", "contract", "pool part"},
+	"door":      {"names", "platform", "contract", "pool"},
+	"upkeep":    {"names", "platform", "contract", "pool", "pool part", "upkeep"},
+	"operator":  {"names", "platform", "contract", "pool", "pool part", "operator"},
+	"instance":  {"names", "platform", "contract", "instance"},
+}
+
+// allowed are the imports across the layers a role may make besides: the agent listens on its
+// own doorbell, whose listener lives with the bells that ring it.
+var allowed = map[string][]string{"instance": {module + "pkg/pool/doorbell"}}
+
+// TestRolesImportDownward: ls pkg shows the architecture (the doors, the pool, its upkeep, the
+// contract, the instance, the operator, the platform), every package sits in one of those
+// folders, and imports only what its role may: no cycle, nothing that climbs back up.
+func TestRolesImportDownward(t *testing.T) {
+	entries, err := os.ReadDir("../../../pkg")
+	require.NoError(t, err)
+	var folders []string
+	for _, e := range entries {
+		if e.IsDir() {
+			folders = append(folders, e.Name())
+		}
+	}
+	require.ElementsMatch(t, []string{"contract", "instance", "labels", "operator", "platform", "pool", "refresh", "steps"}, folders,
+		"pkg/ holds one folder per role (pkg/README.md)")
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./pkg/...")
+	cmd.Dir = "../../.."
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		from := role(f[0])
+		require.NotEmpty(t, from, "%s is in no role's folder", f[0])
+		for _, imp := range f[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			to := role(imp)
+			ok := slices.Contains(mayImport[from], to) || slices.Contains(allowed[from], imp)
+			if from == "door" && to == "door" {
+				ok = false
+			}
+			require.True(t, ok, "%s (%s) imports %s (%s): a %s may import only %v", f[0], from, imp, to, from, mayImport[from])
+		}
+	}
 }

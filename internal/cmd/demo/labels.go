@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -54,7 +55,7 @@ func labelRouted(ctx context.Context, e *localenv.Env, jobs *localenv.Jobs, tl *
 		}
 		n := 0
 		for _, it := range back {
-			if served[it.ID] && it.Signal == state.SignalDeregistered && state.IsJobKey(it.LastRunID) {
+			if served[it.ID] && it.Signal == state.SignalDeregistered && names.IsJobKey(it.LastRunID) {
 				n++
 			}
 		}
@@ -64,7 +65,7 @@ func labelRouted(ctx context.Context, e *localenv.Env, jobs *localenv.Jobs, tl *
 	}
 	for _, it := range back {
 		if served[it.ID] {
-			fmt.Printf("    %s idle until %s, last served %s, wiped (%s)\n", it.ID, it.Threshold.Format(time.RFC3339), state.Describe(it.LastRunID), it.Signal)
+			fmt.Printf("    %s idle until %s, last served %s, wiped (%s)\n", it.ID, it.Threshold.Format(time.RFC3339), names.Describe(it.LastRunID), it.Signal)
 		}
 	}
 	tl.add("label-routed: instances wiped and back", start, fmt.Sprintf("%d idle, %d runners left on GitHub", len(served), len(e.GH.Runners(""))))

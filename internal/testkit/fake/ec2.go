@@ -23,10 +23,14 @@ type EC2 struct {
 	Subnets map[string]string
 	// Sizes gives instance types' vCPU and memory; unknown types are 2 vCPU, 4096 MiB.
 	Sizes map[string][2]int
+	// SpotPrices gives the spot price history's latest hourly price per "type/zone".
+	SpotPrices map[string]float64
 
 	mu        sync.Mutex
 	instances map[string]*ec2Instance
 	noCap     []capacityGap
+	partial   []int
+	refused   map[string]error // "<operation> <instance id>" → the error every such call gets
 	fleets    []*ec2.CreateFleetInput
 	seq       int
 }
@@ -56,10 +60,43 @@ func (e *EC2) NoCapacity(typ, az, market string) {
 	e.noCap = append(e.noCap, capacityGap{typ, az, market})
 }
 
-// Reset forgets instances, capacity gaps, fleets, recorded calls and injected errors.
+// Partial makes the next len(n) CreateFleet requests launch at most n[i] instances each, and
+// report InsufficientInstanceCapacity for the rest on the override they used, as an instant fleet
+// that is partly fulfilled does.
+func (e *EC2) Partial(n ...int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.partial = append(e.partial, n...)
+}
+
+// Refuse makes every call of op (TerminateInstances, StartInstances, StopInstances, DeleteTags)
+// that names instance id fail with err, the whole request refused as EC2 refuses it for one bad id.
+func (e *EC2) Refuse(op, id string, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = map[string]error{}
+	}
+	e.refused[op+" "+id] = err
+}
+
+// refusal is the error Refuse set for op on one of ids, if any.
+func (e *EC2) refusal(op string, ids []string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		if err, ok := e.refused[op+" "+id]; ok {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reset forgets instances, capacity gaps and partial fulfilments, refusals, fleets, recorded
+// calls and injected errors.
 func (e *EC2) Reset() {
 	e.mu.Lock()
-	e.instances, e.noCap, e.fleets = nil, nil, nil
+	e.instances, e.noCap, e.partial, e.refused, e.fleets = nil, nil, nil, nil, nil
 	e.mu.Unlock()
 	e.resetCalls()
 }
@@ -84,6 +121,13 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 	e.fleets = append(e.fleets, in)
 	market := string(in.TargetCapacitySpecification.DefaultTargetCapacityType)
 	n := int(aws.ToInt32(in.TargetCapacitySpecification.TotalTargetCapacity))
+	short := 0 // what a partial fulfilment leaves out
+	if len(e.partial) > 0 {
+		if at := e.partial[0]; at < n {
+			short, n = n-at, at
+		}
+		e.partial = e.partial[1:]
+	}
 	tags := map[string]string{}
 	for _, ts := range in.TagSpecifications {
 		if ts.ResourceType == ec2types.ResourceTypeInstance {
@@ -119,8 +163,15 @@ func (e *EC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...func
 				state: ec2types.InstanceStateNameRunning, tags: maps.Clone(tags), launched: time.Now()}
 			ids = append(ids, id)
 		}
-		out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceIds: ids, InstanceType: ov.InstanceType,
-			Lifecycle: life, LaunchTemplateAndOverrides: lo})
+		if len(ids) > 0 {
+			out.Instances = append(out.Instances, ec2types.CreateFleetInstance{InstanceIds: ids, InstanceType: ov.InstanceType,
+				Lifecycle: life, LaunchTemplateAndOverrides: lo})
+		}
+		if short > 0 {
+			out.Errors = append(out.Errors, ec2types.CreateFleetError{ErrorCode: aws.String("InsufficientInstanceCapacity"),
+				ErrorMessage:               aws.String(fmt.Sprintf("only %d of %d %s %s in %s", len(ids), len(ids)+short, market, ov.InstanceType, az)),
+				LaunchTemplateAndOverrides: lo, Lifecycle: life})
+		}
 		break
 	}
 	return out, nil
@@ -221,6 +272,9 @@ func (e *EC2) DeleteTags(_ context.Context, in *ec2.DeleteTagsInput, _ ...func(*
 	if err := e.call("DeleteTags"); err != nil {
 		return nil, err
 	}
+	if err := e.refusal("DeleteTags", in.Resources); err != nil {
+		return nil, err
+	}
 	return &ec2.DeleteTagsOutput{}, e.each(in.Resources, func(x *ec2Instance) {
 		for _, t := range in.Tags {
 			delete(x.tags, aws.ToString(t.Key))
@@ -233,12 +287,18 @@ func (e *EC2) StartInstances(_ context.Context, in *ec2.StartInstancesInput, _ .
 	if err := e.call("StartInstances"); err != nil {
 		return nil, err
 	}
+	if err := e.refusal("StartInstances", in.InstanceIds); err != nil {
+		return nil, err
+	}
 	return &ec2.StartInstancesOutput{}, e.move(in.InstanceIds, ec2types.InstanceStateNameRunning)
 }
 
 // StopInstances stops running instances.
 func (e *EC2) StopInstances(_ context.Context, in *ec2.StopInstancesInput, _ ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error) {
 	if err := e.call("StopInstances"); err != nil {
+		return nil, err
+	}
+	if err := e.refusal("StopInstances", in.InstanceIds); err != nil {
 		return nil, err
 	}
 	return &ec2.StopInstancesOutput{}, e.move(in.InstanceIds, ec2types.InstanceStateNameStopped)
@@ -259,6 +319,9 @@ func (e *EC2) move(ids []string, to ec2types.InstanceStateName) error {
 // TerminateInstances terminates instances (again, harmlessly, if terminated already).
 func (e *EC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
 	if err := e.call("TerminateInstances"); err != nil {
+		return nil, err
+	}
+	if err := e.refusal("TerminateInstances", in.InstanceIds); err != nil {
 		return nil, err
 	}
 	return &ec2.TerminateInstancesOutput{}, e.each(in.InstanceIds, func(x *ec2Instance) { x.state = ec2types.InstanceStateNameTerminated })
@@ -319,4 +382,25 @@ func matches(x *ec2Instance, filters []ec2types.Filter) bool {
 		}
 	}
 	return true
+}
+
+// DescribeSpotPriceHistory returns the latest spot price of each type asked for in each zone
+// SpotPrices knows, in one page.
+func (e *EC2) DescribeSpotPriceHistory(_ context.Context, in *ec2.DescribeSpotPriceHistoryInput, _ ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error) {
+	if err := e.call("DescribeSpotPriceHistory"); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := &ec2.DescribeSpotPriceHistoryOutput{}
+	for _, k := range slices.Sorted(maps.Keys(e.SpotPrices)) {
+		typ, az, _ := strings.Cut(k, "/")
+		if len(in.InstanceTypes) > 0 && !slices.Contains(in.InstanceTypes, ec2types.InstanceType(typ)) {
+			continue
+		}
+		out.SpotPriceHistory = append(out.SpotPriceHistory, ec2types.SpotPrice{InstanceType: ec2types.InstanceType(typ),
+			AvailabilityZone: aws.String(az), SpotPrice: aws.String(fmt.Sprintf("%.6f", e.SpotPrices[k])),
+			ProductDescription: ec2types.RIProductDescriptionLinuxUnix, Timestamp: aws.Time(time.Now())})
+	}
+	return out, nil
 }

@@ -59,7 +59,8 @@ func (g *GitHub) Runners(context.Context) ([]ghapi.Runner, error) {
 	return slices.Clone(g.runners), nil
 }
 
-// DeleteRunner removes runner id; an unknown id is GitHub's 404, a busy runner its 422.
+// DeleteRunner removes runner id, as ghclient.Client does: an unknown id is gone already, which
+// is done; a busy runner is GitHub's 422.
 func (g *GitHub) DeleteRunner(_ context.Context, id int64) error {
 	if err := g.call("DeleteRunner"); err != nil {
 		return err
@@ -68,7 +69,7 @@ func (g *GitHub) DeleteRunner(_ context.Context, id int64) error {
 	defer g.mu.Unlock()
 	i := slices.IndexFunc(g.runners, func(r ghapi.Runner) bool { return r.ID == id })
 	if i < 0 {
-		return GitHubError(http.StatusNotFound, fmt.Sprintf("delete runner %d: Not Found", id))
+		return nil
 	}
 	if g.runners[i].Busy {
 		return GitHubError(http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner %q is still running a job", g.runners[i].Name))

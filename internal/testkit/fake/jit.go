@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-
-	"github.com/google/go-github/v66/github"
 
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
-// GitHubError returns an error as go-github returns GitHub's answer with status code, for
-// Inject: ghapi's classification (IsNotFound, IsBusy, IsRetryable…) sees it as it would GitHub's.
+// GitHubError returns an error as ghclient returns GitHub's answer with status code, for Inject:
+// ghapi's classification (IsNotFound, IsBusy, IsRetryable…) sees it as it would GitHub's.
 func GitHubError(code int, message string) error {
-	return &github.ErrorResponse{Message: message, Response: &http.Response{StatusCode: code,
-		Request: &http.Request{Method: http.MethodPost, URL: &url.URL{Path: "/fake"}}}}
+	return &ghapi.Error{Status: code, Err: fmt.Errorf("GitHub answered %d: %s", code, message)}
 }
 
 // GenerateJITConfig registers a just-in-time runner (offline) and returns a configuration that

@@ -64,3 +64,21 @@ func (s *SSM) GetParametersByPath(_ context.Context, in *ssm.GetParametersByPath
 	}
 	return out, nil
 }
+
+// PutParameter writes one parameter (pool documents are overwritten: drain, undrain).
+func (s *SSM) PutParameter(_ context.Context, in *ssm.PutParameterInput, _ ...func(*ssm.Options)) (*ssm.PutParameterOutput, error) {
+	if err := s.call("PutParameter"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := aws.ToString(in.Name)
+	if _, ok := s.params[name]; ok && !aws.ToBool(in.Overwrite) {
+		return nil, APIError("ParameterAlreadyExists", "parameter "+name+" exists")
+	}
+	if s.params == nil {
+		s.params = map[string]string{}
+	}
+	s.params[name] = aws.ToString(in.Value)
+	return &ssm.PutParameterOutput{Version: 1}, nil
+}

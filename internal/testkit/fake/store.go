@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
@@ -146,7 +147,7 @@ func (s *Store) Items() map[string]*state.Instance {
 
 // Get returns the item of instance id without its sealed token, or state.ErrNotFound.
 func (s *Store) Get(_ context.Context, id string) (*state.Instance, error) {
-	if err := state.ValidateInstanceID(id); err != nil {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, err
 	}
 	if err := s.call("Get"); err != nil {
@@ -164,7 +165,7 @@ func (s *Store) Get(_ context.Context, id string) (*state.Instance, error) {
 // GetMany returns the items of ids that exist, without their sealed tokens.
 func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*state.Instance, error) {
 	for _, id := range ids {
-		if err := state.ValidateInstanceID(id); err != nil {
+		if err := names.ValidateInstanceID(id); err != nil {
 			return nil, err
 		}
 	}
@@ -222,7 +223,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 
 // ByRun returns the instances that hold run (every state but terminated).
 func (s *Store) ByRun(_ context.Context, run string) ([]state.Instance, error) {
-	if err := state.ValidateAssignmentKey(run); err != nil {
+	if err := names.ValidateAssignmentKey(run); err != nil {
 		return nil, err
 	}
 	if err := s.call("ByRun"); err != nil {
@@ -254,7 +255,7 @@ func (s *Store) Expired(_ context.Context, pool string, st state.State, now time
 }
 
 func (s *Store) poolState(op, pool string, st state.State, before time.Time) ([]state.Instance, error) {
-	if err := state.ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return nil, err
 	}
 	if !st.Valid() || st == state.Terminated {

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
@@ -72,6 +77,8 @@ type World struct {
 	// offering on the fake SQS.
 	Pools    *offers.Directory
 	Launcher *Launcher
+	// Pool is the real pool on the fakes above, as the wiring builds it.
+	Pool *pool.Pool
 	// Agent answers for every instance (Register unless told otherwise); it runs until the test
 	// ends.
 	Agent *Agent
@@ -97,6 +104,9 @@ func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 	w.Pools = &offers.Directory{Loader: &pooldoc.Loader{SSM: w.SSM, Stack: Stack}, SQS: w.SQS}
 	w.Launcher = NewLauncher(w.EC2)
 	w.Launcher.Fleet.MaxBackoff = 50 * time.Millisecond
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w.Launcher.Fleet.Log = quiet
+	w.Pool = &pool.Pool{Stack: Stack, Store: w.Store, EC2: w.EC2, Queues: w.Pools, Launcher: w.Launcher, Bells: w.Bells, Log: quiet}
 	w.Agent = &Agent{Store: w.Store, SQS: w.SQS}
 	w.Agent.Start(context.Background())
 	t.Cleanup(w.Agent.Stop)
@@ -142,12 +152,15 @@ type Idle struct {
 	Stale bool
 	// Deadline is its idle threshold (the pool's idle timeout from now when zero).
 	Deadline time.Time
+	// Stopped leaves it stopped (on EC2 and in its item) for the stopped part of a warm pool.
+	Stopped bool
 }
 
 var idleSeq atomic.Int64
 
-// AddIdle sets up an idle instance of the pool: running on EC2, its item idle at version 4 with
-// a fresh heartbeat (unless Stale), and offered on the pool's queue. It returns the item.
+// AddIdle sets up an idle instance of the pool: running on EC2 (or stopped), its item idle (or
+// stopped) at version 4 with a fresh heartbeat (unless Stale), and offered on the pool's queue.
+// It returns the item.
 func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 	t.Helper()
 	id := fmt.Sprintf("i-%017x", 0x1d1e0000000+idleSeq.Add(1))
@@ -172,13 +185,19 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 		Report: state.Report{Signal: state.SignalReady, SignalVersion: 4, HeartbeatAt: stored(beat)}}
 	for _, r := range in.Served {
 		item.ServedRepos = append(item.ServedRepos, r)
-		item.ServedOwners = append(item.ServedOwners, state.Owner(r))
+		item.ServedOwners = append(item.ServedOwners, names.Owner(r))
 	}
 	slices.Sort(item.ServedRepos)
 	slices.Sort(item.ServedOwners)
 	item.ServedRepos, item.ServedOwners = slices.Compact(item.ServedRepos), slices.Compact(item.ServedOwners)
 	if in.LastRun != "" {
 		item.Signal, item.SignalRun = state.SignalDeregistered, in.LastRun
+	}
+	if in.Stopped {
+		item.State = state.Stopped
+		if err := w.EC2.each([]string{id}, func(x *ec2Instance) { x.state = ec2types.InstanceStateNameStopped }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	w.Store.Put(item)
 	out := w.Store.Item(id)
@@ -216,7 +235,7 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 	now := time.Now()
 	w.EC2.Launch(id, w.Doc.InstanceTypes[0], fleet.ForWarmPool(Stack, w.Doc.Name), now.Add(-time.Hour))
 	item := state.Instance{ID: id, Pool: w.Doc.Name, State: state.Running, Version: 6, Threshold: stored(now.Add(w.Doc.Timeout(state.Running))),
-		LaunchedAt: stored(now.Add(-time.Hour)), ServedRepos: []string{repo}, ServedOwners: []string{state.Owner(repo)}, Bell: w.Bells.URL(id),
+		LaunchedAt: stored(now.Add(-time.Hour)), ServedRepos: []string{repo}, ServedOwners: []string{names.Owner(repo)}, Bell: w.Bells.URL(id),
 		Spec: state.Spec{InstanceType: w.Doc.InstanceTypes[0], UsageClass: state.UsageSpot, AZ: w.Doc.Subnets[0].AZ, VCPU: 2,
 			MemoryMiB: 4096, SpecHash: w.Doc.SpecHash},
 		Assignment: state.Assignment{RunID: h.Run, RunAttempt: 1, Repo: repo, RunnerURL: "https://github.com/" + repo,

@@ -30,6 +30,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
 	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
 )
 
@@ -52,7 +53,7 @@ type JobsOptions struct {
 	Visibility time.Duration
 	Log        *slog.Logger
 	// EC2, when set, wraps the dispatcher's EC2 client (tests count or break its calls).
-	EC2 func(base dispatch.EC2Launcher) dispatch.EC2Launcher
+	EC2 func(base awsapi.EC2) awsapi.EC2
 }
 
 // Jobs is the label-routed part of a local world: the App in the GitHub stand-in, installed on

@@ -42,7 +42,9 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
@@ -502,9 +504,9 @@ func DefaultVPC(ctx context.Context, client *ec2.Client) (string, error) {
 
 // Wiring returns the steps' wiring for the local world; ec2Client replaces the EC2 client when
 // set (fault injection).
-func (e *Env) Wiring(ec2Client step.EC2, log *slog.Logger) (*step.Wiring, error) {
+func (e *Env) Wiring(ec2Client awsapi.EC2, log *slog.Logger) (*step.Wiring, error) {
 	owner, name, _ := strings.Cut(Repo, "/")
-	gh, err := ghapi.New(e.GH.URL(), AdminToken, ghapi.Scope{Owner: owner, Repo: name})
+	gh, err := ghclient.New(e.GH.URL(), AdminToken, ghapi.Scope{Owner: owner, Repo: name})
 	if err != nil {
 		return nil, err
 	}

@@ -21,14 +21,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
 	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
@@ -72,7 +75,7 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 			errs = append(errs, fmt.Errorf("%s is not set: want %s", name, what))
 		}
 	}
-	if err := pooldoc.ValidateStack(e.Stack); err != nil {
+	if err := names.ValidateStack(e.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", EnvStack, err))
 	}
 	need(EnvJobsQueueURL, e.JobsQueueURL, "the jobs queue's URL")
@@ -111,7 +114,7 @@ type Options struct {
 	// PoolsTTL is how long pool documents are kept (pooldoc.DefaultCacheTTL when 0).
 	PoolsTTL time.Duration
 	// EC2 replaces the dispatcher's EC2 client (tests count or break its calls through it).
-	EC2 dispatch.EC2Launcher
+	EC2 awsapi.EC2
 }
 
 func (o *Options) defaults() {
@@ -169,17 +172,18 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 	}, o.GitHub)
 	prices := pricing.NewFromConfig(cfg)
 	prices.Log = o.Log
-	var ec2Client dispatch.EC2Launcher = ec2.NewFromConfig(cfg)
+	var ec2Client awsapi.EC2 = ec2.NewFromConfig(cfg)
 	if o.EC2 != nil {
 		ec2Client = o.EC2
 	}
 	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
-		Pools: pools, Store: store, Offers: &offers.Directory{Loader: &pooldoc.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
-		Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, EC2: ec2Client,
+		Pools: pools, Events: store,
+		Pool: &pool.Pool{Stack: env.Stack, Store: store, EC2: ec2Client, Queues: &offers.Directory{Loader: &pooldoc.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
+			Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, Bells: bells, Prices: prices, Log: o.Log},
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
 			return app.Client(installation, scope)
 		},
-		SQS: sqsClient, Bells: bells, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics}, Prices: prices,
+		SQS: sqsClient, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
 	})
 	return d, app, err
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
@@ -24,16 +26,10 @@ import (
 	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
 
-// EC2 is every EC2 call refresh makes.
-type EC2 interface {
-	refresh.EC2
-	fleet.EC2
-}
-
 // Options adjust the wiring.
 type Options struct {
 	// EC2 replaces the EC2 client (tests count or break its calls through it).
-	EC2 EC2
+	EC2 awsapi.EC2
 	Log *slog.Logger
 	// Metrics receives the embedded-metric-format lines (the Lambda's stdout).
 	Metrics io.Writer
@@ -48,7 +44,7 @@ type Wiring struct {
 	ssm      *ssm.Client
 	dynamodb *dynamodb.Client
 	sqs      *sqs.Client
-	ec2      EC2
+	ec2      awsapi.EC2
 	log      *slog.Logger
 	metrics  io.Writer
 	launcher *fleet.Launcher // keeps instance type sizes across invokes
@@ -88,8 +84,9 @@ func (w *Wiring) Load(ctx context.Context) (*pooldoc.Stack, refresh.Deps, error)
 		}
 	}
 	w.prices.Log = w.log
-	deps := refresh.Deps{Store: store, EC2: w.ec2, Launcher: w.launcher, Log: w.log, Metrics: w.metrics, Prices: w.prices,
-		Pools: &offers.Directory{Loader: loader, SQS: w.sqs}, Bells: bells}
+	dir := &offers.Directory{Loader: loader, SQS: w.sqs}
+	deps := refresh.Deps{Store: store, Log: w.log, Metrics: w.metrics, Pools: dir,
+		Pool: &pool.Pool{Stack: w.stack, Store: store, EC2: w.ec2, Queues: dir, Launcher: w.launcher, Bells: bells, Prices: w.prices, Log: w.log}}
 	if w.metrics != nil {
 		if deps.Spend, err = spend.New(store, w.metrics, spend.Config{Stack: w.stack}); err != nil {
 			return nil, refresh.Deps{}, err

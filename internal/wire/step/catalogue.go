@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
@@ -23,7 +23,7 @@ type Input struct {
 // is the owning package's constant; an empty or zero default means "not set": the package's own
 // choice, or the pool's.
 var (
-	InStack       = Input{"stack", pooldoc.DefaultStack, "the Hangar stack's name"}
+	InStack       = Input{"stack", names.DefaultStack, "the Hangar stack's name"}
 	InGitHubToken = Input{"github-token", "", "a GitHub App installation token or PAT with admin rights on the repository or organisation (required for provision and release)"}
 	InRunnerScope = Input{"runner-scope", ghapi.ScopeRepo, "where runners are registered: the repository (repo) or the organisation (org)"}
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
@@ -16,12 +18,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
-
-// EC2 is every EC2 call the steps make.
-type EC2 interface {
-	fleet.EC2
-	provision.EC2
-}
 
 // GitHub is every GitHub call the steps make (release's are a part of provision's).
 type GitHub interface {
@@ -33,7 +29,7 @@ type GitHub interface {
 type Wiring struct {
 	Clients *Clients
 	// EC2 replaces Clients.EC2 when set (tests inject faults through it).
-	EC2    EC2
+	EC2    awsapi.EC2
 	Stack  string
 	GitHub GitHub
 	Log    *slog.Logger
@@ -59,9 +55,14 @@ func (w *Wiring) init() {
 	}
 }
 
+// pool is the stack's pool on store, ringing and handing over through bells (nil: none).
+func (w *Wiring) pool(store *state.Store, bells *doorbell.Bells) *pool.Pool {
+	return &pool.Pool{Stack: w.Stack, Store: store, EC2: w.EC2, Queues: w.dir, Launcher: &fleet.Launcher{EC2: w.EC2, Log: w.Log},
+		Bells: bells, Prices: w.prices, Log: w.Log}
+}
+
 func (w *Wiring) releaser(cfg release.Config, store *state.Store, bells *doorbell.Bells) (*release.Releaser, error) {
-	return release.New(cfg, release.Deps{Store: store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.dir,
-		Runners: state.RunnerNamesOf(w.Stack), Bells: bells, Log: w.Log})
+	return release.New(cfg, release.Deps{Pool: w.pool(store, bells), GitHub: w.GitHub, Runners: state.RunnerNamesOf(w.Stack), Log: w.Log})
 }
 
 // bells returns the stack's doorbells, which live beside its pool queues.
@@ -80,29 +81,16 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 	if err != nil {
 		return provision.Deps{}, fmt.Errorf("pool: %w", err)
 	}
-	launcher := &fleet.Launcher{EC2: w.EC2, Log: w.Log}
 	store, err := state.NewStore(w.Clients.DynamoDB, doc.Table, doc.StateAccount())
 	if err != nil {
 		return provision.Deps{}, err
 	}
 	store.HistoryRetention = doc.HistoryRetention()
-	queue, err := w.dir.Queue(ctx, poolName)
-	if err != nil {
-		return provision.Deps{}, err
-	}
 	bells, err := w.bells(doc.QueueURL)
 	if err != nil {
 		return provision.Deps{}, err
 	}
-	rel, err := w.releaser(release.Config{}, store, bells)
-	if err != nil {
-		return provision.Deps{}, err
-	}
-	return provision.Deps{
-		Pool: doc, Store: store, Claimer: &offers.Selector{Queue: queue, Store: store, Log: w.Log}, Queue: queue,
-		Launcher: launcher, EC2: w.EC2, GitHub: w.GitHub, Log: w.Log, Mask: w.Mask, Prices: w.prices,
-		Releaser: rel, Bells: bells,
-	}, nil
+	return provision.Deps{Doc: doc, Pool: w.pool(store, bells), GitHub: w.GitHub, Log: w.Log, Mask: w.Mask}, nil
 }
 
 // ReleaseRun releases run's instances (release.Releaser.ReleaseRead), and returns the stack's

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
-	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Version is the version of the messages this code writes and reads.
@@ -51,12 +50,12 @@ type Job struct {
 	// Delivery is the webhook delivery the message came from, for the logs.
 	Delivery string `json:"delivery,omitempty"`
 	// Redispatch counts the times the job was placed again after another job took its runner
-	// (its key is then j<id>r<n>: state.JobKey).
+	// (its key is then j<id>r<n>: names.JobKey).
 	Redispatch int `json:"redispatch,omitempty"`
 }
 
-// Key is the key an instance serves the job under (state.JobKey).
-func (j Job) Key() string { return state.JobKey(j.ID, j.Redispatch) }
+// Key is the key an instance serves the job under (names.JobKey).
+func (j Job) Key() string { return names.JobKey(j.ID, j.Redispatch) }
 
 // Message is one jobs-queue message.
 type Message struct {
@@ -119,7 +118,7 @@ func (m Message) Validate() error {
 		if m.Job.ID < 1 {
 			bad("job id %d: want a workflow job's id", m.Job.ID)
 		}
-		if err := pooldoc.ValidateRepository(m.Job.Repo); err != nil {
+		if err := names.ValidateRepository(m.Job.Repo); err != nil {
 			bad("repository: %v", err)
 		}
 		if m.Job.Installation < 1 {
@@ -136,15 +135,15 @@ func (m Message) Validate() error {
 		bad("unknown kind: want queued, in_progress, completed, check or unregister")
 	}
 	if m.Kind == KindQueued {
-		if err := state.ValidatePool(m.Job.Pool); err != nil {
+		if err := names.ValidatePool(m.Job.Pool); err != nil {
 			bad("%v", err)
 		}
 	}
 	if m.Kind == KindCheck {
-		if err := state.ValidateInstanceID(m.InstanceID); err != nil {
+		if err := names.ValidateInstanceID(m.InstanceID); err != nil {
 			bad("%v", err)
 		}
-		if !state.IsJobKey(m.Key) || m.Version < 1 {
+		if !names.IsJobKey(m.Key) || m.Version < 1 {
 			bad("key %q version %d: want the job key and the item version of the assignment", m.Key, m.Version)
 		}
 	}
@@ -196,10 +195,10 @@ func ParseReturn(body string) (Return, error) {
 }
 
 func (r Return) validate() error {
-	if err := state.ValidateInstanceID(r.InstanceID); err != nil {
+	if err := names.ValidateInstanceID(r.InstanceID); err != nil {
 		return fmt.Errorf("return message: %w", err)
 	}
-	if !state.IsJobKey(r.Key) || r.Version < 1 {
+	if !names.IsJobKey(r.Key) || r.Version < 1 {
 		return fmt.Errorf("return message: key %q version %d: want a job key and the item version", r.Key, r.Version)
 	}
 	return nil

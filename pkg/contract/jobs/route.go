@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
@@ -88,7 +89,7 @@ func (r *Router) Route(labels []string) (*pooldoc.Document, error) {
 		return nil, ErrNotOurs
 	}
 	want := fold(slices.DeleteFunc(slices.Clone(labels), func(l string) bool {
-		return strings.EqualFold(l, r.stackLabel) || strings.EqualFold(l, pooldoc.SelfHostedLabel)
+		return strings.EqualFold(l, r.stackLabel) || strings.EqualFold(l, names.SelfHostedLabel)
 	}))
 	if len(want) == 0 {
 		return nil, &RouteError{Reason: ReasonUnknown, Labels: labels}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -112,11 +113,8 @@ func (j *Jobs) OrgScope() bool { return j.Scope == JobScopeOrganization }
 // stack label and the pool's labels. Every runner of a pool carries the same, so any job routed
 // to the pool can run on any of them.
 func (j *Jobs) RunnerLabels() []string {
-	return append([]string{SelfHostedLabel, j.StackLabel}, j.Labels...)
+	return append([]string{names.SelfHostedLabel, j.StackLabel}, j.Labels...)
 }
-
-// SelfHostedLabel is the label GitHub gives self-hosted runners by default, which jobs may name.
-const SelfHostedLabel = "self-hosted"
 
 // LaunchTemplate names the pool's EC2 launch template.
 type LaunchTemplate struct {

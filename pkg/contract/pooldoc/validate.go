@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
@@ -27,9 +28,6 @@ var (
 	hhmmRe         = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`) })
 )
 
-// ReservedTagPrefix is the tag prefix Hangar keeps for itself.
-const ReservedTagPrefix = "hangar:"
-
 // Validate checks every field; the error names the field and the bad value. All problems are
 // reported at once.
 func (d *Document) Validate() error {
@@ -40,7 +38,7 @@ func (d *Document) Validate() error {
 	if d.SchemaVersion != SchemaVersion {
 		bad("schemaVersion", "%d: this Hangar reads version %d", d.SchemaVersion, SchemaVersion)
 	}
-	if err := state.ValidatePool(d.Name); err != nil {
+	if err := names.ValidatePool(d.Name); err != nil {
 		bad("name", "%v", err)
 	}
 	if err := d.StateAccount().Validate(); err != nil {
@@ -99,17 +97,17 @@ func (d *Document) Validate() error {
 		bad("allocationStrategy", "%q: want cost or priority", d.AllocationStrategy)
 	}
 	for _, l := range d.Labels {
-		if err := ValidateLabel(l); err != nil {
+		if err := names.ValidateLabel(l); err != nil {
 			bad("labels", "%v", err)
 		}
 	}
 	for _, r := range d.AllowedRepositories {
-		if err := ValidateRepoPattern(r); err != nil {
+		if err := names.ValidateRepoPattern(r); err != nil {
 			bad("allowedRepositories", "%v", err)
 		}
 	}
 	if d.RunnerGroup != "" {
-		if err := ValidateRunnerGroup(d.RunnerGroup); err != nil {
+		if err := names.ValidateRunnerGroup(d.RunnerGroup); err != nil {
 			bad("runnerGroup", "%v", err)
 		}
 	}
@@ -119,7 +117,7 @@ func (d *Document) Validate() error {
 		bad("reuse", "%q with runner.sudo: a runner user with sudo can leave anything behind for the next run; want repository or never", d.Reuse)
 	}
 	for _, k := range slices.Sorted(maps.Keys(d.Tags)) {
-		if err := ValidateTag(k, d.Tags[k]); err != nil {
+		if err := names.ValidateTag(k, d.Tags[k]); err != nil {
 			bad("tags", "%v", err)
 		}
 	}
@@ -153,7 +151,7 @@ type problem struct{ field, msg string }
 // problems checks a pool's label-routing settings; poolGroup is the pool's runnerGroup.
 func (j *Jobs) problems(poolGroup string) []problem {
 	var out []problem
-	if err := ValidateJobLabel(j.StackLabel); err != nil {
+	if err := names.ValidateJobLabel(j.StackLabel); err != nil {
 		out = append(out, problem{"stackLabel", err.Error()})
 	}
 	if len(j.Labels) == 0 || len(j.Labels) > MaxJobLabels {
@@ -161,7 +159,7 @@ func (j *Jobs) problems(poolGroup string) []problem {
 	}
 	seen := map[string]bool{}
 	for _, l := range j.Labels {
-		switch err := ValidateJobLabel(l); {
+		switch err := names.ValidateJobLabel(l); {
 		case err != nil:
 			out = append(out, problem{"labels", err.Error()})
 		case strings.EqualFold(l, j.StackLabel):
@@ -183,7 +181,7 @@ func (j *Jobs) problems(poolGroup string) []problem {
 		}
 		if group == "" {
 			out = append(out, problem{"runnerGroup", "empty with scope organization: want the organisation runner group the runners join (limited to the pool's repositories), here or as the pool's runnerGroup"})
-		} else if err := ValidateRunnerGroup(group); err != nil {
+		} else if err := names.ValidateRunnerGroup(group); err != nil {
 			out = append(out, problem{"runnerGroup", err.Error()})
 		}
 	default:

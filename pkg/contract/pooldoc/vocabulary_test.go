@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
@@ -24,7 +25,7 @@ func TestValidateTag(t *testing.T) {
 		{"long", strings.Repeat("v", 257), "longer than 256"},
 	}
 	for _, tc := range tests {
-		err := pooldoc.ValidateTag(tc.key, tc.value)
+		err := names.ValidateTag(tc.key, tc.value)
 		if tc.want == "" {
 			require.NoError(t, err, tc.key)
 		} else {
@@ -36,12 +37,12 @@ func TestValidateTag(t *testing.T) {
 func TestValidateLabel(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"linux", "gpu.a10", "x_y-z", strings.Repeat("a", 64)} {
-		require.NoError(t, pooldoc.ValidateLabel(ok), ok)
+		require.NoError(t, names.ValidateLabel(ok), ok)
 	}
 	for _, bad := range []string{"", "has space", "a,b", strings.Repeat("a", 65), "ünï"} {
-		require.ErrorContains(t, pooldoc.ValidateLabel(bad), "want 1 to 64", bad)
+		require.ErrorContains(t, names.ValidateLabel(bad), "want 1 to 64", bad)
 	}
-	require.ErrorContains(t, pooldoc.ValidateLabel("12345"), "could name another run")
+	require.ErrorContains(t, names.ValidateLabel("12345"), "could name another run")
 }
 
 func TestMarkets(t *testing.T) {

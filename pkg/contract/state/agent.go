@@ -3,6 +3,7 @@ package state
 import (
 	"strings"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 
 	"context"
@@ -94,7 +95,7 @@ func (s Signal) Validate() error {
 		return fmt.Errorf("signal %q is unknown: want READY, REGISTERED, REGISTER_FAILED, DEREGISTERED, FAILED or SPOT_INTERRUPTED", s.Name)
 	}
 	if runSignals[s.Name] {
-		if err := ValidateAssignmentKey(s.Run); err != nil {
+		if err := names.ValidateAssignmentKey(s.Run); err != nil {
 			return fmt.Errorf("signal %s: %w", s.Name, err)
 		}
 	} else if s.Run != "" {

@@ -3,6 +3,8 @@ package state
 import (
 	"slices"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Apply returns in as the change c leaves it when its write wins at now: what Transition writes,
@@ -30,7 +32,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 		a.AssignedAt, a.Claimed, a.RegisteredAt = storedTime(now), true, time.Time{}
 		in.Assignment = a
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
-		in.ServedOwners = addToSet(in.ServedOwners, Owner(a.Repo))
+		in.ServedOwners = addToSet(in.ServedOwners, names.Owner(a.Repo))
 		if h := c.Home; h != nil {
 			in.IdleSecs, in.Queue, in.HistoryDays = h.IdleSecs, h.Queue, h.HistoryDays
 			if h.Retire != "" {

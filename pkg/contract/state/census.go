@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Census is a pool's live instances, counted.
@@ -31,7 +32,7 @@ func (c Census) Live() int {
 // Census counts pool's live instances through the byPoolState index: one Query per state and
 // shard, in parallel, every page, each reading only the spec hash and run of its items (no Scan).
 func (s *Store) Census(ctx context.Context, pool string) (Census, error) {
-	if err := ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return Census{}, err
 	}
 	var reads []shardRead

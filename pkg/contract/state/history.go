@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // RunRecord is the history of one instance's service to one run attempt: written by the
@@ -139,7 +140,7 @@ func (s *Store) Ended(ctx context.Context, pool string, since, until time.Time) 
 // in [since, until), reading what proj names (nil: an instance's attributes), and hands each
 // item to add (one at a time).
 func (s *Store) history(ctx context.Context, pool string, st State, since, until time.Time, proj *expression.ProjectionBuilder, add func(map[string]types.AttributeValue) error) error {
-	if err := ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return err
 	}
 	if !until.After(since) {
@@ -171,7 +172,7 @@ var holdProjection = expression.NamesList(expression.Name(AttrARN), expression.N
 // parallel, every page. Items that are not well-formed are left out and named in an error
 // matching ErrBadItem, returned with the others; any other error returns nothing.
 func (s *Store) Holding(ctx context.Context, pool string) ([]Instance, error) {
-	if err := ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return nil, err
 	}
 	var reads []shardRead

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -17,14 +18,14 @@ func TestJobKeys(t *testing.T) {
 		redispatch int
 		key        string
 	}{{7, 0, "j7"}, {29871234567, 0, "j29871234567"}, {5, 3, "j5r3"}} {
-		key := state.JobKey(tc.job, tc.redispatch)
+		key := names.JobKey(tc.job, tc.redispatch)
 		require.Equal(t, tc.key, key)
-		job, n, ok := state.ParseJobKey(key)
+		job, n, ok := names.ParseJobKey(key)
 		require.True(t, ok)
 		require.Equal(t, tc.job, job)
 		require.Equal(t, tc.redispatch, n)
-		require.NoError(t, state.ValidateAssignmentKey(key))
-		require.Error(t, state.ValidateRunID(key), "a job key is no run id")
+		require.NoError(t, names.ValidateAssignmentKey(key))
+		require.Error(t, names.ValidateRunID(key), "a job key is no run id")
 		names := state.RunnerNamesOf("a-stack-name-longer-than-sixteen")
 		name := names.Name("i-0123456789abcdef0", key)
 		require.LessOrEqual(t, len(name), 64)
@@ -34,12 +35,12 @@ func TestJobKeys(t *testing.T) {
 		require.Equal(t, key, back)
 	}
 	for _, bad := range []string{"j", "j0", "j01", "jx", "j1r0", "j1r10", "j123456789012345678", "k1", "42x", ""} {
-		_, _, ok := state.ParseJobKey(bad)
+		_, _, ok := names.ParseJobKey(bad)
 		require.False(t, ok, bad)
-		require.False(t, state.IsJobKey(bad), bad)
+		require.False(t, names.IsJobKey(bad), bad)
 	}
-	require.NoError(t, state.ValidateAssignmentKey("42"))
-	require.ErrorContains(t, state.ValidateAssignmentKey("j0"), "j<job id>")
-	require.Equal(t, "job 7 (j7)", state.Describe("j7"))
-	require.Equal(t, "run 42", state.Describe("42"))
+	require.NoError(t, names.ValidateAssignmentKey("42"))
+	require.ErrorContains(t, names.ValidateAssignmentKey("j0"), "j<job id>")
+	require.Equal(t, "job 7 (j7)", names.Describe("j7"))
+	require.Equal(t, "run 42", names.Describe("42"))
 }

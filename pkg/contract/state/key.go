@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Shards is the number of index partitions per pool and state (docs/design.md §2). It is part of
@@ -24,94 +26,10 @@ const (
 )
 
 var (
-	instanceIDRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^i-[0-9a-f]{8,17}$`) })
-	poolNameRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$`) })
-	runIDRe      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[1-9][0-9]{0,19}$`) })
-	jobKeyRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^j([1-9][0-9]{0,16})(r[1-9])?$`) })
-	accountRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{12}$`) })
-	regionRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`) })
-	partitionRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^aws(-[a-z]+)*$`) })
+	accountRe   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9]{12}$`) })
+	regionRe    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`) })
+	partitionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^aws(-[a-z]+)*$`) })
 )
-
-// ValidateInstanceID checks an EC2 instance id (i- and 8 or 17 hex digits).
-func ValidateInstanceID(id string) error {
-	if !instanceIDRe().MatchString(id) {
-		return fmt.Errorf("instance id %q is malformed: want i- followed by 8 to 17 lowercase hex digits", id)
-	}
-	return nil
-}
-
-// ValidatePool checks a pool name: 1–48 of [a-z0-9-], starting and ending with a letter or digit.
-func ValidatePool(name string) error {
-	if !poolNameRe().MatchString(name) {
-		return fmt.Errorf("pool name %q is malformed: want 1 to 48 of a-z, 0-9 and '-', not starting or ending with '-'", name)
-	}
-	return nil
-}
-
-// ValidateRunID checks a GitHub workflow run id: decimal digits, no leading zero.
-func ValidateRunID(run string) error {
-	if run == "" {
-		return fmt.Errorf("run id is empty: want the workflow's github.run_id (decimal digits)")
-	}
-	if !runIDRe().MatchString(run) {
-		return fmt.Errorf("run id %q is malformed: want the workflow's github.run_id (1 to 20 decimal digits, no leading zero)", run)
-	}
-	return nil
-}
-
-// An instance serves one thing at a time, named by its item's runId: a workflow run (the steps:
-// the run id, decimal digits) or a label-routed job (j<job id>, and r<n> when the job is
-// dispatched again after another job took its runner). Both share the byRun index, the
-// transitions' run conditions and the runner names; they never collide, since a run id is digits
-// only.
-
-// JobKey returns the key under which an instance serves job id: j<id>, or j<id>r<n> for its
-// n-th dispatch after the first (n from 1 to 9).
-func JobKey(job int64, redispatch int) string {
-	if redispatch > 0 {
-		return fmt.Sprintf("j%dr%d", job, redispatch)
-	}
-	return fmt.Sprintf("j%d", job)
-}
-
-// ParseJobKey returns the job a key names and its dispatch number, or ok false for a key that
-// names no job (a run id, or anything malformed).
-func ParseJobKey(key string) (job int64, redispatch int, ok bool) {
-	m := jobKeyRe().FindStringSubmatch(key)
-	if m == nil {
-		return 0, 0, false
-	}
-	if _, err := fmt.Sscan(m[1], &job); err != nil {
-		return 0, 0, false
-	}
-	if m[2] != "" {
-		redispatch = int(m[2][1] - '0')
-	}
-	return job, redispatch, true
-}
-
-// IsJobKey reports whether key names a label-routed job rather than a workflow run.
-func IsJobKey(key string) bool { return jobKeyRe().MatchString(key) }
-
-// Describe names what a key is for, for state reasons and logs: "run 42" or "job 7 (j7)".
-func Describe(key string) string {
-	if job, _, ok := ParseJobKey(key); ok {
-		return fmt.Sprintf("job %d (%s)", job, key)
-	}
-	return "run " + key
-}
-
-// ValidateAssignmentKey checks what an item's runId may hold: a workflow run id or a job key.
-func ValidateAssignmentKey(key string) error {
-	if IsJobKey(key) {
-		return nil
-	}
-	if err := ValidateRunID(key); err != nil {
-		return fmt.Errorf("%w, or a label-routed job's key (j<job id>)", err)
-	}
-	return nil
-}
 
 // Account identifies where instances live; it turns instance ids into the ARNs that key the table.
 type Account struct {
@@ -163,7 +81,7 @@ func InstanceIDFromARN(arn string) (string, error) {
 		return "", fmt.Errorf("instance ARN %q is malformed: want arn:<partition>:ec2:<region>:<account>:instance/<id>", arn)
 	}
 	id := arn[i+len(":instance/"):]
-	if err := ValidateInstanceID(id); err != nil {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return "", fmt.Errorf("instance ARN %q: %w", arn, err)
 	}
 	return id, nil

@@ -23,7 +23,7 @@ func (s *Store) Poll(ctx context.Context, ids []string, interval time.Duration, 
 		return fmt.Errorf("poll: interval %s: want more than 0", interval)
 	}
 	var lastErr error
-	backoff := wait.Backoff{Initial: max(interval/4, time.Millisecond), Max: interval, Factor: 1.5}
+	backoff := wait.Backoff{Initial: FirstPollWait(interval), Max: interval, Factor: 1.5}
 	if err := backoff.Sleep(ctx); err != nil {
 		return err
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // ByRun returns the instances that hold run (every state but terminated), through the byRun index.
 func (s *Store) ByRun(ctx context.Context, run string) ([]Instance, error) {
-	if err := ValidateAssignmentKey(run); err != nil {
+	if err := names.ValidateAssignmentKey(run); err != nil {
 		return nil, err
 	}
 	key := expression.Key(AttrRunID).Equal(expression.Value(run))
@@ -45,7 +46,7 @@ func (s *Store) Expired(ctx context.Context, pool string, st State, now time.Tim
 }
 
 func (s *Store) poolState(ctx context.Context, pool string, st State, before time.Time) ([]Instance, error) {
-	if err := ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return nil, err
 	}
 	if !st.Valid() || st == Terminated {

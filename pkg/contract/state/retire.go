@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
@@ -19,10 +20,10 @@ import (
 // was made; otherwise the item as it is (nil when there is none) and false, so that the caller
 // ends an instance that was given back meanwhile.
 func (s *Store) MarkRetire(ctx context.Context, id, run, why string) (*Instance, bool, error) {
-	if err := ValidateInstanceID(id); err != nil {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, false, err
 	}
-	if err := ValidateAssignmentKey(run); err != nil {
+	if err := names.ValidateAssignmentKey(run); err != nil {
 		return nil, false, fmt.Errorf("mark %s to retire: %w", id, err)
 	}
 	if why == "" {

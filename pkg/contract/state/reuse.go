@@ -3,10 +3,10 @@ package state
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Reuse says which runs may be given an instance that has served another run (docs/design.md
@@ -42,20 +42,6 @@ func ParseReuse(s string) (Reuse, error) {
 	return "", fmt.Errorf("%q: want repository, owner, any or never", s)
 }
 
-// Owner returns the owner part of an owner/name repository.
-func Owner(repo string) string {
-	owner, _, _ := strings.Cut(repo, "/")
-	return owner
-}
-
-func validateRepo(repo string) error {
-	owner, name, ok := strings.Cut(repo, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return fmt.Errorf("repository %q: want owner/name", repo)
-	}
-	return nil
-}
-
 // Reusable reports whether an instance that has served the repositories served may be claimed by
 // a run of repo under scope r. It is the rule the claim's condition enforces (reuseCondition),
 // for a selector to skip offers that cannot fit without a write.
@@ -68,7 +54,7 @@ func Reusable(r Reuse, served []string, repo string) bool {
 		return true
 	case ReuseOwner:
 		for _, s := range served {
-			if Owner(s) != Owner(repo) {
+			if names.Owner(s) != names.Owner(repo) {
 				return false
 			}
 		}
@@ -99,7 +85,7 @@ func reuseCondition(r Reuse, repo string) (expression.ConditionBuilder, bool) {
 	case ReuseAny:
 		return expression.ConditionBuilder{}, false
 	case ReuseOwner:
-		return one(attrServedOwners, Owner(repo)), true
+		return one(attrServedOwners, names.Owner(repo)), true
 	case ReuseNever:
 		return fresh, true
 	default:
@@ -128,7 +114,7 @@ func Claimable(r Reuse, in *Instance, repo string) bool {
 	case ReuseAny:
 		return true
 	case ReuseOwner:
-		return fresh || (len(in.ServedOwners) == 1 && in.ServedOwners[0] == Owner(repo))
+		return fresh || (len(in.ServedOwners) == 1 && in.ServedOwners[0] == names.Owner(repo))
 	case ReuseNever:
 		return fresh
 	default:

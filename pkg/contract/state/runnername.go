@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // maxRunnerName is GitHub's limit on a runner's name.
@@ -60,7 +62,7 @@ func (n RunnerNames) Parse(name string) (instanceID, run string, ok bool) {
 		return "", "", false
 	}
 	instanceID, run = rest[:i], rest[i+1:]
-	if ValidateInstanceID(instanceID) != nil || ValidateAssignmentKey(run) != nil {
+	if names.ValidateInstanceID(instanceID) != nil || names.ValidateAssignmentKey(run) != nil {
 		return "", "", false
 	}
 	return instanceID, run, true

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // DynamoDB is the part of the DynamoDB client the store uses.
@@ -77,7 +78,7 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 // Get returns the item of instance id, read strongly consistently, or ErrNotFound. Like every
 // control-plane read it leaves out the sealed tokens (readProjection).
 func (s *Store) Get(ctx context.Context, id string) (*Instance, error) {
-	if err := ValidateInstanceID(id); err != nil {
+	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, err
 	}
 	proj, err := expression.NewBuilder().WithProjection(readProjection).Build()
@@ -109,7 +110,7 @@ func (s *Store) GetMany(ctx context.Context, ids []string) (map[string]*Instance
 	seen := make(map[string]bool, len(ids))
 	keys := make([]map[string]types.AttributeValue, 0, len(ids))
 	for _, id := range ids {
-		if err := ValidateInstanceID(id); err != nil {
+		if err := names.ValidateInstanceID(id); err != nil {
 			return nil, err
 		}
 		if !seen[id] {
@@ -187,10 +188,10 @@ func (s *Store) Create(ctx context.Context, insts []*Instance) error {
 // 1, the ARN of account, the index key, updatedAt (now) and launchedAt (now when unset), every
 // time as a read returns it. It makes no request.
 func PrepareNew(in *Instance, account Account, now time.Time) error {
-	if err := ValidateInstanceID(in.ID); err != nil {
+	if err := names.ValidateInstanceID(in.ID); err != nil {
 		return fmt.Errorf("create instance item: %w", err)
 	}
-	if err := ValidatePool(in.Pool); err != nil {
+	if err := names.ValidatePool(in.Pool); err != nil {
 		return fmt.Errorf("create instance item %s: %w", in.ID, err)
 	}
 	if in.State == "" {
@@ -203,16 +204,16 @@ func PrepareNew(in *Instance, account Account, now time.Time) error {
 		return fmt.Errorf("create instance item %s: threshold is not set: every live state needs a deadline", in.ID)
 	}
 	if in.RunID != "" {
-		if err := ValidateAssignmentKey(in.RunID); err != nil {
+		if err := names.ValidateAssignmentKey(in.RunID); err != nil {
 			return fmt.Errorf("create instance item %s: %w", in.ID, err)
 		}
 		if in.AssignedAt.IsZero() {
 			in.AssignedAt = storedTime(now)
 		}
-		if err := validateRepo(in.Repo); err != nil {
+		if err := names.ValidateRepository(in.Repo); err != nil {
 			return fmt.Errorf("create instance item %s for run %s: %w", in.ID, in.RunID, err)
 		}
-		in.ServedRepos, in.ServedOwners = []string{in.Repo}, []string{Owner(in.Repo)}
+		in.ServedRepos, in.ServedOwners = []string{in.Repo}, []string{names.Owner(in.Repo)}
 	}
 	if in.Report != (Report{}) {
 		return fmt.Errorf("create instance item %s: agent attributes are the agent's to write", in.ID)

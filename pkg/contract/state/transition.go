@@ -1,6 +1,7 @@
 package state
 
 import (
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 
 	"context"
@@ -108,14 +109,14 @@ var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "labe
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
-	if err := ValidateInstanceID(c.InstanceID); err != nil {
+	if err := names.ValidateInstanceID(c.InstanceID); err != nil {
 		return err
 	}
 	r, err := lookup(c.From, c.To)
 	if err != nil {
 		return err
 	}
-	if err := ValidatePool(c.Pool); err != nil {
+	if err := names.ValidatePool(c.Pool); err != nil {
 		return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 	}
 	if c.Version < 1 {
@@ -127,22 +128,22 @@ func (c Change) Validate() error {
 	switch r.before {
 	case runAny, runAbsentOrRelease:
 		if c.RunID != "" {
-			if err := ValidateAssignmentKey(c.RunID); err != nil {
+			if err := names.ValidateAssignmentKey(c.RunID); err != nil {
 				return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 			}
 		}
 	case runMatch, runRelease:
-		if err := ValidateAssignmentKey(c.RunID); err != nil {
+		if err := names.ValidateAssignmentKey(c.RunID); err != nil {
 			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 		}
 	case runSet:
 		if c.Assign == nil {
 			return fmt.Errorf("%s → %s of %s: no assignment: a claim names the run it is for", c.From, c.To, c.InstanceID)
 		}
-		if err := ValidateAssignmentKey(c.Assign.RunID); err != nil {
+		if err := names.ValidateAssignmentKey(c.Assign.RunID); err != nil {
 			return fmt.Errorf("%s → %s of %s: %w", c.From, c.To, c.InstanceID, err)
 		}
-		if err := validateRepo(c.Assign.Repo); err != nil {
+		if err := names.ValidateRepository(c.Assign.Repo); err != nil {
 			return fmt.Errorf("%s → %s of %s: a claim names the run's repository: %w", c.From, c.To, c.InstanceID, err)
 		}
 		if _, err := ParseReuse(string(c.Reuse)); err != nil {
@@ -301,7 +302,7 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 		u.set("claimed", true)
 		u.remove("registeredAt")
 		u.b = u.b.Add(expression.Name(attrServedRepos), expression.Value(stringSet{a.Repo}))
-		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{Owner(a.Repo)}))
+		u.b = u.b.Add(expression.Name(attrServedOwners), expression.Value(stringSet{names.Owner(a.Repo)}))
 		if h := c.Home; h != nil {
 			u.set(attrIdleSecs, h.IdleSecs)
 			u.set(attrOfferTo, h.Queue)

@@ -3,6 +3,8 @@ package state
 import (
 	"fmt"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // State is the lifecycle state of an instance.
@@ -125,7 +127,7 @@ type Assignment struct {
 
 // ServesJob reports whether the assignment is a label-routed job's (its key is j<job id>) rather
 // than a workflow run's.
-func (a Assignment) ServesJob() bool { return IsJobKey(a.RunID) }
+func (a Assignment) ServesJob() bool { return names.IsJobKey(a.RunID) }
 
 // Report is what the agent writes about itself: the latest signal and the heartbeat.
 type Report struct {

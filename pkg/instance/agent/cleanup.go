@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // endRun makes sure nothing of a run survives into the next one: kill, then clear, then check.
@@ -81,7 +81,7 @@ func (a *Agent) scrub(ctx context.Context, log *slog.Logger, trees ...string) er
 // instance (interrupted).
 func (a *Agent) scrubAtStart(ctx context.Context) error {
 	it := a.last.Load()
-	if it != nil && assigned(it) && !state.IsJobKey(it.RunID) {
+	if it != nil && assigned(it) && !names.IsJobKey(it.RunID) {
 		if _, err := os.Stat(runDirsFor(a.cfg.RunsDir, it.RunID, it.RunAttempt).base); err == nil {
 			return nil
 		}
@@ -89,9 +89,9 @@ func (a *Agent) scrubAtStart(ctx context.Context) error {
 	var job string // the label-routed job the item assigns, or last let go of
 	switch {
 	case it == nil:
-	case state.IsJobKey(it.RunID) && assigned(it):
+	case names.IsJobKey(it.RunID) && assigned(it):
 		job = it.RunID
-	case state.IsJobKey(it.LastRunID) && it.RunID == "":
+	case names.IsJobKey(it.LastRunID) && it.RunID == "":
 		job = it.LastRunID
 	}
 	entries, err := os.ReadDir(a.cfg.RunsDir)

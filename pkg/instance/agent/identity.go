@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -31,7 +32,7 @@ func (id Identity) ARN() string {
 
 // Validate checks the identity's fields.
 func (id Identity) Validate() error {
-	if err := state.ValidateInstanceID(id.InstanceID); err != nil {
+	if err := names.ValidateInstanceID(id.InstanceID); err != nil {
 		return fmt.Errorf("instance metadata: %w", err)
 	}
 	if err := (state.Account{Partition: id.Partition, Region: id.Region, ID: id.Account}).Validate(); err != nil {

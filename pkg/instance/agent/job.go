@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
@@ -45,7 +46,7 @@ type returning struct {
 // key names directories the agent removes as root, the repository goes into the job-started
 // hook, and the runner URL must be on the pool's GitHub server.
 func checkJob(it *state.Instance, server string) error {
-	if !state.IsJobKey(it.RunID) {
+	if !names.IsJobKey(it.RunID) {
 		return fmt.Errorf("job key %q: want j<job id>", it.RunID)
 	}
 	if err := (jobGuard{Repo: it.Repo}).check(); err != nil {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
@@ -34,7 +34,7 @@ type jobGuard struct {
 // into a shell script.
 func (g jobGuard) check() error {
 	if g.Run != "" {
-		if err := state.ValidateRunID(g.Run); err != nil {
+		if err := names.ValidateRunID(g.Run); err != nil {
 			return fmt.Errorf("job guard: %w", err)
 		}
 	}

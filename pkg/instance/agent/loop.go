@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
@@ -50,7 +50,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			return err
 		}
 		found = item.Version
-		if state.IsJobKey(item.RunID) {
+		if names.IsJobKey(item.RunID) {
 			if servedBefore(item) {
 				// Served by the agent before this one, which stopped (or crashed) mid-job: the
 				// runner died with it (systemd kills the unit's cgroup), and a just-in-time runner
@@ -92,19 +92,19 @@ func (a *Agent) loop(ctx context.Context) error {
 // registration token goes to the runner URL, which must be on server (the pool document's GitHub
 // server).
 func checkAssignment(it *state.Instance, server string) error {
-	if err := state.ValidateRunID(it.RunID); err != nil {
+	if err := names.ValidateRunID(it.RunID); err != nil {
 		return err
 	}
 	if it.RunAttempt < 0 || it.RunAttempt > maxRunAttempt {
 		return fmt.Errorf("run attempt %d: want 0 to %d", it.RunAttempt, maxRunAttempt)
 	}
 	for _, l := range it.Labels {
-		if err := pooldoc.ValidateLabel(l); err != nil {
+		if err := names.ValidateLabel(l); err != nil {
 			return fmt.Errorf("label %w", err)
 		}
 	}
 	if it.RunnerGroup != "" {
-		if err := pooldoc.ValidateRunnerGroup(it.RunnerGroup); err != nil || strings.HasPrefix(it.RunnerGroup, "-") {
+		if err := names.ValidateRunnerGroup(it.RunnerGroup); err != nil || strings.HasPrefix(it.RunnerGroup, "-") {
 			return fmt.Errorf("runner group %q: want an organisation runner group's name, not starting with '-'", it.RunnerGroup)
 		}
 	}
@@ -122,8 +122,8 @@ func checkAssignment(it *state.Instance, server string) error {
 func checkRunnerURL(raw, repo, server string) error {
 	u, err := url.Parse(raw)
 	if err != nil || repo == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Host == "" ||
-		(u.Path != "/"+repo && u.Path != "/"+state.Owner(repo)) || ghurl.CheckURL(raw) != nil {
-		return fmt.Errorf("runner URL %q: want %s/%s or %s/%s", raw, server, repo, server, state.Owner(repo))
+		(u.Path != "/"+repo && u.Path != "/"+names.Owner(repo)) || ghurl.CheckURL(raw) != nil {
+		return fmt.Errorf("runner URL %q: want %s/%s or %s/%s", raw, server, repo, server, names.Owner(repo))
 	}
 	if !ghurl.SameServer(raw, server) {
 		return fmt.Errorf("runner URL %q: not on the pool's GitHub server %s; the registration token goes to no other server", raw, server)
@@ -138,7 +138,7 @@ const maxRunAttempt = 1000
 // run id can be named, only the log otherwise (the claim then ends at its deadline).
 func (a *Agent) refuseAssignment(ctx context.Context, it *state.Instance, cause error) {
 	a.log.Error("refusing a malformed assignment; nothing of it was used", "version", it.Version, "error", cause)
-	if state.ValidateAssignmentKey(it.RunID) != nil {
+	if names.ValidateAssignmentKey(it.RunID) != nil {
 		return
 	}
 	err := a.store.Signal(ctx, state.Signal{Name: state.SignalRegisterFailed, Run: it.RunID, Version: it.Version, At: a.now(),

@@ -1,9 +1,9 @@
-// Package dispatch serves label-routed jobs (docs/labels.md, docs/design.md §11): it reads the
-// jobs queue and the returns queue in batches and, for each job the webhook function passed on,
-// claims an idle instance of the job's pool through the pool's claim path (offers.Selector, the
-// pool's reuse scope against the job's repository) or creates one (one CreateFleet per pool and
-// batch), makes a just-in-time runner for it with the GitHub App, seals the runner's
-// configuration for that instance alone and hands it over in the claim. It moves the instance to
+// Package dispatch is the worker of the labels door (docs/labels.md, docs/design.md §11): it reads
+// the jobs queue and the returns queue in batches and, for each job the webhook function passed
+// on, asks the pool for an instance (pool.Acquire: one group per repository, whose reuse scope
+// decides which warm instances fit; one CreateFleet per pool and batch for the rest), making a
+// just-in-time runner for each instance with the GitHub App as it is claimed or recorded, its
+// configuration handed to that instance alone through its doorbell. It moves the instance to
 // running when the runner takes a job, gives it back when the job completes or the agent says it
 // is done (whichever comes first: one conditional write wins), offers it again once its agent has
 // wiped it, and removes a runner that got no job within its bound. It knows nothing of Lambda:
@@ -20,18 +20,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
-	"github.com/hangar-ci/hangar/pkg/pool/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // Defaults of a Config.
@@ -90,7 +87,7 @@ func (c *Config) ApplyDefaults() {
 // Validate checks the configuration; it changes nothing.
 func (c Config) Validate() error {
 	var errs []error
-	if err := pooldoc.ValidateStack(c.Stack); err != nil {
+	if err := names.ValidateStack(c.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
 	}
 	if !strings.HasPrefix(c.JobsQueueURL, "http") {
@@ -111,14 +108,8 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Store is the part of the state store the dispatcher uses (state.Store).
-type Store interface {
-	pool.Store
-	pool.Creator
-	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
-	Get(ctx context.Context, id string) (*state.Instance, error)
-	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
-	ByRun(ctx context.Context, run string) ([]state.Instance, error)
+// Events reads which jobs' webhook events are recorded (state.Store).
+type Events interface {
 	Events(ctx context.Context, action string, jobs []int64) (map[int64]string, error)
 }
 
@@ -127,33 +118,7 @@ type Pools interface {
 	LoadStack(ctx context.Context) (*pooldoc.Stack, error)
 }
 
-// Offers finds each pool's queue and offers instances on it (offers.Directory).
-type Offers interface {
-	Queue(ctx context.Context, pool string) (*offers.Queue, error)
-	Publish(ctx context.Context, insts ...*state.Instance) error
-}
-
-// Launcher creates instances and fills in the types of pools that choose them by size
-// (fleet.Launcher).
-type Launcher interface {
-	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
-	Resolve(ctx context.Context, doc *pooldoc.Document) error
-}
-
-// EC2 starts claimed stopped instances, untags recorded ones and terminates retired ones.
-type EC2 interface {
-	fleet.Tagger
-	pool.Starter
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
-}
-
-// EC2Launcher is every EC2 call the dispatcher makes, its launcher's included.
-type EC2Launcher interface {
-	EC2
-	fleet.EC2
-}
-
-// Runners is what the dispatcher does on GitHub in one scope (ghapi.Client).
+// Runners is what the dispatcher does on GitHub in one scope (ghclient.Client).
 type Runners interface {
 	GenerateJITConfig(ctx context.Context, r ghapi.JITRequest) (ghapi.JIT, error)
 	RunnerGroupID(ctx context.Context, name string) (int64, error)
@@ -173,17 +138,13 @@ type SQS interface {
 // Deps are the dispatcher's collaborators.
 type Deps struct {
 	Pools Pools
-	// Prices prices the instances launched, recorded in their items (nil: price unknown).
-	Prices   pool.Pricer
-	Store    Store
-	Offers   Offers
-	Launcher Launcher
-	EC2      EC2
-	GitHub   GitHub
-	SQS      SQS
-	// Bells makes the doorbells of the instances created, hands each instance placed its
-	// just-in-time runner configuration through its doorbell, and rings those given back.
-	Bells   *doorbell.Bells
+	// Pool claims, creates, hands over and gives back; its Store is where the dispatcher reads
+	// and moves instances. It must have doorbells: without them no runner configuration reaches
+	// an instance.
+	Pool    *pool.Pool
+	Events  Events
+	GitHub  GitHub
+	SQS     SQS
 	Log     *slog.Logger
 	Metrics *metrics.Writer
 	// Now is the clock; time.Now when nil.
@@ -192,9 +153,11 @@ type Deps struct {
 
 // validate refuses missing collaborators (a wiring mistake) before anything happens.
 func (d *Deps) validate() error {
+	if err := d.Pool.Validate("Queues", "Launcher", "Bells"); err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
 	var missing []string
-	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Store": d.Store != nil, "Offers": d.Offers != nil,
-		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil, "Bells": d.Bells.On()} {
+	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Events": d.Events != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil} {
 		if !set {
 			missing = append(missing, name)
 		}
@@ -215,15 +178,10 @@ func (d *Deps) validate() error {
 // Dispatcher serves one stack's label-routed jobs. Build it once (the Lambda does, before its
 // first batch); it is safe for concurrent use.
 type Dispatcher struct {
-	cfg     Config
-	d       Deps
-	names   state.RunnerNames
-	retire  *pool.Retirer
-	record  *pool.Recorder
-	returns *pool.Returner
+	cfg   Config
+	d     Deps
+	names state.RunnerNames
 
-	mu       sync.Mutex
-	resolved map[*pooldoc.Document]bool // pool documents whose types are resolved
 	// groupsMu is held while a runner group's id is looked up, so that it is asked once.
 	groupsMu sync.Mutex
 	groups   map[string]int64 // organisation/group name → runner group id
@@ -238,11 +196,7 @@ func New(cfg Config, d Deps) (*Dispatcher, error) {
 	if err := d.validate(); err != nil {
 		return nil, err
 	}
-	retire := &pool.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log}
-	return &Dispatcher{cfg: cfg, d: d, names: state.RunnerNamesOf(cfg.Stack), retire: retire,
-		record:  &pool.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log},
-		returns: &pool.Returner{Store: d.Store, Offers: d.Offers, Retirer: retire, Bells: d.Bells, Log: d.Log},
-		groups:  map[string]int64{}, resolved: map[*pooldoc.Document]bool{}}, nil
+	return &Dispatcher{cfg: cfg, d: d, names: state.RunnerNamesOf(cfg.Stack), groups: map[string]int64{}}, nil
 }
 
 // Source says which queue a message came from.

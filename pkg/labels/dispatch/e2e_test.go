@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -142,7 +143,7 @@ func TestDeliveries(t *testing.T) {
 	}))
 	idle := w.settled(1, time.Minute)
 	require.Equal(t, []int32{1}, w.ec2.Fleets(), "nothing created for the cancelled job")
-	require.NotEqual(t, state.JobKey(late, 0), idle[0].LastRunID, "the idle instance never served the cancelled job")
+	require.NotEqual(t, names.JobKey(late, 0), idle[0].LastRunID, "the idle instance never served the cancelled job")
 	w.offeredOnce(idle)
 }
 
@@ -162,15 +163,15 @@ func TestNoJobWithinBound(t *testing.T) {
 		return in.State == state.Idle && in.RunID == ""
 	})
 	require.NoError(t, err)
-	served, _, ok := state.ParseJobKey(back.LastRunID)
+	served, _, ok := names.ParseJobKey(back.LastRunID)
 	require.True(t, ok && served == cancelled, "the instance last held the cancelled job (%s)", back.LastRunID)
 
 	// A job whose runner never takes it: at its bound the runner goes, and the job gets another.
 	stuck := w.queue(localenv.Repo, 1, "echo finally")[0]
 	_, first := w.holding(stuck)
-	_, n, _ := state.ParseJobKey(first)
+	_, n, _ := names.ParseJobKey(first)
 	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the stuck job placed again", func(ctx context.Context) (bool, error) {
-		held, err := w.Store.ByRun(ctx, state.JobKey(stuck, n+1))
+		held, err := w.Store.ByRun(ctx, names.JobKey(stuck, n+1))
 		return len(held) == 1, err
 	}))
 	hold()
@@ -195,7 +196,7 @@ func (w *world) holding(job int64) (id, key string) {
 				return false, err
 			}
 			for _, in := range insts {
-				if j, _, ok := state.ParseJobKey(in.RunID); ok && j == job && in.SignalFor(state.SignalRegistered, in.RunID, in.Version) {
+				if j, _, ok := names.ParseJobKey(in.RunID); ok && j == job && in.SignalFor(state.SignalRegistered, in.RunID, in.Version) {
 					id, key = in.ID, in.RunID
 					return true, nil
 				}
@@ -216,7 +217,7 @@ func TestAgentCrashMidJob(t *testing.T) {
 	job := w.queue(localenv.Repo, 1, "sleep 120")[0]
 	var id string
 	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the job running", func(ctx context.Context) (bool, error) {
-		held, err := w.Store.ByRun(ctx, state.JobKey(job, 0))
+		held, err := w.Store.ByRun(ctx, names.JobKey(job, 0))
 		if err != nil || len(held) != 1 {
 			return false, err
 		}

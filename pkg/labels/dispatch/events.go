@@ -12,6 +12,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
@@ -37,10 +38,10 @@ func (x *Dispatcher) event(ctx context.Context, msg jobs.Message) error {
 // now; nil when the runner is not one of the stack's label-routed runners or its instance is gone.
 func (x *Dispatcher) served(ctx context.Context, runner string) (*state.Instance, string, error) {
 	id, key, ok := x.names.Parse(runner)
-	if !ok || !state.IsJobKey(key) {
+	if !ok || !names.IsJobKey(key) {
 		return nil, "", nil
 	}
-	it, err := x.d.Store.Get(ctx, id)
+	it, err := x.d.Pool.Store.Get(ctx, id)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
 		return nil, "", nil
 	}
@@ -76,14 +77,14 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 		return err
 	}
 	if it.State == state.Claimed || it.State == state.Created {
-		_, err := x.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
+		_, err := x.d.Pool.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
 			Version: it.Version, RunID: key, Threshold: x.d.Now().Add(doc.Timeout(state.Running)),
 			Reason: fmt.Sprintf("its runner took job %d of %s", j.ID, j.Repo)})
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return err
 		}
 	}
-	if made, _, _ := state.ParseJobKey(key); made != j.ID && j.Pool != it.Pool {
+	if made, _, _ := names.ParseJobKey(key); made != j.ID && j.Pool != it.Pool {
 		return x.redispatch(ctx, made, key, j)
 	}
 	return nil
@@ -94,9 +95,9 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 // at its bound while made still waited. Nothing is done when made is running or done elsewhere,
 // or has been placed again too often.
 func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, took jobs.Job) error {
-	_, n, _ := state.ParseJobKey(key)
+	_, n, _ := names.ParseJobKey(key)
 	for _, action := range []string{"in_progress", "completed"} {
-		seen, err := x.d.Store.Events(ctx, action, []int64{made})
+		seen, err := x.d.Events.Events(ctx, action, []int64{made})
 		if err != nil {
 			return err
 		}
@@ -104,7 +105,7 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 			return nil
 		}
 	}
-	queued, err := x.d.Store.Events(ctx, "queued", []int64{made})
+	queued, err := x.d.Events.Events(ctx, "queued", []int64{made})
 	if err != nil {
 		return err
 	}
@@ -149,7 +150,7 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 		if err != nil {
 			return err
 		}
-		_, err = x.returns.Idle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key,
+		_, err = x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key,
 			Reason: fmt.Sprintf("job %d completed (%s)", j.ID, j.Conclusion)})
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return err
@@ -174,7 +175,7 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 func (x *Dispatcher) cancelled(ctx context.Context, j jobs.Job) error {
 	var errs []error
 	for n := 0; n <= jobs.MaxRedispatch; n++ {
-		held, err := x.holder(ctx, state.JobKey(j.ID, n))
+		held, err := x.holder(ctx, names.JobKey(j.ID, n))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -197,7 +198,7 @@ func (x *Dispatcher) cancelled(ctx context.Context, j jobs.Job) error {
 // or created and its runner started) is removed and its instance given back; an instance still
 // booting is looked at again later.
 func (x *Dispatcher) check(ctx context.Context, msg jobs.Message) error {
-	it, err := x.d.Store.Get(ctx, msg.InstanceID)
+	it, err := x.d.Pool.Store.Get(ctx, msg.InstanceID)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
 		return nil
 	}
@@ -222,7 +223,7 @@ func (x *Dispatcher) check(ctx context.Context, msg jobs.Message) error {
 		}
 		// The job it was made for may still wait: its runner never took it (another job took
 		// the runner's place in GitHub's queue, or the runner was broken). It gets another.
-		made, _, _ := state.ParseJobKey(msg.Key)
+		made, _, _ := names.ParseJobKey(msg.Key)
 		return x.redispatch(ctx, made, msg.Key, jobs.Job{})
 	}
 	return nil
@@ -245,18 +246,18 @@ func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jo
 		err = gh.DeleteRunner(ctx, it.RunnerID)
 		switch {
 		case ghapi.IsBusy(err):
-			_, err := x.d.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
+			_, err := x.d.Pool.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
 				Version: it.Version, RunID: it.RunID, Threshold: x.d.Now().Add(doc.Timeout(state.Running)),
 				Reason: "its runner is running a job"})
 			if errors.Is(err, state.ErrConflict) {
 				return false, nil
 			}
 			return false, err
-		case err != nil && !ghapi.IsNotFound(err):
+		case err != nil:
 			return false, err
 		}
 	}
-	_, err = x.returns.Idle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: it.RunID, Reason: why})
+	_, err = x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: it.RunID, Reason: why})
 	if errors.Is(err, state.ErrConflict) {
 		return false, nil
 	}
@@ -283,7 +284,7 @@ func (x *Dispatcher) deleteRunner(ctx context.Context, installation int64, scope
 	}
 	err = gh.DeleteRunner(ctx, id)
 	switch {
-	case err == nil || ghapi.IsNotFound(err):
+	case err == nil:
 		return nil
 	case ghapi.IsBusy(err):
 		if round >= x.cfg.UnregisterRounds {

@@ -17,14 +17,15 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // fleetEC2 wraps the emulator's EC2 client and records each CreateFleet's size.
 type fleetEC2 struct {
-	dispatch.EC2Launcher
+	awsapi.EC2
 	mu     sync.Mutex
 	fleets []int32 // total target capacity of each CreateFleet
 }
@@ -33,7 +34,7 @@ func (f *fleetEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, o 
 	f.mu.Lock()
 	f.fleets = append(f.fleets, *in.TargetCapacitySpecification.TotalTargetCapacity)
 	f.mu.Unlock()
-	return f.EC2Launcher.CreateFleet(ctx, in, o...)
+	return f.EC2.CreateFleet(ctx, in, o...)
 }
 
 func (f *fleetEC2) Fleets() []int32 {
@@ -66,7 +67,7 @@ func newWorld(t *testing.T, timeout time.Duration, o localenv.JobsOptions) *worl
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	o.EC2 = func(c dispatch.EC2Launcher) dispatch.EC2Launcher { w.ec2.EC2Launcher = c; return w.ec2 }
+	o.EC2 = func(c awsapi.EC2) awsapi.EC2 { w.ec2.EC2 = c; return w.ec2 }
 	w.jobs, err = le.ServeJobs(ctx, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -137,7 +138,7 @@ func (w *world) instanceOf(j ghfake.Job) string {
 	w.t.Helper()
 	id, key, ok := w.RunnerNames().Parse(j.RunnerName)
 	require.True(w.t, ok, "job %d ran on %q, not a runner of the stack", j.ID, j.RunnerName)
-	require.True(w.t, state.IsJobKey(key), j.RunnerName)
+	require.True(w.t, names.IsJobKey(key), j.RunnerName)
 	return id
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
@@ -47,9 +48,9 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
-		SQS:    w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SQS:    w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x
@@ -97,7 +98,7 @@ func queued(js ...jobs.Job) []jobs.Message {
 // holder returns the item holding job's key.
 func (w *fakeWorld) holder(job int64) *state.Instance {
 	w.t.Helper()
-	return w.holderOf(state.JobKey(job, 0))
+	return w.holderOf(names.JobKey(job, 0))
 }
 
 // holderOf is holder for a job's key.
@@ -148,7 +149,7 @@ func TestFakePlacement(t *testing.T) {
 	for _, j := range []int64{11, 12, 13} {
 		it := w.holder(j)
 		held[it.ID] = j
-		require.Equal(t, state.JobKey(j, 0), it.RunID)
+		require.Equal(t, names.JobKey(j, 0), it.RunID)
 		require.Equal(t, "octo/app", it.Repo)
 		require.Equal(t, int64(7), it.Installation)
 		require.NotZero(t, it.RunnerID)
@@ -158,10 +159,10 @@ func TestFakePlacement(t *testing.T) {
 	require.Equal(t, state.Claimed, w.Store.Item(a.ID).State)
 	require.Len(t, w.EC2.Fleets(), 1, "the two others come from one CreateFleet")
 	require.Equal(t, int32(2), *w.EC2.Fleets()[0].TargetCapacitySpecification.TotalTargetCapacity)
-	names := w.GitHub.RunnerNames()
-	require.Len(t, names, 3, "one runner per job")
+	runners := w.GitHub.RunnerNames()
+	require.Len(t, runners, 3, "one runner per job")
 	for id, j := range held {
-		require.Contains(t, names, state.RunnerNamesOf(fake.Stack).Name(id, state.JobKey(j, 0)), "runners are named for their instance and job")
+		require.Contains(t, runners, state.RunnerNamesOf(fake.Stack).Name(id, names.JobKey(j, 0)), "runners are named for their instance and job")
 	}
 	configs := map[string]bool{}
 	for id := range held {
@@ -225,7 +226,7 @@ func TestFakeRedelivered(t *testing.T) {
 	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(41, "")}.Encode()
 	require.NoError(t, err)
 	require.Empty(t, w.x.Handle(context.Background(), []dispatch.Message{{ID: "again", Body: body, Receives: 2}}))
-	held, err := w.Store.ByRun(context.Background(), state.JobKey(41, 0))
+	held, err := w.Store.ByRun(context.Background(), names.JobKey(41, 0))
 	require.NoError(t, err)
 	require.Len(t, held, 1, "still one instance for the job")
 	require.Empty(t, w.EC2.Fleets(), "nothing created for it")
@@ -427,8 +428,8 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
-		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS, Bells: w.Bells,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
+		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
@@ -455,14 +456,14 @@ func TestFakeOrganizationScope(t *testing.T) {
 		scopes []ghapi.Scope
 	)
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Store: w.Store, Offers: w.Pools, Launcher: w.Launcher, EC2: w.EC2,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
 		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			scopes = append(scopes, s)
 			return w.GitHub, nil
 		},
-		SQS: w.SQS, Bells: w.Bells, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SQS: w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x

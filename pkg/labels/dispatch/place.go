@@ -16,10 +16,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
-	"github.com/hangar-ci/hangar/pkg/pool/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool/offers"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // queuedJob is a queued job and the message it came in.
@@ -35,14 +31,11 @@ type placement struct {
 	reused   bool
 }
 
-// pending is the jobs of one placement still without an instance, taken by the claims as they
-// are made (in parallel) and given back by the claims that were not won.
+// pending is one repository's jobs of a placement still without an instance, taken by the claims
+// and creations as they are made (in parallel) and given back by the claims that were not won.
 type pending struct {
 	mu   sync.Mutex
 	jobs []queuedJob
-	// err is why an assignment could not be made last (GitHub or KMS failing): the jobs left
-	// are then retried later rather than given instances that could not serve them.
-	err error
 }
 
 func (p *pending) pop() (queuedJob, bool) {
@@ -56,24 +49,12 @@ func (p *pending) pop() (queuedJob, bool) {
 	return j, true
 }
 
-// push gives a job back, with the reason its assignment failed (nil: its claim was lost).
-func (p *pending) push(j queuedJob, err error) {
+// push gives a job back: its claim was lost, or its assignment could not be made.
+func (p *pending) push(j queuedJob) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.jobs = append([]queuedJob{j}, p.jobs...)
-	if err != nil {
-		p.err = err
-	}
 }
-
-func (p *pending) left() ([]queuedJob, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.jobs), p.err
-}
-
-// errNoJob is Personalize's answer when every job of the placement has an instance already.
-var errNoJob = errors.New("no job left to assign")
 
 // place places a batch's queued jobs and returns the ids of the messages to deliver again.
 func (x *Dispatcher) place(ctx context.Context, queued []queuedJob) []string {
@@ -112,7 +93,7 @@ func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJ
 	for i, q := range queued {
 		ids[i] = q.job.ID
 	}
-	done, err := x.d.Store.Events(ctx, "completed", ids)
+	done, err := x.d.Events.Events(ctx, "completed", ids)
 	if err != nil {
 		// Placing a job that has ended costs one instance until its check: not worth failing for.
 		x.d.Log.Warn("dispatch: read which jobs have completed; placing them all", "error", err)
@@ -138,7 +119,7 @@ func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJ
 
 // holder returns the live instance that holds key, or nil.
 func (x *Dispatcher) holder(ctx context.Context, key string) (*state.Instance, error) {
-	held, err := x.d.Store.ByRun(ctx, key)
+	held, err := x.d.Pool.Store.ByRun(ctx, key)
 	if err != nil && !errors.Is(err, state.ErrBadItem) {
 		return nil, err
 	}
@@ -174,39 +155,41 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	if len(list) == 0 {
 		return nil
 	}
-	if err := x.resolve(ctx, doc); err != nil {
+	if err := x.d.Pool.Resolve(ctx, doc); err != nil {
 		x.d.Log.Error("dispatch: the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
 		return messageIDs(list)
 	}
 	start := x.d.Now()
-	claimID := randomID()
-	clients := &clientCache{x: x, clients: map[string]Runners{}}
-	var placed []placement
-	var failed []queuedJob
-	byRepo := map[string][]queuedJob{}
-	for _, q := range list {
-		r := strings.ToLower(q.job.Repo)
-		byRepo[r] = append(byRepo[r], q)
+	placed, acq, err := x.acquire(ctx, doc, list)
+	if err != nil {
+		x.d.Log.Error("dispatch: acquire instances for jobs", "pool", name, "jobs", len(list), "error", err)
+		return messageIDs(list)
 	}
-	var rest []queuedJob
-	for _, group := range byRepo {
-		if doc.Drained { // a drained pool offers nothing: every job gets a new instance
-			rest = append(rest, group...)
-			continue
+	switch {
+	case acq.ClaimErr != nil:
+		x.d.Log.Warn("dispatch: claim from the pool; creating what is missing", "pool", name, "error", acq.ClaimErr)
+	case acq.StartErr != nil:
+		x.d.Log.Warn("dispatch: start claimed stopped instances", "pool", name, "error", acq.StartErr)
+	}
+	if acq.CreateErr != nil {
+		x.d.Log.Error("dispatch: create instances for jobs", "pool", name, "error", acq.CreateErr)
+	}
+	reused := 0
+	done := map[int64]bool{}
+	for _, pl := range placed {
+		done[pl.job.ID] = true
+		if pl.reused {
+			reused++
 		}
-		got, left, bad := x.claim(ctx, doc, claimID, clients, group)
-		placed = append(placed, got...)
-		rest = append(rest, left...)
-		failed = append(failed, bad...)
 	}
-	reused := len(placed)
-	if len(rest) > 0 {
-		got, bad := x.create(ctx, doc, claimID, clients, rest)
-		placed = append(placed, got...)
-		failed = append(failed, bad...)
+	var failed []queuedJob
+	for _, q := range list {
+		if !done[q.job.ID] {
+			failed = append(failed, q)
+		}
 	}
 	x.scheduleChecks(ctx, doc, placed)
-	x.sweepAfterRetries(ctx, doc, clients, list)
+	x.sweepAfterRetries(ctx, doc, list)
 	for _, q := range failed {
 		x.d.Log.Error("dispatch: job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)
@@ -219,32 +202,45 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	return messageIDs(failed)
 }
 
-// claim claims idle instances for one repository's jobs of a pool. It returns the placements,
-// the jobs left for creation, and those that must wait (their assignments could not be made).
-func (x *Dispatcher) claim(ctx context.Context, doc *pooldoc.Document, claimID string, clients *clientCache, group []queuedJob) (
-	[]placement, []queuedJob, []queuedJob) {
-	p := &pending{jobs: group}
-	queue, err := x.d.Offers.Queue(ctx, doc.Name)
-	if err != nil {
-		x.d.Log.Warn("dispatch: the pool's queue; creating instead", "pool", doc.Name, "error", err)
-		return nil, group, nil
-	}
+// acquire asks the pool for an instance per job: one group per repository, whose reuse scope
+// decides which warm instances fit, claimed first; one CreateFleet for all that are left. Each
+// instance gets its job as its claim or item is written (personalize: a just-in-time runner made
+// for it), and the runner's configuration through its doorbell. A repository whose runners
+// cannot be made (GitHub failing) gets no new instances: they would fail the same way. An
+// instance created whose job could not be given is recorded without one, a warm instance of the
+// pool. It returns the placements, every one the pool handed its configuration to.
+func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []queuedJob) ([]placement, *pool.Acquired, error) {
 	now := x.d.Now()
-	jobOf := sync.Map{} // instance id → its job
-	sel := &offers.Selector{Queue: queue, Store: x.d.Store, Log: x.d.Log}
-	home := doc.Home()
-	res, err := sel.Claim(ctx, offers.Request{
-		Count: len(group), Assign: x.base(doc, group[0].job, claimID), Home: &home, Reuse: doc.Reuse,
+	claimID := randomID()
+	clients := &clientCache{x: x, clients: map[string]Runners{}}
+	byRepo := map[string]*pending{}
+	var groups []pool.Group
+	index := map[string]int{}
+	for _, q := range list {
+		r := strings.ToLower(q.job.Repo)
+		if _, ok := byRepo[r]; !ok {
+			byRepo[r] = &pending{}
+			index[r] = len(groups)
+			groups = append(groups, pool.Group{Assign: x.base(doc, q.job, claimID)})
+		}
+		byRepo[r].jobs = append(byRepo[r].jobs, q)
+		groups[index[r]].Count++
+	}
+	var jobOf sync.Map // instance id → the queuedJob it was given
+	acq, err := x.d.Pool.Acquire(ctx, pool.Request{
+		Doc: doc, Groups: groups,
+		Launch: pool.Launch{Token: createToken(doc.Name, list), Deadline: now.Add(x.cfg.CreateWait), Reason: "created for label-routed jobs"},
 		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
 		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
-		AliveSince: now.Add(-state.HeartbeatFresh), ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),
+		ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),
 		Personalize: func(ctx context.Context, id string, a *state.Assignment) error {
+			p := byRepo[strings.ToLower(a.Repo)]
 			q, ok := p.pop()
 			if !ok {
-				return errNoJob
+				return pool.ErrNoneLeft
 			}
 			if err := x.personalize(ctx, doc, clients, q.job, id, a); err != nil {
-				p.push(q, err)
+				p.push(q)
 				return err
 			}
 			jobOf.Store(id, q)
@@ -257,86 +253,32 @@ func (x *Dispatcher) claim(ctx context.Context, doc *pooldoc.Document, claimID s
 			}
 			x.unmint(ctx, clients, q.(queuedJob).job, doc, a.RunnerID)
 			clients.configs.Delete(id)
-			p.push(q.(queuedJob), nil)
+			byRepo[strings.ToLower(a.Repo)].push(q.(queuedJob))
 		},
-	})
-	if err != nil && !errors.Is(err, errNoJob) {
-		x.d.Log.Warn("dispatch: claim from the pool; creating what is missing", "pool", doc.Name, "error", err)
-	}
-	var placed []placement
-	for _, in := range res.Instances {
-		q, ok := jobOf.Load(in.ID)
-		if !ok {
-			continue // cannot happen: every claim won was personalized
-		}
-		placed = append(placed, placement{job: q.(queuedJob).job, instance: in, reused: true})
-	}
-	x.handOver(ctx, clients, placed)
-	if len(res.Stopped) > 0 {
-		if err := pool.StartStopped(ctx, x.d.EC2, res.Stopped); err != nil {
-			x.d.Log.Warn("dispatch: start claimed stopped instances", "instances", res.Stopped, "error", err)
-		}
-	}
-	left, perr := p.left()
-	if perr != nil {
-		// GitHub failed for this repository's jobs: new instances would fail the same way.
-		return placed, nil, left
-	}
-	return placed, left, nil
-}
-
-// create launches one instance per job left, with one CreateFleet (retried across types, zones
-// and markets by the launcher), and hands each a job as its item is recorded. An instance whose
-// job cannot be handed over is recorded without one: it becomes a warm instance of the pool.
-func (x *Dispatcher) create(ctx context.Context, doc *pooldoc.Document, claimID string, clients *clientCache, rest []queuedJob) (
-	[]placement, []queuedJob) {
-	p := &pending{jobs: rest}
-	var (
-		mu     sync.Mutex
-		placed []placement
-	)
-	byID := map[string]jobs.Job{}
-	_, err := x.d.Launcher.Launch(ctx, fleet.Request{
-		Pool: doc, Count: len(rest), Reserved: fleet.ForJobs(x.cfg.Stack, doc.Name), Deadline: x.d.Now().Add(x.cfg.CreateWait),
-		Token: createToken(doc.Name, rest),
-		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
-			items, err := x.record.Record(ctx, pool.Launch{Pool: doc, Instances: launched, At: x.d.Now(), Reason: "created for label-routed jobs",
-				Assign: func(ctx context.Context, id string) (*state.Assignment, error) {
-					q, ok := p.pop()
-					if !ok {
-						return nil, nil // more instances than jobs: a warm instance
-					}
-					a := x.base(doc, q.job, claimID)
-					if err := x.personalize(ctx, doc, clients, q.job, id, &a); err != nil {
-						p.push(q, err)
-						return nil, err
-					}
-					mu.Lock()
-					byID[id] = q.job
-					mu.Unlock()
-					return &a, nil
-				}})
-			if err != nil {
-				x.d.Log.Warn("dispatch: created instances recorded, some without a job (they serve as warm instances)", "pool", doc.Name, "error", err)
+		Secret: func(in *state.Instance) (pool.Secret, bool) {
+			config, ok := clients.configs.LoadAndDelete(in.ID)
+			if !ok {
+				return pool.Secret{}, false
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, it := range items {
-				if j, ok := byID[it.ID]; ok && it.RunID == j.Key() {
-					placed = append(placed, placement{job: j, instance: it})
-				}
-			}
-			return nil
+			return pool.Secret{Kind: pool.KindJIT, Value: config.(string)}, true
 		},
 	})
 	if err != nil {
-		x.d.Log.Error("dispatch: create instances for jobs", "pool", doc.Name, "jobs", len(rest), "error", err)
+		return nil, nil, err
 	}
-	// The doorbells exist (Record makes them): each configuration waits there for its instance's
-	// agent, which takes it when it has booted.
-	x.handOver(ctx, clients, placed)
-	left, _ := p.left()
-	return placed, left
+	defer acq.Wait() // the hand-overs sent and the pool's messages tidied before the batch ends
+	var placed []placement
+	for _, in := range acq.Claimed {
+		if q, ok := jobOf.Load(in.ID); ok {
+			placed = append(placed, placement{job: q.(queuedJob).job, instance: in, reused: true})
+		}
+	}
+	for _, in := range acq.Created {
+		if q, ok := jobOf.Load(in.ID); ok && in.RunID == q.(queuedJob).job.Key() {
+			placed = append(placed, placement{job: q.(queuedJob).job, instance: in})
+		}
+	}
+	return placed, acq, nil
 }
 
 // base is the part of a job's assignment its instance does not change.
@@ -348,7 +290,7 @@ func (x *Dispatcher) base(doc *pooldoc.Document, j jobs.Job, claimID string) sta
 
 // personalize completes the assignment of job j to instance id: the job's key, and a just-in-time
 // runner made for that instance, whose configuration is kept in memory (clients.configs) until
-// it is handed to the instance alone through its doorbell (handOver): never in the table.
+// it is handed to the instance alone through its doorbell (the pool's hand-over): never in the table.
 func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, clients *clientCache, j jobs.Job, id string, a *state.Assignment) error {
 	*a = x.base(doc, j, a.ClaimID)
 	a.RunID, a.Installation = j.Key(), j.Installation
@@ -366,26 +308,6 @@ func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, cli
 	return nil
 }
 
-// handOver sends each placed instance its job's just-in-time configuration, through its doorbell,
-// for the assignment its item holds (the job's key and the version the placement wrote). A
-// hand-over that fails is only logged: the agent fails the job's start when nothing comes
-// (agent.jobHandOverWait), and the job is placed again, as when its runner could not start.
-func (x *Dispatcher) handOver(ctx context.Context, clients *clientCache, placed []placement) {
-	ds := make([]doorbell.Delivery, 0, len(placed))
-	for _, pl := range placed {
-		config, ok := clients.configs.LoadAndDelete(pl.instance.ID)
-		if !ok {
-			continue
-		}
-		// The doorbell named here, never the item's bell (see provision's handOver).
-		ds = append(ds, doorbell.Delivery{URL: x.d.Bells.URL(pl.instance.ID), HandOver: doorbell.HandOver{Run: pl.instance.RunID,
-			Version: pl.instance.Version, Kind: doorbell.KindJIT, Secret: config.(string)}})
-	}
-	if err := x.d.Bells.HandOver(ctx, ds...); err != nil {
-		x.d.Log.Warn("dispatch: hand the runner configurations over; a job whose agent gets none is placed again", "error", err)
-	}
-}
-
 // mint makes a just-in-time runner. A runner of the same name exists only when an earlier attempt
 // at this very assignment (this instance, this job) made it and died before the claim was written:
 // it never served, and is made again.
@@ -396,7 +318,7 @@ func (x *Dispatcher) mint(ctx context.Context, gh Runners, r ghapi.JITRequest) (
 	}
 	old, ferr := gh.RunnerByName(ctx, r.Name)
 	if ferr == nil {
-		ferr = ghapi.IgnoreNotFound(gh.DeleteRunner(ctx, old.ID))
+		ferr = gh.DeleteRunner(ctx, old.ID)
 	}
 	if ferr != nil && !ghapi.IsNotFound(ferr) {
 		return ghapi.JIT{}, fmt.Errorf("%w; and the runner of that name could not be replaced: %w", err, ferr)
@@ -412,28 +334,11 @@ func (x *Dispatcher) unmint(ctx context.Context, clients *clientCache, j jobs.Jo
 	}
 	gh, _, err := clients.get(ctx, doc, j)
 	if err == nil {
-		err = ghapi.IgnoreNotFound(gh.DeleteRunner(context.WithoutCancel(ctx), runnerID))
+		err = gh.DeleteRunner(context.WithoutCancel(ctx), runnerID)
 	}
 	if err != nil {
 		x.d.Log.Warn("dispatch: delete the runner of a claim that was lost; the leftover sweep deletes it", "job", j.ID, "runner", runnerID, "error", err)
 	}
-}
-
-// resolve fills in the instance types of a pool that chooses them by size, once per document.
-func (x *Dispatcher) resolve(ctx context.Context, doc *pooldoc.Document) error {
-	if !doc.ChoosesTypesBySize() {
-		return nil
-	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.resolved[doc] {
-		return nil
-	}
-	if err := x.d.Launcher.Resolve(ctx, doc); err != nil {
-		return err
-	}
-	x.resolved[doc] = true
-	return nil
 }
 
 // scopeOf is where a job's runner is registered: its repository, or its organisation.
@@ -495,9 +400,10 @@ func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string) 
 }
 
 // sweepAfterRetries deletes the stack's runners left behind in the scopes of jobs delivered
-// again (release.Leftovers): an attempt that died between making a runner and writing its claim
+// again (pool.RemoveLeftovers): an attempt that died between making a runner and writing its claim
 // left it registered, offline, named for an instance that does not hold its job. Once per scope.
-func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Document, clients *clientCache, list []queuedJob) {
+func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Document, list []queuedJob) {
+	clients := &clientCache{x: x, clients: map[string]Runners{}}
 	swept := map[string]bool{}
 	for _, q := range list {
 		scope := strings.ToLower(scopeOf(doc, q.job.Repo).String())
@@ -510,7 +416,7 @@ func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Documen
 			x.d.Log.Warn("dispatch: sweep leftovers", "scope", scope, "error", err)
 			continue
 		}
-		n, warnings := release.Leftovers{GitHub: gh, Store: x.d.Store, Runners: x.names, Log: x.d.Log}.Remove(ctx, "")
+		n, warnings := x.d.Pool.RemoveLeftovers(ctx, gh, x.names, "")
 		for _, w := range warnings {
 			x.d.Log.Warn("dispatch: " + w)
 		}
@@ -520,8 +426,8 @@ func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Documen
 	}
 }
 
-// createToken is the idempotency token of the CreateFleet of a set of jobs, on one delivery of
-// their messages: a request the SDK retries gets the same instances back. A delivery after a
+// createToken is the idempotency token of the CreateFleet of a pool's jobs of a batch, on one
+// delivery of their messages: a request the SDK retries gets the same instances back. A delivery after a
 // failed attempt asks anew (the earlier attempt's instances are recorded, warm, or reaped by
 // refresh as orphans when it died before recording them).
 func createToken(pool string, list []queuedJob) string {

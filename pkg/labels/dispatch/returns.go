@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
@@ -36,7 +37,7 @@ func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 // returnOnce acts on a return as the item now says; it reports whether its write lost and the
 // item should be read again.
 func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error) {
-	it, err := x.d.Store.Get(ctx, r.InstanceID)
+	it, err := x.d.Pool.Store.Get(ctx, r.InstanceID)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
 		return false, nil
 	}
@@ -58,7 +59,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 		// back, counted (retired at the second failure in a row), and the job gets another.
 		return false, x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
-		res := x.retire.Retire(ctx, []state.Instance{*it}, pool.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
+		res := x.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
 		return false, res.Err
 	case holds && wiped:
 		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
@@ -67,7 +68,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 				x.d.Log.Warn("dispatch: delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
 			}
 		}
-		out, err := x.returns.Idle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + state.Describe(r.Key)})
+		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + names.Describe(r.Key)})
 		if errors.Is(err, state.ErrConflict) {
 			return true, nil
 		}
@@ -84,7 +85,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 // offer offers an instance that has served a job to its pool, or retires it when its pool may
 // not have it again (reuse never).
 func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
-	res := x.returns.OfferOrRetire(ctx, func(ctx context.Context, in *state.Instance) (*pooldoc.Document, error) {
+	res := x.d.Pool.OfferOrRetire(ctx, func(ctx context.Context, in *state.Instance) (*pooldoc.Document, error) {
 		return x.pool(ctx, in.Pool)
 	}, []*state.Instance{it})
 	for _, r := range res.Retired {
@@ -104,13 +105,13 @@ func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *po
 		}
 	}
 	if it.RegisterFailures+1 >= state.MaxRegisterFailures {
-		res := x.retire.Retire(ctx, []state.Instance{*it}, pool.Because(fmt.Sprintf("its agent could not start a runner %d times in a row: %s",
+		res := x.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because(fmt.Sprintf("its agent could not start a runner %d times in a row: %s",
 			it.RegisterFailures+1, it.SignalLog)))
 		if res.Err != nil {
 			return res.Err
 		}
 	} else {
-		out, err := x.returns.Idle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key, RegisterFailed: it.State == state.Claimed,
+		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key, RegisterFailed: it.State == state.Claimed,
 			Reason: "its agent could not start the job's runner: " + it.SignalLog})
 		if errors.Is(err, state.ErrConflict) {
 			return nil
@@ -122,7 +123,7 @@ func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *po
 			return err
 		}
 	}
-	made, _, _ := state.ParseJobKey(key)
+	made, _, _ := names.ParseJobKey(key)
 	return x.redispatch(ctx, made, key, jobs.Job{})
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-github/v66/github"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Headers GitHub sends with every delivery.
@@ -263,7 +263,7 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	if j.ID < 1 {
 		errs = append(errs, errors.New("workflow_job.id: missing"))
 	}
-	if err := pooldoc.ValidateRepository(j.Repo); err != nil {
+	if err := names.ValidateRepository(j.Repo); err != nil {
 		errs = append(errs, fmt.Errorf("repository.full_name: %w", err))
 	}
 	if j.Installation < 1 {

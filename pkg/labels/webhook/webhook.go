@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
@@ -51,7 +52,7 @@ func (c *Config) ApplyDefaults() {
 // Validate checks the configuration; it changes nothing.
 func (c Config) Validate() error {
 	var errs []error
-	if err := pooldoc.ValidateStack(c.Stack); err != nil {
+	if err := names.ValidateStack(c.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
 	}
 	if !strings.HasPrefix(c.JobsQueueURL, "http") {

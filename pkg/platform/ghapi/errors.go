@@ -3,40 +3,31 @@ package ghapi
 import (
 	"errors"
 	"net/http"
-	"net/url"
-
-	"github.com/google/go-github/v66/github"
 )
 
-// The GitHub answers callers tell apart; every other error is as go-github returned it.
+// Error is an answer of GitHub's API other than success, as the client (package ghclient) returns
+// it: the HTTP status, and whether it is a rate limit. Every error callers tell apart is one; any
+// other error (no answer at all: the network) is not.
+type Error struct {
+	Status      int
+	RateLimited bool
+	Err         error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
 // status returns the HTTP status of a GitHub API error, or 0.
 func status(err error) int {
-	var e *github.ErrorResponse
-	if errors.As(err, &e) && e.Response != nil {
-		return e.Response.StatusCode
-	}
-	var r *github.RateLimitError
-	if errors.As(err, &r) {
-		return http.StatusForbidden
-	}
-	var a *github.AbuseRateLimitError
-	if errors.As(err, &a) {
-		return http.StatusForbidden
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
 	}
 	return 0
 }
 
 // IsNotFound reports a 404: the runner (or repository, or organisation) is not there.
 func IsNotFound(err error) bool { return status(err) == http.StatusNotFound }
-
-// IgnoreNotFound returns nil for a 404 and err otherwise: deleting what is gone is done.
-func IgnoreNotFound(err error) error {
-	if IsNotFound(err) {
-		return nil
-	}
-	return err
-}
 
 // IsBusy reports GitHub's refusal to delete a runner that is running a job (422).
 func IsBusy(err error) bool { return status(err) == http.StatusUnprocessableEntity }
@@ -50,14 +41,10 @@ func IsUnauthorized(err error) bool { return status(err) == http.StatusUnauthori
 // IsRetryable reports an answer worth asking again later: a rate limit or a server error, or no
 // answer at all (a network error).
 func IsRetryable(err error) bool {
-	var r *github.RateLimitError
-	var a *github.AbuseRateLimitError
-	if errors.As(err, &r) || errors.As(err, &a) {
+	var e *Error
+	if errors.As(err, &e) && e.RateLimited {
 		return true
 	}
 	code := status(err)
 	return code == 0 && err != nil || code == http.StatusTooManyRequests || code >= 500
 }
-
-// notFound is the response a lookup that found nothing reports, so that IsNotFound holds.
-var notFound = &http.Response{StatusCode: http.StatusNotFound, Request: &http.Request{Method: http.MethodGet, URL: &url.URL{}}}

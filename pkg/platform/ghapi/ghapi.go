@@ -1,23 +1,17 @@
-// Package ghapi is the part of the GitHub REST API Hangar uses: runner registration tokens,
-// just-in-time runner configurations, listing and deleting self-hosted runners, for a repository
-// or an organisation. It mints no
-// remove token: runners leave GitHub by DeleteRunner, with the workflow's credential. It wraps
-// go-github behind a narrow interface so that provision and release depend on what they call,
-// not on the whole client.
+// Package ghapi is the vocabulary of the part of the GitHub REST API Hangar uses: runner
+// registration tokens, just-in-time runners, self-hosted runners and where they are registered
+// (a repository or an organisation), and the answers callers tell apart (Error). It links no
+// GitHub client: the client is package ghclient, and those who only name runners (the pool, the
+// agent) stay free of it.
 package ghapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v66/github"
-
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // Token is a runner registration token.
@@ -57,7 +51,7 @@ func ParseScope(repository, kind string) (Scope, error) {
 	default:
 		return Scope{}, fmt.Errorf("runner-scope %q: %w", kind, ErrScopeKind)
 	}
-	if err := pooldoc.ValidateRepository(repository); err != nil {
+	if err := names.ValidateRepository(repository); err != nil {
 		return Scope{}, err
 	}
 	owner, name, _ := strings.Cut(repository, "/")
@@ -84,109 +78,34 @@ func (s Scope) RunnerURL(serverURL string) string {
 	return strings.TrimRight(serverURL, "/") + "/" + s.String()
 }
 
-// Client is a GitHub client bound to one scope.
-type Client struct {
-	gh    *github.Client
-	scope Scope
+// RepositoryGroupID is the runner group id a repository's just-in-time runners are made in:
+// repositories have only the default group.
+const RepositoryGroupID = 1
+
+// JITRequest asks for one just-in-time runner.
+type JITRequest struct {
+	// Name is the runner's name (at most 64 characters; unique in the scope).
+	Name string
+	// Labels are exactly the labels the runner carries: GitHub adds none to a just-in-time runner.
+	Labels []string
+	// GroupID is the organisation runner group's id (RunnerGroupID); for a repository,
+	// RepositoryGroupID.
+	GroupID int64
+	// WorkFolder is the runner's work directory, relative to its own directory ("" for _work).
+	WorkFolder string
 }
 
-// New returns a client for apiURL (https://api.github.com, or the GITHUB_API_URL of an enterprise
-// server) authenticated with token, bound to scope.
-func New(apiURL, token string, scope Scope) (*Client, error) {
-	return newClient(apiURL, github.NewClient(nil).WithAuthToken(token), scope)
+// JIT is a just-in-time runner: registered, offline until a runner starts with Config, and
+// removed by GitHub after its one job.
+type JIT struct {
+	RunnerID int64
+	// Config is the encoded configuration `run.sh --jitconfig` takes: a credential of the runner,
+	// to be handed to one instance only.
+	Config string
 }
 
-// NewWithHTTP returns a client for apiURL bound to scope that sends its requests through hc,
-// which authenticates them (a GitHub App installation's transport: package ghapp).
-func NewWithHTTP(apiURL string, hc *http.Client, scope Scope) (*Client, error) {
-	return newClient(apiURL, github.NewClient(hc), scope)
-}
+// ErrNoConfig is returned when GitHub's answer holds no configuration.
+var ErrNoConfig = errors.New("GitHub returned no just-in-time configuration")
 
-func newClient(apiURL string, gh *github.Client, scope Scope) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(apiURL, "/") + "/")
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("GitHub API URL %q: want a URL such as https://api.github.com", apiURL)
-	}
-	gh.BaseURL = u
-	return &Client{gh: gh, scope: scope}, nil
-}
-
-// Scope returns the client's scope.
-func (c *Client) Scope() Scope { return c.scope }
-
-// RegistrationToken mints a runner registration token (valid one hour).
-func (c *Client) RegistrationToken(ctx context.Context) (Token, error) {
-	return mint(ctx, c, "registration", c.gh.Actions.CreateRegistrationToken, c.gh.Actions.CreateOrganizationRegistrationToken)
-}
-
-// apiToken is what go-github's runner tokens have in common.
-type apiToken interface {
-	GetToken() string
-	GetExpiresAt() github.Timestamp
-}
-
-// mint asks for a token of kind for the client's scope, through the repository or the
-// organisation endpoint.
-func mint[T apiToken](ctx context.Context, c *Client, kind string,
-	repo func(context.Context, string, string) (T, *github.Response, error),
-	org func(context.Context, string) (T, *github.Response, error)) (Token, error) {
-	var (
-		t   T
-		err error
-	)
-	if c.scope.Repo != "" {
-		t, _, err = repo(ctx, c.scope.Owner, c.scope.Repo)
-	} else {
-		t, _, err = org(ctx, c.scope.Owner)
-	}
-	if err != nil {
-		return Token{}, fmt.Errorf("create a runner %s token for %s: %w", kind, c.scope, err)
-	}
-	return Token{Value: t.GetToken(), ExpiresAt: t.GetExpiresAt().Time}, nil
-}
-
-// Runners lists every self-hosted runner of the scope (every page).
-func (c *Client) Runners(ctx context.Context) ([]Runner, error) {
-	var out []Runner
-	opts := &github.ListRunnersOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		var (
-			page *github.Runners
-			resp *github.Response
-			err  error
-		)
-		if c.scope.Repo != "" {
-			page, resp, err = c.gh.Actions.ListRunners(ctx, c.scope.Owner, c.scope.Repo, opts)
-		} else {
-			page, resp, err = c.gh.Actions.ListOrganizationRunners(ctx, c.scope.Owner, opts)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list the runners of %s: %w", c.scope, err)
-		}
-		for _, r := range page.Runners {
-			x := Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy()}
-			for _, l := range r.Labels {
-				x.Labels = append(x.Labels, l.GetName())
-			}
-			out = append(out, x)
-		}
-		if resp.NextPage == 0 {
-			return out, nil
-		}
-		opts.Page = resp.NextPage
-	}
-}
-
-// DeleteRunner removes a runner from the scope.
-func (c *Client) DeleteRunner(ctx context.Context, id int64) error {
-	var err error
-	if c.scope.Repo != "" {
-		_, err = c.gh.Actions.RemoveRunner(ctx, c.scope.Owner, c.scope.Repo, id)
-	} else {
-		_, err = c.gh.Actions.RemoveOrganizationRunner(ctx, c.scope.Owner, id)
-	}
-	if err != nil {
-		return fmt.Errorf("delete runner %d of %s: %w", id, c.scope, err)
-	}
-	return nil
-}
+// ErrNoGroup is returned (wrapped) by RunnerGroupID for a group the organisation does not have.
+var ErrNoGroup = errors.New("no such runner group")

@@ -19,6 +19,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
 )
 
 // Credentials are the App's: its id and its private key (PEM).
@@ -71,12 +72,12 @@ func New(apiURL string, source Source, base http.RoundTripper) *App {
 }
 
 // Client returns a GitHub client for scope that acts as the App's installation id.
-func (a *App) Client(installation int64, scope ghapi.Scope) (*ghapi.Client, error) {
+func (a *App) Client(installation int64, scope ghapi.Scope) (*ghclient.Client, error) {
 	if installation < 1 {
 		return nil, fmt.Errorf("installation %d: want the GitHub App installation id", installation)
 	}
 	hc := &http.Client{Transport: &installationTransport{app: a, id: installation}, Timeout: 30 * time.Second}
-	return ghapi.NewWithHTTP(a.apiURL, hc, scope)
+	return ghclient.NewWithHTTP(a.apiURL, hc, scope)
 }
 
 // TokensMinted counts the installation transports made: each asks GitHub for a token once an

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
@@ -166,7 +166,7 @@ func (b *Bells) Sweep(ctx context.Context, live func(ctx context.Context, ids []
 		for _, u := range page.QueueUrls {
 			name := u[strings.LastIndexByte(u, '/')+1:]
 			id, ok := strings.CutPrefix(name, prefix)
-			if !ok || state.ValidateInstanceID(id) != nil {
+			if !ok || names.ValidateInstanceID(id) != nil {
 				continue // not a doorbell Hangar made: not the sweep's to judge
 			}
 			ids = append(ids, id)

@@ -7,12 +7,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
 
 // The tags Hangar puts on every instance it launches (and its volumes). They all start with
-// pooldoc.ReservedTagPrefix, which users may not use, and are applied after the users' tags.
+// names.ReservedTagPrefix, which users may not use, and are applied after the users' tags.
 const (
 	// TagStack names the stack that launched the instance; refresh's orphan search and the IAM
 	// conditions of the stack's roles match on it.
@@ -63,7 +62,7 @@ func tags(req Request) []ec2types.Tag {
 		merged[k] = v
 	}
 	for k, v := range req.Tags {
-		if !strings.HasPrefix(strings.ToLower(k), pooldoc.ReservedTagPrefix) {
+		if !strings.HasPrefix(strings.ToLower(k), names.ReservedTagPrefix) {
 			merged[k] = v
 		}
 	}

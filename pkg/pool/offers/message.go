@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -112,7 +113,7 @@ func (m Message) validate(pool string) error {
 	case m.RegisterMs < 0:
 		return fmt.Errorf("regMs %d: want 0 or more milliseconds", m.RegisterMs)
 	}
-	if err := state.ValidateInstanceID(m.InstanceID); err != nil {
+	if err := names.ValidateInstanceID(m.InstanceID); err != nil {
 		return err
 	}
 	id, err := state.InstanceIDFromARN(m.InstanceARN)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -35,7 +36,7 @@ type Queue struct {
 // NewQueue returns the queue of pool at url, with its dead-letter queue at dlqURL ("" when the
 // pool has none: poison is then deleted and logged).
 func NewQueue(client SQS, pool, url, dlqURL string) (*Queue, error) {
-	if err := state.ValidatePool(pool); err != nil {
+	if err := names.ValidatePool(pool); err != nil {
 		return nil, err
 	}
 	if url == "" {

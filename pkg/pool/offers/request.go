@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -20,8 +19,6 @@ const (
 	// UsageAny takes spot and on-demand instances alike.
 	UsageAny = ""
 )
-
-var typePatternRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9.*?-]{1,64}$`) })
 
 // Request is what a run asks of a pool.
 type Request struct {
@@ -70,14 +67,6 @@ func (r Request) home() *state.Home {
 	return r.Home
 }
 
-// ValidateTypePattern checks one instance type pattern.
-func ValidateTypePattern(p string) error {
-	if !typePatternRe().MatchString(p) {
-		return fmt.Errorf("instance type pattern %q is malformed: want 1 to 64 of a-z, 0-9, '.', '-', with '*' and '?' as wildcards (e.g. c*, m7g.*, c7i.large)", p)
-	}
-	return nil
-}
-
 // Validate checks every field of the request.
 func (r Request) Validate() error {
 	if r.Count < 1 || r.Count > MaxCount {
@@ -89,7 +78,7 @@ func (r Request) Validate() error {
 		return fmt.Errorf("usage class %q: want spot, on-demand, or empty for any", r.UsageClass)
 	}
 	for _, p := range r.InstanceTypes {
-		if err := ValidateTypePattern(p); err != nil {
+		if err := names.ValidateTypePattern(p); err != nil {
 			return err
 		}
 	}
@@ -100,7 +89,7 @@ func (r Request) Validate() error {
 		return fmt.Errorf("minimum memory %d MiB: want 0 or more", r.MinMemoryMiB)
 	}
 	if r.Assign.RunID != "" || r.Personalize == nil {
-		if err := state.ValidateAssignmentKey(r.Assign.RunID); err != nil {
+		if err := names.ValidateAssignmentKey(r.Assign.RunID); err != nil {
 			return err
 		}
 	}

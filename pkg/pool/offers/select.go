@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -340,7 +341,7 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		changes = append(changes, state.Change{
 			InstanceID: o.r.msg.InstanceID, Pool: sel.Queue.pool, From: o.r.msg.State(), To: state.Claimed,
 			Version: o.r.msg.Version, Assign: &o.assign, Home: sel.req.home(), Reuse: sel.req.Reuse, AliveSince: sel.req.AliveSince, Threshold: sel.req.ClaimDeadline,
-			Reason: "claimed for " + state.Describe(o.assign.RunID),
+			Reason: "claimed for " + names.Describe(o.assign.RunID),
 		})
 		befores = append(befores, o.r.msg.Instance())
 		at = append(at, i)

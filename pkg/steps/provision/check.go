@@ -14,7 +14,7 @@ import (
 // check refuses, before anything changes, a request the pool cannot serve, and settles the
 // instance types and the runtime the run gets.
 func (p *provisioning) check(ctx context.Context) error {
-	doc := p.d.Pool
+	doc := p.d.Doc
 	if doc == nil || doc.Name != p.cfg.Pool {
 		return fmt.Errorf("pool: %q: no such pool document", p.cfg.Pool)
 	}
@@ -54,7 +54,7 @@ func (p *provisioning) check(ctx context.Context) error {
 		}
 	}
 	if len(p.types) > 0 && (p.cfg.MinVCPU > 0 || p.cfg.MinMemoryMiB > 0) {
-		specs, err := p.d.Launcher.Describe(ctx, p.types)
+		specs, err := p.d.Pool.Describe(ctx, p.types)
 		if err != nil {
 			return err
 		}

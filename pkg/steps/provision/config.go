@@ -7,11 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
-	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
-	"github.com/hangar-ci/hangar/pkg/pool/offers"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // Config is one provision request. Field comments name the action input each comes from; error
@@ -64,7 +64,7 @@ const (
 // defaults to DefaultCount.
 func (c *Config) ApplyDefaults() {
 	if c.Stack == "" {
-		c.Stack = pooldoc.DefaultStack
+		c.Stack = names.DefaultStack
 	}
 	if c.RegistrationTimeout == 0 {
 		c.RegistrationTimeout = DefaultRegistrationTimeout
@@ -87,16 +87,16 @@ func (c Config) Validate() error {
 	bad := func(input, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", input, fmt.Sprintf(format, a...)))
 	}
-	if err := pooldoc.ValidateStack(c.Stack); err != nil {
+	if err := names.ValidateStack(c.Stack); err != nil {
 		bad("stack", "%v", err)
 	}
 	if c.Pool == "" {
 		bad("pool", "empty: want the name of a pool of the stack")
-	} else if err := state.ValidatePool(c.Pool); err != nil {
+	} else if err := names.ValidatePool(c.Pool); err != nil {
 		bad("pool", "%v", err)
 	}
-	if c.Count < 1 || c.Count > offers.MaxCount {
-		bad("instance-count", "%d: want 1 to %d", c.Count, offers.MaxCount)
+	if c.Count < 1 || c.Count > pool.MaxCount {
+		bad("instance-count", "%d: want 1 to %d", c.Count, pool.MaxCount)
 	}
 	if c.UsageClass != "" {
 		if err := pooldoc.ValidateMarket(c.UsageClass); err != nil {
@@ -104,7 +104,7 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, p := range c.InstanceTypes {
-		if err := offers.ValidateTypePattern(p); err != nil {
+		if err := names.ValidateTypePattern(p); err != nil {
 			bad("allowed-instance-types", "%v", err)
 		}
 	}
@@ -121,21 +121,21 @@ func (c Config) Validate() error {
 		bad("registration-timeout", "%s: want 10s to %s", c.RegistrationTimeout, maxRegistrationTimeout)
 	}
 	if c.RunnerGroup != "" {
-		if err := pooldoc.ValidateRunnerGroup(c.RunnerGroup); err != nil {
+		if err := names.ValidateRunnerGroup(c.RunnerGroup); err != nil {
 			bad("runner-group", "%v", err)
 		}
 	}
 	for _, l := range c.Labels {
-		if err := pooldoc.ValidateLabel(l); err != nil {
+		if err := names.ValidateLabel(l); err != nil {
 			bad("labels", "%v", err)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Tags)) {
-		if err := pooldoc.ValidateTag(k, c.Tags[k]); err != nil {
+		if err := names.ValidateTag(k, c.Tags[k]); err != nil {
 			bad("tags", "%v", err)
 		}
 	}
-	if err := state.ValidateRunID(c.RunID); err != nil {
+	if err := names.ValidateRunID(c.RunID); err != nil {
 		bad("GITHUB_RUN_ID", "%v", err)
 	}
 	if c.RunAttempt < 1 {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // TestColdThenWarm: a cold provision of 3 creates them with one CreateFleet; jobs land only on
@@ -48,7 +48,7 @@ func TestColdThenWarm(t *testing.T) {
 	rel := e.release("7001")
 	require.Len(t, rel.Instances, 3)
 	for _, o := range rel.Instances {
-		require.Equal(t, release.Returned, o.Result, o.ID)
+		require.Equal(t, pool.Returned, o.Result, o.ID)
 	}
 	require.Empty(t, e.GH.Runners(""), "no runner of the run is left on GitHub")
 	require.Empty(t, rel.Warnings)
@@ -63,7 +63,7 @@ func TestColdThenWarm(t *testing.T) {
 
 	again := e.release("7002") // twice is harmless
 	for _, o := range again.Instances {
-		require.Equal(t, release.Already, o.Result)
+		require.Equal(t, pool.Already, o.Result)
 	}
 }
 

@@ -25,29 +25,23 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	registerFailed := it.State == state.Claimed && it.Signal == state.SignalRegisterFailed
 	if registerFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if registerFailed && pool.NotReusable(it, p.d.Pool, nil) == "" {
-		back := p.returner()
-		out, err := back.Idle(ctx, pool.Back{Instance: *it, Idle: p.d.Pool.Timeout(state.Idle), RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
+	} else if registerFailed && pool.NotReusable(it, p.d.Doc, nil) == "" {
+		out, err := p.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: p.d.Doc.Timeout(state.Idle), RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
 		if err == nil {
-			if err := back.Offer(ctx, out); err != nil {
+			if err := p.d.Pool.Offer(ctx, out); err != nil {
 				p.warn("offer %s back to the pool: %v", it.ID, err)
 			}
 			return
 		}
 		p.warn("give %s back: %v; terminating it unless someone else holds it now", it.ID, err)
 	}
-	res := p.retire.Retire(ctx, []state.Instance{*it}, pool.Because(reason))
+	res := p.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because(reason))
 	if res.Err != nil {
 		p.warn("terminate %s: %v (refresh will retry)", it.ID, res.Err)
 	}
 	for _, lost := range res.Lost {
 		p.warn("%s moved on before it could be terminated (%s): left alone", lost.ID, lost.Holder())
 	}
-}
-
-// returner gives instances back to the pool provision serves.
-func (p *provisioning) returner() *pool.Returner {
-	return &pool.Returner{Store: p.d.Store, Offers: p.d.Queue, Retirer: p.retire, Bells: p.d.Bells, Log: p.d.Log}
 }
 
 // rollback gives back or terminates everything this provision took.
@@ -61,7 +55,7 @@ func (p *provisioning) rollback(cause error) {
 	p.d.Log.Error("provision failed; giving back what it took", "error", cause, "instances", len(ids))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	items, err := p.d.Store.GetMany(ctx, ids)
+	items, err := p.d.Pool.Store.GetMany(ctx, ids)
 	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		p.d.Log.Error("rollback: read the items; refresh will expire them", "error", err)
 		return
@@ -83,7 +77,7 @@ func (p *provisioning) rollback(cause error) {
 			p.mu.Unlock()
 		}
 	}
-	res := p.d.Releaser.GiveBack(ctx, p.cfg.RunID, insts)
+	res := p.giveBack(ctx, insts)
 	for _, w := range res.Warnings {
 		p.d.Log.Warn("rollback: " + w)
 	}
@@ -104,7 +98,7 @@ func (p *provisioning) notReady(it *state.Instance) string {
 // replaceEarlierAttempt gives back the instances an earlier attempt of the run left, so that no
 // stale runner holds the label; this attempt gets fresh ones.
 func (p *provisioning) replaceEarlierAttempt(ctx context.Context) {
-	left, err := p.d.Store.ByRun(ctx, p.cfg.RunID)
+	left, err := p.d.Pool.Store.ByRun(ctx, p.cfg.RunID)
 	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		p.warn("look for instances of earlier attempts: %v", err)
 		return
@@ -114,8 +108,16 @@ func (p *provisioning) replaceEarlierAttempt(ctx context.Context) {
 		return
 	}
 	p.d.Log.Info("giving back the instances of earlier attempts", "count", len(earlier))
-	res := p.d.Releaser.GiveBack(ctx, p.cfg.RunID, earlier)
+	res := p.giveBack(ctx, earlier)
 	for _, w := range res.Warnings {
 		p.warn("giving back an earlier attempt's instances: %s", w)
 	}
+}
+
+// giveBack gives instances of the run back to the pool (pool.GiveBack), with their runners: a
+// failed provision's, or an earlier attempt's. Runners of the run's other instances (another
+// provision of the same run) are not touched.
+func (p *provisioning) giveBack(ctx context.Context, insts []state.Instance) *pool.GivenBack {
+	return p.d.Pool.GiveBack(ctx, pool.GiveBack{Run: p.cfg.RunID, Instances: insts, GitHub: p.d.GitHub,
+		Names: state.RunnerNamesOf(p.cfg.Stack)})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
@@ -26,7 +27,7 @@ import (
 // countingEC2 wraps the real (moto) EC2 client, counting calls and injecting capacity errors for
 // chosen (type, zone) pairs or everywhere: fault injection on top of the emulator.
 type countingEC2 struct {
-	step.EC2
+	awsapi.EC2
 	calls     sync.Map // operation → *atomic.Int64
 	mu        sync.Mutex
 	noCap     map[string]bool // "type/az" or "*" with no capacity

@@ -17,7 +17,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // These tests run provision's orchestration on the in-memory fakes (internal/testkit/fake): no
@@ -28,15 +27,11 @@ const fakeRepo = "octo/app"
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fakeDeps wires provision to w: the real offers selector and queue on the fake SQS, the real
-// fleet launcher on the fake EC2, the real releaser on the fakes.
+// fakeDeps wires provision to w: the real pool (offers selector and queue on the fake SQS, fleet
+// launcher on the fake EC2) on the fakes.
 func fakeDeps(t *testing.T, w *fake.World) provision.Deps {
 	t.Helper()
-	rel, err := release.New(release.Config{DeregisterTimeout: 10 * time.Second, PollInterval: 10 * time.Millisecond},
-		release.Deps{Store: w.Store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.Pools, Runners: state.RunnerNamesOf(fake.Stack), Log: quiet})
-	require.NoError(t, err)
-	return provision.Deps{Pool: w.Doc, Store: w.Store, Claimer: w.Selector(t), Queue: w.Queue(t), Launcher: w.Launcher,
-		EC2: w.EC2, GitHub: w.GitHub, Releaser: rel, Bells: w.Bells, Log: quiet}
+	return provision.Deps{Doc: w.Doc, Pool: w.Pool, GitHub: w.GitHub, Log: quiet}
 }
 
 func fakeConfig(w *fake.World, run string, n int) provision.Config {

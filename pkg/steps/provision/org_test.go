@@ -10,6 +10,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/step"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
@@ -20,7 +21,7 @@ import (
 func TestOrgScopeNeedsARunnerGroup(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, localenv.Options{})
-	org, err := ghapi.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: "octo"})
+	org, err := ghclient.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: "octo"})
 	require.NoError(t, err)
 	wiring := func() *step.Wiring { // a fresh one: it caches the pool documents it reads
 		w, err := e.Wiring(nil, nil)

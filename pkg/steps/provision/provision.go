@@ -3,108 +3,45 @@ package provision
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/pool"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
-	"github.com/hangar-ci/hangar/pkg/pool/fleet"
-	"github.com/hangar-ci/hangar/pkg/pool/offers"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
-// Store is the part of the state store provision uses.
-type Store interface {
-	Create(ctx context.Context, insts []*state.Instance) error
-	Get(ctx context.Context, id string) (*state.Instance, error)
-	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
-	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
-	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) (done bool, next time.Duration)) error
-	ByRun(ctx context.Context, run string) ([]state.Instance, error)
-	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
-}
-
-// Claimer claims idle instances from the pool (offers.Selector).
-type Claimer interface {
-	ClaimAsync(ctx context.Context, req offers.Request) (res offers.Result, tidy func(), err error)
-}
-
-// Publisher offers instances back to the pool (offers.Queue).
-type Publisher interface {
-	Publish(ctx context.Context, insts ...*state.Instance) error
-}
-
-// Launcher creates instances, describes instance types and fills in the types of a pool that
-// chooses them by size (fleet.Launcher).
-type Launcher interface {
-	Launch(ctx context.Context, req fleet.Request) ([]fleet.Instance, error)
-	Describe(ctx context.Context, types []string) (map[string]fleet.Spec, error)
-	Resolve(ctx context.Context, doc *pooldoc.Document) error
-}
-
-// EC2 starts, untags and terminates instances.
-type EC2 interface {
-	fleet.Tagger
-	StartInstances(ctx context.Context, params *ec2.StartInstancesInput, optFns ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error)
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
-}
-
-// GitHub is the part of the GitHub API provision uses.
+// GitHub is the part of the GitHub API provision uses: the run's registration token, and the
+// scope's runners (the pool deletes leftovers and the runners of what it gives back).
 type GitHub interface {
 	RegistrationToken(ctx context.Context) (ghapi.Token, error)
-	Runners(ctx context.Context) ([]ghapi.Runner, error)
-	DeleteRunner(ctx context.Context, id int64) error
-}
-
-// Releaser gives instances of a run back (release.Releaser): a failed provision's, or an earlier
-// attempt's.
-type Releaser interface {
-	GiveBack(ctx context.Context, run string, insts []state.Instance) *release.Result
+	pool.Runners
 }
 
 // Deps are provision's collaborators.
 type Deps struct {
-	Pool *pooldoc.Document
-	// Prices prices the instances launched, recorded in their items (nil: price unknown).
-	Prices   pool.Pricer
-	Store    Store
-	Claimer  Claimer
-	Queue    Publisher
-	Launcher Launcher
-	EC2      EC2
-	GitHub   GitHub
-	Releaser Releaser
-	// Bells makes the doorbells of the instances provision creates, hands each instance it
-	// claims or creates the run's registration token through its doorbell, and rings those it
-	// gives back. Without doorbells no token can reach an instance, so no runner registers.
-	Bells *doorbell.Bells
-	Log   *slog.Logger
+	// Doc is the pool's document.
+	Doc *pooldoc.Document
+	// Pool claims, creates, hands over and gives back; its Store is where provision reads the
+	// run's instances. It must have doorbells: without them no token reaches an instance.
+	Pool   *pool.Pool
+	GitHub GitHub
+	Log    *slog.Logger
 	// Mask is called with every secret before it could reach a log.
 	Mask func(secret string)
 }
 
 // validate refuses missing collaborators (a wiring mistake) before anything happens.
 func (d *Deps) validate() error {
-	var missing []string
-	for name, set := range map[string]bool{"Store": d.Store != nil, "Claimer": d.Claimer != nil, "Queue": d.Queue != nil,
-		"Launcher": d.Launcher != nil, "EC2": d.EC2 != nil, "GitHub": d.GitHub != nil, "Releaser": d.Releaser != nil,
-		"Bells": d.Bells.On()} {
-		if !set {
-			missing = append(missing, name)
-		}
+	if err := d.Pool.Validate("Queues", "Launcher", "Bells"); err != nil {
+		return fmt.Errorf("provision: %w", err)
 	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("provision: Deps.%s not set", strings.Join(missing, ", Deps."))
+	if d.GitHub == nil {
+		return errors.New("provision: Deps.GitHub not set")
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -175,8 +112,6 @@ type member struct {
 type provisioning struct {
 	cfg      Config
 	d        Deps
-	retire   *pool.Retirer
-	record   *pool.Recorder
 	start    time.Time
 	assign   state.Assignment
 	types    []string
@@ -207,14 +142,12 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	}
 	// A pool that chooses its instance types by size gets them first (one DescribeInstanceTypes
 	// pass), before anything is claimed.
-	if d.Pool != nil && d.Pool.ChoosesTypesBySize() {
-		if err := d.Launcher.Resolve(ctx, d.Pool); err != nil {
+	if d.Doc != nil {
+		if err := d.Pool.Resolve(ctx, d.Doc); err != nil {
 			return nil, fmt.Errorf("pool: %w", err)
 		}
 	}
-	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID},
-		retire: &pool.Retirer{Store: d.Store, EC2: d.EC2, Bells: d.Bells, Log: d.Log},
-		record: &pool.Recorder{Store: d.Store, EC2: d.EC2, Prices: d.Prices, Bells: d.Bells, Log: d.Log}}
+	p := &provisioning{cfg: cfg, d: d, start: time.Now(), members: map[string]*member{}, res: &Result{RunnerLabel: cfg.RunID}}
 	if err := p.check(ctx); err != nil {
 		return nil, err
 	}
@@ -240,7 +173,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	// alone (handOver), never the table.
 	p.token = tok
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
-		RunnerURL: cfg.RunnerScope().RunnerURL(d.Pool.GitHubURL), Labels: cfg.Labels,
+		RunnerURL: cfg.RunnerScope().RunnerURL(d.Doc.GitHubURL), Labels: cfg.Labels,
 		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
 
 	if err := p.provision(ctx); err != nil {

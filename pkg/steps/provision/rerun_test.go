@@ -67,7 +67,7 @@ func TestLostRegistrationWriteTerminatesNothing(t *testing.T) {
 	deps, err := e.w.Provision(e.ctx, e.Pool)
 	require.NoError(t, err)
 	thief := &faults.Thief{Store: e.Store, Target: warm, Run: "7999", Before: state.Running}
-	deps.Store = thief
+	deps.Pool.Store = thief
 	res, err := provision.Run(e.ctx, e.config("7902", 1), deps)
 	require.NoError(t, err)
 	stolen, err := thief.Stolen()

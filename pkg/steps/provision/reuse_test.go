@@ -10,8 +10,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // TestReuseScope: an instance that served a run of repository A is given to a run of another
@@ -48,7 +49,7 @@ func TestReuseScope(t *testing.T) {
 			deps, err := e.w.Provision(e.ctx, cfg.Pool)
 			require.NoError(t, err)
 			owner, name, _ := strings.Cut(tc.next, "/")
-			deps.GitHub, err = ghapi.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
+			deps.GitHub, err = ghclient.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
 			require.NoError(t, err)
 			res, err := provision.Run(e.ctx, cfg, deps)
 			require.NoError(t, err)
@@ -77,7 +78,7 @@ func TestReuseNever(t *testing.T) {
 	rel := e.release("7711")
 	require.Len(t, rel.Instances, 2)
 	for _, o := range rel.Instances {
-		require.Equal(t, release.Terminated, o.Result, "%+v", o)
+		require.Equal(t, pool.Terminated, o.Result, "%+v", o)
 	}
 	offered := e.offered()
 	for _, id := range ids(res) {

@@ -159,10 +159,10 @@ func TestLostOrRepeatedHandOver(t *testing.T) {
 		run := []string{"7942", "7943"}[i]
 		deps, err := e.w.Provision(e.ctx, e.Pool)
 		require.NoError(t, err)
-		lossy := &lossyBells{SQS: deps.Bells.SQS, drop: tc.drop, repeat: tc.repeat, dropped: map[string]int{}, sent: map[string]int{}}
-		bells := *deps.Bells
+		lossy := &lossyBells{SQS: deps.Pool.Bells.SQS, drop: tc.drop, repeat: tc.repeat, dropped: map[string]int{}, sent: map[string]int{}}
+		bells := *deps.Pool.Bells
 		bells.SQS = lossy
-		deps.Bells = &bells
+		deps.Pool.Bells = &bells
 		res, err := provision.Run(e.ctx, e.config(run, 2), deps)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, 2, res.Reused, tc.name)

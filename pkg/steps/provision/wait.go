@@ -40,9 +40,10 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 		// boot first (created, or started from stopped) is read, which costs less per round.
 		return p.waitOne(ctx, pending[0])
 	}
-	open, claims := map[string]*member{}, map[string]claimReport{}
+	open, awaited := map[string]*member{}, map[string]state.Awaited{}
 	for _, m := range pending {
-		open[m.inst.ID], claims[m.inst.ID] = m, claimReport{version: m.version, regMs: m.inst.RegisterMs}
+		before := m.inst // the members change under the wait as they become ready
+		open[m.inst.ID], awaited[m.inst.ID] = m, state.Awaited{Version: m.version, Before: &before}
 	}
 	var (
 		failed  atomic.Int64
@@ -54,7 +55,7 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	// registered (instances launched together boot together), the rest are close behind: the
 	// reads come twice as often from then on.
 	interval := p.cfg.PollInterval
-	d, informed := p.firstRead(pending)
+	d, informed := p.firstRead(pending, interval/2)
 	if informed {
 		interval /= 2
 		if err := wait.Sleep(ctx, d); err != nil {
@@ -63,7 +64,7 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	}
 	for again := true; again; {
 		again = false
-		err = p.d.Store.Poll(ctx, slices.Collect(maps.Keys(open)), interval, func(items map[string]*state.Instance) (bool, time.Duration) {
+		err = p.d.Pool.Store.Poll(ctx, slices.Collect(maps.Keys(open)), interval, func(items map[string]*state.Instance) (bool, time.Duration) {
 			var (
 				wg         sync.WaitGroup
 				registered []registration
@@ -102,7 +103,8 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 			if !informed {
 				return false, 0
 			}
-			return false, nextRead(slices.Collect(maps.Keys(open)), claims, items, expectedRegistration(claims, items, p.cfg.RunID), time.Now())
+			plan := state.Registration
+			return false, plan.Next(slices.Collect(maps.Keys(open)), awaited, items, plan.Expected(awaited, items, p.cfg.RunID), time.Now())
 		})
 	}
 	running.Wait()
@@ -112,35 +114,18 @@ func (p *provisioning) wait(ctx context.Context) (int, error) {
 	return int(failed.Load()), p.waitErr(err, len(open))
 }
 
-// maxFirstRead bounds how long the wait holds its first read back on the agents' reports: regMs
-// is each instance's own, so a compromised one can delay only the provision that claims it, and
-// by this much at most.
-const maxFirstRead = 2 * time.Second
-
-// firstReadMargin is what an agent's regMs leaves out of the time the wait holds back: the
-// hand-over's delivery and the agent's REGISTERED write, with room to spare.
-const firstReadMargin = 40 * time.Millisecond
-
-// firstRead is how long to wait, before the poll's own first wait (a quarter of its interval,
-// state.Store.Poll, which is half the configured one once informed), to read pending first:
-// until a little after the slowest of their agents is expected to have registered since the
-// hand-overs began (their regMs, state.Reported). It is not informed (zero) when one of them was
-// created or has not reported (it boots, or its agent is new). One read then usually finds them
-// all registered, where polling from the claim took several.
-func (p *provisioning) firstRead(pending []*member) (time.Duration, bool) {
-	ms := make([]int64, len(pending))
+// firstRead is how long to wait, before a poll at interval, to read pending first: until their
+// agents are expected to have registered since the hand-overs began (state.Registration). It is
+// not informed (zero) when one of them was created: it boots first.
+func (p *provisioning) firstRead(pending []*member, interval time.Duration) (time.Duration, bool) {
+	insts := make([]state.Instance, len(pending))
 	for i, m := range pending {
 		if !m.reused {
 			return 0, false
 		}
-		ms[i] = m.inst.RegisterMs
+		insts[i] = m.inst
 	}
-	reported := state.Reported(ms, true)
-	if reported == 0 {
-		return 0, false
-	}
-	d := reported + firstReadMargin - time.Since(p.handedAt) - p.cfg.PollInterval/8
-	return min(max(d, 0), maxFirstRead), true
+	return state.Registration.First(insts, time.Since(p.handedAt), interval)
 }
 
 // waitErr says why a wait ended with open instances unregistered (nil when err is).
@@ -175,7 +160,7 @@ func (p *provisioning) waitOne(ctx context.Context, m *member) (int, error) {
 			return int(failed.Load()), p.waitErr(err, 1)
 		}
 		change.Threshold = time.Now().Add(p.runtime)
-		in, err := p.d.Store.Transition(ctx, change)
+		in, err := p.d.Pool.Store.Transition(ctx, change)
 		var conflict *state.ConflictError
 		switch {
 		case err == nil:
@@ -259,7 +244,7 @@ func (p *provisioning) answerAsk(ctx context.Context, wg *sync.WaitGroup, m *mem
 	}
 	m.answered = it.Asks
 	p.d.Log.Info("the agent asked for the registration token again; handing it over", "instance", it.ID, "asks", it.Asks)
-	wg.Go(func() { p.handOver(ctx, it) })
+	wg.Go(func() { p.d.Pool.HandOver(ctx, []*state.Instance{it}, p.secret) })
 }
 
 // maxAnswers bounds how often provision hands one instance its token again.
@@ -323,7 +308,7 @@ func (p *provisioning) toRunning(ctx context.Context, regs []registration, faile
 		befores[i] = *r.it
 	}
 	var wg sync.WaitGroup
-	for i, w := range p.d.Store.TransitionAll(ctx, changes, befores) {
+	for i, w := range p.d.Pool.Store.TransitionAll(ctx, changes, befores) {
 		r := regs[i]
 		if w.Err != nil {
 			p.warn("%s registered but could not be marked running: %v", r.it.ID, w.Err)

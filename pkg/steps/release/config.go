@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
-	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // Config is how a Releaser works; New applies the defaults to unset fields.
@@ -21,8 +21,8 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultDeregisterTimeout = 2 * time.Minute
-	DefaultPollInterval      = 200 * time.Millisecond
+	DefaultDeregisterTimeout = pool.DefaultDeregisterTimeout
+	DefaultPollInterval      = pool.DefaultPollInterval
 	maxDeregisterTimeout     = time.Hour
 )
 
@@ -61,7 +61,7 @@ type Request struct {
 // ApplyDefaults fills unset fields.
 func (r *Request) ApplyDefaults() {
 	if r.Stack == "" {
-		r.Stack = pooldoc.DefaultStack
+		r.Stack = names.DefaultStack
 	}
 	if r.Scope == "" {
 		r.Scope = ghapi.ScopeRepo
@@ -72,10 +72,10 @@ func (r *Request) ApplyDefaults() {
 // value and what is accepted. It changes nothing and makes no request.
 func (r Request) Validate() error {
 	var errs []error
-	if err := pooldoc.ValidateStack(r.Stack); err != nil {
+	if err := names.ValidateStack(r.Stack); err != nil {
 		errs = append(errs, fmt.Errorf("stack: %w", err))
 	}
-	if err := state.ValidateRunID(r.RunID); err != nil {
+	if err := names.ValidateRunID(r.RunID); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_RUN_ID: %w", err))
 	}
 	if _, err := ghapi.ParseScope(r.Repository, r.Scope); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
@@ -22,7 +23,7 @@ import (
 func fakeReleaser(t *testing.T, w *fake.World, deregister time.Duration) *release.Releaser {
 	t.Helper()
 	r, err := release.New(release.Config{DeregisterTimeout: deregister, PollInterval: 10 * time.Millisecond},
-		release.Deps{Store: w.Store, GitHub: w.GitHub, EC2: w.EC2, Pools: w.Pools, Runners: state.RunnerNamesOf(fake.Stack), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		release.Deps{Pool: w.Pool, GitHub: w.GitHub, Runners: state.RunnerNamesOf(fake.Stack), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	return r
 }
@@ -36,16 +37,16 @@ func fakeRelease(t *testing.T, w *fake.World, run string) *release.Result {
 	return res
 }
 
-func requireOutcome(t *testing.T, res *release.Result, id, result string) release.Outcome {
+func requireOutcome(t *testing.T, outcomes []pool.Outcome, id, result string) pool.Outcome {
 	t.Helper()
-	for _, o := range res.Instances {
+	for _, o := range outcomes {
 		if o.ID == id {
 			require.Equal(t, result, o.Result, "%s: %s", id, o.Reason)
 			return o
 		}
 	}
-	t.Fatalf("no outcome for %s in %+v", id, res.Instances)
-	return release.Outcome{}
+	t.Fatalf("no outcome for %s in %+v", id, outcomes)
+	return pool.Outcome{}
 }
 
 func TestFakeReleasedInstanceIsIdleAndOffered(t *testing.T) {
@@ -54,7 +55,7 @@ func TestFakeReleasedInstanceIsIdleAndOffered(t *testing.T) {
 	in := w.AddHeld(t, fake.Held{Run: "300"})
 
 	res := fakeRelease(t, w, "300")
-	requireOutcome(t, res, in.ID, release.Returned)
+	requireOutcome(t, res.Instances, in.ID, pool.Returned)
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Idle, it.State)
 	require.Empty(t, it.RunID)
@@ -74,7 +75,7 @@ func TestFakeReuseNeverTerminates(t *testing.T) {
 	in := w.AddHeld(t, fake.Held{Run: "300"})
 
 	res := fakeRelease(t, w, "300")
-	o := requireOutcome(t, res, in.ID, release.Terminated)
+	o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
 	require.Contains(t, o.Reason, "never")
 	require.Equal(t, state.Terminated, w.Store.Item(in.ID).State)
 	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
@@ -91,8 +92,8 @@ func TestFakeReleaseByItemAlone(t *testing.T) {
 		retire string
 		result string
 	}{
-		{name: "offered", result: release.Returned},
-		{name: "marked to retire", retire: "its pool is drained", result: release.Terminated},
+		{name: "offered", result: pool.Returned},
+		{name: "marked to retire", retire: "its pool is drained", result: pool.Terminated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -102,7 +103,7 @@ func TestFakeReleaseByItemAlone(t *testing.T) {
 			start := time.Now()
 
 			res := fakeRelease(t, w, "300")
-			o := requireOutcome(t, res, in.ID, tc.result)
+			o := requireOutcome(t, res.Instances, in.ID, tc.result)
 			require.Zero(t, w.SSM.Calls("GetParametersByPath")+w.SSM.Calls("GetParameter"), "no pool document read")
 			it := w.Store.Item(in.ID)
 			if tc.retire != "" {
@@ -129,7 +130,7 @@ func TestFakeAgentNotDeregisteringInTimeIsTerminated(t *testing.T) {
 	defer cancel()
 	res, err := fakeReleaser(t, w, time.Second).Release(ctx, "300")
 	require.NoError(t, err)
-	o := requireOutcome(t, res, in.ID, release.Terminated)
+	o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
 	require.Contains(t, o.Reason, "did not deregister within 1s")
 	require.Equal(t, state.Terminated, w.Store.Item(in.ID).State)
 	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
@@ -142,75 +143,11 @@ func TestFakeUnacknowledgedClaimIsOfferedAtOnce(t *testing.T) {
 	in := w.AddHeld(t, fake.Held{Run: "300", Claimed: true, Unacked: true, Agent: fake.Silent})
 
 	res := fakeRelease(t, w, "300")
-	requireOutcome(t, res, in.ID, release.Returned)
+	requireOutcome(t, res.Instances, in.ID, pool.Returned)
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Idle, it.State)
 	require.Empty(t, it.RunID)
 	require.Empty(t, it.LastRunID, "a claim never acknowledged served nothing")
 	require.NotEqual(t, state.SignalDeregistered, it.Signal, "offered without waiting for a deregistration")
 	require.Equal(t, []string{in.ID}, w.Offered(t))
-}
-
-func TestFakeInstanceThatMovedOnIsLeftAlone(t *testing.T) {
-	t.Parallel()
-	w := fake.NewWorld(t, nil)
-	in := w.AddHeld(t, fake.Held{Run: "300"})
-	// Meanwhile the run let it go and another run claimed it: the copy release holds is stale.
-	now := w.AddHeld(t, fake.Held{Run: "301"})
-	moved := *w.Store.Item(now.ID)
-	moved.ID, moved.ARN = in.ID, in.ARN
-	moved.Version = in.Version + 3
-	w.Store.Put(moved)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	res := fakeReleaser(t, w, 30*time.Second).GiveBack(ctx, "300", []state.Instance{*in})
-	requireOutcome(t, res, in.ID, release.Already)
-	it := w.Store.Item(in.ID)
-	require.Equal(t, state.Running, it.State, "left to the run that holds it")
-	require.Equal(t, "301", it.RunID)
-	require.Equal(t, moved.Version, it.Version, "not written")
-	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(in.ID))
-	require.Empty(t, w.Offered(t))
-}
-
-// TestFakeTenGoBackInOneWriteAndOneLostBlocksNone: a release of ten running instances moves them
-// to idle in one transaction; when one of the ten moved on meanwhile (the transaction is
-// cancelled for it), the other nine are still written, deregistered and offered, and the one
-// that moved on is left to the run that holds it.
-func TestFakeTenGoBackInOneWriteAndOneLostBlocksNone(t *testing.T) {
-	t.Parallel()
-	for _, lose := range []bool{false, true} {
-		w := fake.NewWorld(t, nil)
-		held := make([]state.Instance, 10)
-		for i := range held {
-			held[i] = *w.AddHeld(t, fake.Held{Run: "300"})
-		}
-		if lose {
-			moved := *w.Store.Item(held[4].ID)
-			moved.RunID, moved.Version = "301", moved.Version+2
-			w.Store.Put(moved)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		res := fakeReleaser(t, w, 30*time.Second).GiveBack(ctx, "300", held)
-		cancel()
-		require.Equal(t, 1, w.Store.Calls("TransitionAll"), "lose=%v: one request for the ten", lose)
-		want := make([]string, 0, len(held))
-		for i, in := range held {
-			if lose && i == 4 {
-				requireOutcome(t, res, in.ID, release.Already)
-				require.Equal(t, "301", w.Store.Item(in.ID).RunID, "left to the run that holds it")
-				continue
-			}
-			requireOutcome(t, res, in.ID, release.Returned)
-			it := w.Store.Item(in.ID)
-			require.Equal(t, state.Idle, it.State)
-			require.Equal(t, "300", it.LastRunID)
-			want = append(want, in.ID)
-		}
-		require.ElementsMatch(t, want, w.Offered(t), "lose=%v: the others idle and offered", lose)
-		if lose {
-			require.Equal(t, 9, w.Store.Calls("Transition"), "the nine others written one by one after the cancelled transaction")
-		}
-	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
@@ -79,12 +81,12 @@ func TestStragglerTerminated(t *testing.T) {
 	require.NoError(t, e.Sim.SetDynamoDB(stuck.ID, false))
 
 	res := e.release("9001", 4*time.Second)
-	outcomes := map[string]release.Outcome{}
+	outcomes := map[string]pool.Outcome{}
 	for _, o := range res.Instances {
 		outcomes[o.ID] = o
 	}
-	require.Equal(t, release.Returned, outcomes[good.ID].Result)
-	require.Equal(t, release.Terminated, outcomes[stuck.ID].Result)
+	require.Equal(t, pool.Returned, outcomes[good.ID].Result)
+	require.Equal(t, pool.Terminated, outcomes[stuck.ID].Result)
 	require.Contains(t, outcomes[stuck.ID].Reason, "did not deregister within 4s")
 	require.Positive(t, outcomes[good.ID].HeldSeconds, "how long the run held it")
 	require.False(t, outcomes[good.ID].PriceKnown, "launched without a price: unknown, not guessed")
@@ -146,11 +148,11 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 
 	thief := &faults.Thief{Store: e.Store, Target: stuck.ID, Run: "9299"}
 	owner, name, _ := strings.Cut(localenv.Repo, "/")
-	gh, err := ghapi.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
+	gh, err := ghclient.New(e.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: name})
 	require.NoError(t, err)
 	dir := &offers.Directory{Loader: &pooldoc.Loader{SSM: ssm.NewFromConfig(e.AWS), Stack: e.Stack}, SQS: sqs.NewFromConfig(e.AWS)}
 	releaser, err := release.New(release.Config{DeregisterTimeout: 3 * time.Second},
-		release.Deps{Store: thief, GitHub: gh, EC2: e.EC2, Pools: dir, Runners: e.RunnerNames(), Log: quiet})
+		release.Deps{Pool: &pool.Pool{Stack: e.Stack, Store: thief, EC2: e.EC2, Queues: dir, Log: quiet}, GitHub: gh, Runners: e.RunnerNames(), Log: quiet})
 	require.NoError(t, err)
 	res, err := releaser.Release(e.ctx, "9201")
 	require.NoError(t, err)
@@ -159,7 +161,7 @@ func TestStragglerTakenMeanwhileIsNotTerminated(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, stolen)
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Already, res.Instances[0].Result, "the instance is the other run's now")
+	require.Equal(t, pool.Already, res.Instances[0].Result, "the instance is the other run's now")
 	it, err := e.Store.Get(e.ctx, stuck.ID)
 	require.NoError(t, err)
 	require.Equal(t, state.Claimed, it.State)
@@ -184,7 +186,7 @@ func TestCleaningFailureTerminates(t *testing.T) {
 
 	res := e.release("9401", time.Minute)
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Terminated, res.Instances[0].Result)
+	require.Equal(t, pool.Terminated, res.Instances[0].Result)
 	require.Contains(t, res.Instances[0].Reason, "its agent reported FAILED")
 	it, err := e.Store.Get(e.ctx, in.ID)
 	require.NoError(t, err)
@@ -215,7 +217,7 @@ func TestUnacknowledgedClaimReturnedAtOnce(t *testing.T) {
 
 	res := e.release("9101", 2*time.Minute)
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Returned, res.Instances[0].Result, "%+v", res.Instances[0])
+	require.Equal(t, pool.Returned, res.Instances[0].Result, "%+v", res.Instances[0])
 	require.Less(t, res.Took, time.Minute, "not waited on for a deregistration")
 	back, err := e.Store.Get(e.ctx, id)
 	require.NoError(t, err)
@@ -258,7 +260,7 @@ func TestReleaseByItemsAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, warnings)
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Returned, res.Instances[0].Result, "%+v", res)
+	require.Equal(t, pool.Returned, res.Instances[0].Result, "%+v", res)
 	back, err := e.Store.Get(e.ctx, in.ID)
 	require.NoError(t, err)
 	require.Equal(t, state.Idle, back.State)

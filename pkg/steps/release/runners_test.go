@@ -14,7 +14,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/steps/release"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // watchRemoveToken reads the items of ids as stored (every attribute, not a control-plane read)
@@ -62,7 +62,7 @@ func TestNoRemoveTokenReachesAnInstance(t *testing.T) {
 
 	require.Zero(t, e.GH.Minted("remove"), "no remove token was minted")
 	require.Len(t, res.Instances, 1)
-	require.Equal(t, release.Returned, res.Instances[0].Result, "%+v", res.Instances[0])
+	require.Equal(t, pool.Returned, res.Instances[0].Result, "%+v", res.Instances[0])
 	require.Equal(t, 1, res.RunnersDeleted, "the run's runner is deleted through the API")
 	require.Empty(t, res.Warnings)
 	require.Equal(t, []string{otherName}, runnerNames(e.GH.Runners(localenv.Repo)), "the run's runner is gone, the other run's stays")

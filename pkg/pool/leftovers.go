@@ -1,40 +1,26 @@
-package release
+package pool
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
-// ItemReader reads items by instance id (state.Store).
-type ItemReader interface {
-	GetMany(ctx context.Context, ids []string) (map[string]*state.Instance, error)
-}
-
-// Leftovers finds and deletes the runners a stack left registered on GitHub for runs their
-// instances no longer serve: a provision killed mid-way, a release that never finished, an
-// instance that vanished. Provision and release both run it for their scope, so a leftover is
-// gone by the next step of the repository (or organisation).
+// RemoveLeftovers deletes the runners the stack left registered on GitHub, in gh's scope, for
+// runs their instances no longer serve: a provision killed mid-way, a release that never
+// finished, an instance that vanished. Both doors run it for their scope, so that a leftover is
+// gone by the next step or job of the repository (or organisation).
 //
-// A runner is a leftover when its name is one of the stack's (Runners), it is offline and not
+// A runner is a leftover when its name is one of the stack's (names), it is offline and not
 // busy, and its instance has no item, is terminated, or no longer holds the runner's run. Any
-// other runner, another stack's above all, is never touched.
-type Leftovers struct {
-	GitHub  GitHub
-	Store   ItemReader
-	Runners state.RunnerNames
-	Log     *slog.Logger
-}
-
-// Remove deletes the leftovers of the scope but those of run keep (the caller's own run, whose
-// runners it deals with itself). It returns how many it deleted and a warning per problem; a
-// problem never stops the step.
-func (l Leftovers) Remove(ctx context.Context, keep string) (int, []string) {
-	runners, err := l.GitHub.Runners(ctx)
+// other runner, another stack's above all, is never touched; those of run keep (the caller's own,
+// which it deals with itself) neither. It returns how many it deleted and a warning per problem;
+// a problem never stops the caller.
+func (p *Pool) RemoveLeftovers(ctx context.Context, gh Runners, names state.RunnerNames, keep string) (int, []string) {
+	runners, err := gh.Runners(ctx)
 	if err != nil {
 		return 0, []string{fmt.Sprintf("list runners for leftovers: %v", err)}
 	}
@@ -47,7 +33,7 @@ func (l Leftovers) Remove(ctx context.Context, keep string) (int, []string) {
 		ids        []string
 	)
 	for _, r := range runners {
-		id, run, ok := l.Runners.Parse(r.Name)
+		id, run, ok := names.Parse(r.Name)
 		if !ok || r.Status != "offline" || r.Busy || run == keep {
 			continue
 		}
@@ -59,7 +45,7 @@ func (l Leftovers) Remove(ctx context.Context, keep string) (int, []string) {
 	}
 	// Listed first, read second: a runner registered for a run exists only after its claim, so
 	// the item read now shows that claim, or what came after it.
-	items, err := l.Store.GetMany(ctx, ids)
+	items, err := p.Store.GetMany(ctx, ids)
 	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
 		return 0, []string{fmt.Sprintf("leftovers: read instances: %v", err)}
 	}
@@ -71,12 +57,12 @@ func (l Leftovers) Remove(ctx context.Context, keep string) (int, []string) {
 		if it, ok := items[c.id]; ok && servesRun(it, c.run) {
 			continue // its instance still serves the run: it may be coming online right now
 		}
-		if err := l.GitHub.DeleteRunner(ctx, c.r.ID); err != nil {
+		if err := gh.DeleteRunner(ctx, c.r.ID); err != nil {
 			warnings = append(warnings, fmt.Sprintf("leftovers: delete offline runner %s: %v", c.r.Name, err))
 			continue
 		}
 		deleted++
-		l.log().Info("deleted a runner left behind", "runner", c.r.Name)
+		p.log().Info("deleted a runner left behind", "runner", c.r.Name)
 	}
 	return deleted, warnings
 }
@@ -84,11 +70,4 @@ func (l Leftovers) Remove(ctx context.Context, keep string) (int, []string) {
 // servesRun reports whether the item still holds run.
 func servesRun(it *state.Instance, run string) bool {
 	return it.RunID == run && it.State != state.Terminated && it.State != state.Idle
-}
-
-func (l Leftovers) log() *slog.Logger {
-	if l.Log == nil {
-		return slog.Default()
-	}
-	return l.Log
 }
