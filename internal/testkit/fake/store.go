@@ -28,6 +28,7 @@ type Store struct {
 	items   map[string]*state.Instance
 	leases  map[string]lease
 	events  map[string]string // "<job>/<action>" → body: the webhook's records
+	thefts  []*theft          // StealBefore
 	changed chan struct{}     // closed and replaced on every write, for Wait
 }
 
@@ -41,10 +42,10 @@ func NewStore(account state.Account) *Store {
 	return &Store{account: account, items: map[string]*state.Instance{}, leases: map[string]lease{}, changed: make(chan struct{})}
 }
 
-// Reset forgets every item, lease, recorded call and injected error.
+// Reset forgets every item, lease, theft, recorded call and injected error.
 func (s *Store) Reset() {
 	s.mu.Lock()
-	s.items, s.leases, s.events = map[string]*state.Instance{}, map[string]lease{}, nil
+	s.items, s.leases, s.events, s.thefts = map[string]*state.Instance{}, map[string]lease{}, nil, nil
 	s.mu.Unlock()
 	s.resetCalls()
 	s.notify()

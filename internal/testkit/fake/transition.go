@@ -20,6 +20,7 @@ func (s *Store) Transition(_ context.Context, c state.Change) (*state.Instance, 
 	}
 	now := s.now()
 	s.mu.Lock()
+	s.steal(c)
 	cur, ok := s.items[c.InstanceID]
 	if !ok || !holds(c, cur) {
 		conflict := &state.ConflictError{InstanceID: c.InstanceID, From: c.From, To: c.To, RunID: c.RunID, Version: c.Version}
@@ -165,6 +166,9 @@ func (s *Store) TransitionAll(ctx context.Context, changes []state.Change, befor
 	}
 	now := s.now()
 	s.mu.Lock()
+	for _, i := range batch {
+		s.steal(changes[i])
+	}
 	lost := map[int]bool{}
 	for _, i := range batch {
 		if cur, ok := s.items[changes[i].InstanceID]; !ok || !holds(changes[i], cur) {
