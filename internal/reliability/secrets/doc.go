@@ -15,8 +15,8 @@
 // (received with a visibility timeout of 0, so none is consumed), the stack's pool documents,
 // the GitHub stand-in's runners, every file the simulated instances hold, every write the steps
 // made to the state table, and the state table itself. No token may be in the table at all, not
-// even sealed: no write names an attribute earlier versions sealed tokens into, and no item holds
-// one (tokens ride the instances' doorbells, whose messages the agents consume: a doorbell still
+// even sealed: no write names an attribute for a secret, and no item holds one (tokens ride the
+// instances' doorbells, whose messages the agents consume: a doorbell still
 // holding one at the end is found by the queue scan). A sub-check plants a token in a sample text
 // and proves the scanner finds it.
 //

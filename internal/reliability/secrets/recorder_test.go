@@ -92,8 +92,6 @@ func issuedTokens(exs []exchange) map[string]string {
 		switch {
 		case strings.HasSuffix(e.Path, "/actions/runners/registration-token"):
 			kind = "registration"
-		case strings.HasSuffix(e.Path, "/actions/runners/remove-token"):
-			kind = "remove"
 		}
 		if kind == "" || e.Method != http.MethodPost || e.Status != http.StatusCreated {
 			continue

@@ -233,12 +233,11 @@ func (w *world) tableItems(t *testing.T, when string) source {
 	return source{fmt.Sprintf("state table %s %s (%d items)", w.Table, when, len(items)), table.String()}
 }
 
-// secretAttrs are the attributes earlier versions sealed runner secrets into.
+// secretAttrs are attributes named for runner secrets: no item may carry one.
 var secretAttrs = []string{"regToken", "regTokenExpiresAt", "jitConfig", "removeToken"}
 
 // secretsSet returns the secret attributes a write request sets: an item put with one, or an
-// update that assigns one (removing one, as every claim and give-back does for items of earlier
-// versions, is fine).
+// update that assigns one.
 func secretsSet(t *testing.T, body []byte) []string {
 	t.Helper()
 	var req any

@@ -44,8 +44,6 @@ func Main(root string, args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch {
-	case args[0] == "config" && len(args) > 1 && args[1] == "remove":
-		err = remove(root, args[2:], stdout)
 	case args[0] == "config":
 		err = configure(root, args[1:], stdout)
 	case args[0] == "run":
@@ -115,33 +113,6 @@ func configure(root string, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "√ Runner successfully added\n√ Settings Saved.\n")
-	return nil
-}
-
-func remove(root string, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("remove", flag.ContinueOnError)
-	tok := fs.String("token", "", "")
-	fs.Bool("unattended", false, "")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	inputFromEnv(tok, "TOKEN")
-	st, err := readSettings(root)
-	if err != nil {
-		return err
-	}
-	if *tok == "" {
-		return errors.New("--token is required")
-	}
-	if err := post(st.URL, "/_fake/remove", "", ghfake.RemoveRequest{URL: st.URL, Token: *tok, ID: st.ID}, nil); err != nil {
-		return err
-	}
-	for _, f := range []string{".runner", ".credentials"} {
-		if err := os.Remove(filepath.Join(root, f)); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintf(out, "√ Runner removed successfully\n√ Removed .credentials\n√ Removed .runner\n")
 	return nil
 }
 

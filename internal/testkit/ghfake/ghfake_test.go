@@ -89,13 +89,9 @@ func TestRunnerLifecycle(t *testing.T) {
 	require.NoError(t, run.Process.Signal(os.Interrupt))
 	require.NoError(t, run.Wait())
 	require.Equal(t, "offline", s.Runners("octo/app")[0].Status)
-
-	rm, _, err := gh.Actions.CreateRemoveToken(ctx, "octo", "app")
+	_, err = gh.Actions.RemoveRunner(ctx, "octo", "app", r.GetID())
 	require.NoError(t, err)
-	out, err = sh(t, dir, "config.sh", "remove", "--token", rm.GetToken())
-	require.NoError(t, err, out)
 	require.Empty(t, s.Runners(""), "nothing stale remains")
-	require.NoFileExists(t, filepath.Join(dir, ".runner"))
 }
 
 // TestRefusals: bad admin credentials, wrong-scope, expired and refused tokens all fail the way

@@ -12,7 +12,6 @@ func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, base := range []string{"/repos/{owner}/{repo}", "/orgs/{owner}"} {
 		s.rest(mux, "POST "+base+"/actions/runners/registration-token", s.createToken("registration"))
-		s.rest(mux, "POST "+base+"/actions/runners/remove-token", s.createToken("remove"))
 		s.rest(mux, "GET "+base+"/actions/runners", s.listRunners)
 		s.rest(mux, "GET "+base+"/actions/runners/{id}", s.getRunner)
 		s.rest(mux, "DELETE "+base+"/actions/runners/{id}", s.deleteRunner)

@@ -29,13 +29,6 @@ type RegisterResponse struct {
 	Credential string `json:"credential"`
 }
 
-// RemoveRequest is what the stand-in `config.sh remove` sends.
-type RemoveRequest struct {
-	URL   string `json:"url"`
-	Token string `json:"token"`
-	ID    int64  `json:"id"`
-}
-
 // JobAssignment is a job handed to a runner.
 type JobAssignment struct {
 	ID      int64  `json:"id"`
@@ -131,24 +124,6 @@ func (s *Server) runnerSide(mux *http.ServeMux) {
 		s.runners[x.ID] = x
 		s.registered++
 		writeJSON(w, http.StatusCreated, RegisterResponse{ID: x.ID, Credential: x.credential})
-	})
-
-	mux.HandleFunc("POST /_fake/remove", func(w http.ResponseWriter, r *http.Request) {
-		var req RemoveRequest
-		scope, ok := decodeScoped(w, r, &req, func() string { return req.URL })
-		if !ok {
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err := s.check(req.Token, "remove", scope); err != nil {
-			writeError(w, http.StatusNotFound, err.Error())
-			return
-		}
-		if x, ok := s.runners[req.ID]; ok && strings.EqualFold(string(x.Scope), string(scope)) {
-			delete(s.runners, x.ID)
-		}
-		w.WriteHeader(http.StatusNoContent)
 	})
 
 	mux.HandleFunc("POST /_fake/runners/{id}/status", func(w http.ResponseWriter, r *http.Request) {

@@ -339,11 +339,7 @@ func randomToken(prefix string) string {
 
 // issue mints a token of kind for scope.
 func (s *Server) issue(scope Scope, kind string) (string, time.Time) {
-	prefix := "AREG"
-	if kind == "remove" {
-		prefix = "AREM"
-	}
-	t := randomToken(prefix)
+	t := randomToken("AREG")
 	exp := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
 	s.tokens[t] = token{scope: scope, kind: kind, expires: exp}
 	s.minted[kind]++

@@ -156,7 +156,7 @@ func (s *Store) history(ctx context.Context, pool string, st State, since, until
 }
 
 // recordProjection is every attribute of a run record.
-var recordProjection = projection(reflect.TypeFor[RunRecord](), nil)
+var recordProjection = projection(reflect.TypeFor[RunRecord]())
 
 // holdProjection is what a live instance's hold of a run needs (hangar runs and cost): the run,
 // its attempt and repository; the instance, its pool, type, market and price; when the run got

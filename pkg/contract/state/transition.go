@@ -270,11 +270,10 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 	u.set("updatedAt", millis(now))
 	u.setOrRemove("stateReason", c.Reason != "", c.Reason)
 	if c.To == Terminated {
-		// Leave the run index and the live states, drop tokens, keep the run for audit: the item
-		// is the instance's history now, found by its pool and end time, until TTL removes it.
+		// Leave the run index and the live states, keep the run for audit: the item is the
+		// instance's history now, found by its pool and end time, until TTL removes it.
 		u.set(AttrThreshold, millis(now))
 		u.set(AttrPoolStateShard, PoolStateShard(c.Pool, Terminated, c.InstanceID))
-		u.remove(legacySecrets...)
 		u.remove(assignmentAttrs...)
 		u.set(AttrTTL, now.Add(retention).Unix())
 		if c.RunID != "" {
@@ -288,7 +287,6 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 	case r.before == runSet:
 		a := c.Assign
 		u.set(AttrRunID, a.RunID)
-		u.remove(legacySecrets...)
 		u.setOrRemove("runAttempt", a.RunAttempt != 0, a.RunAttempt)
 		u.setOrRemove("repo", a.Repo != "", a.Repo)
 		u.setOrRemove("runnerUrl", a.RunnerURL != "", a.RunnerURL)
@@ -316,17 +314,13 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 			u.set("lastRunId", c.RunID)
 		}
 		u.remove(assignmentAttrs...)
-		u.remove(legacySecrets...)
 		if c.RegisterFailed {
 			u.b = u.b.Add(expression.Name("registerFailures"), expression.Value(1))
 		}
 	}
 	if c.To == Running {
-		u.set("registeredAt", millis(now))
-		// Registered (or, for a job, started). Secrets never reach the table (they ride the
-		// doorbell); an item written by an earlier version may still hold one, which goes now.
+		u.set("registeredAt", millis(now)) // registered (or, for a job, started)
 		u.remove("registerFailures")
-		u.remove(legacySecrets...)
 	}
 
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(u.b).Build()

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -20,7 +17,7 @@ import (
 // checks what each writes.
 func TestLegalTransitions(t *testing.T) {
 	t.Parallel()
-	s, db := newStore(t)
+	s, _ := newStore(t)
 	const run = "4242"
 	tests := []struct {
 		from, to state.State
@@ -62,9 +59,6 @@ func TestLegalTransitions(t *testing.T) {
 			case tc.fromRun:
 				c.RunID = run
 			}
-			// Every transition starts from an item carrying a remove token, as earlier versions
-			// left one: a claim, a release and a termination remove it.
-			plantLegacySecrets(t, db, s, in.ARN)
 			got, err := s.Transition(testbed.Context(t, 30*time.Second), c)
 			require.NoError(t, err)
 			require.Equal(t, tc.to, got.State)
@@ -90,13 +84,10 @@ func TestLegalTransitions(t *testing.T) {
 			if tc.wantRun == "" {
 				require.Empty(t, got.Labels)
 			}
-			if tc.to == state.Terminated || tc.to == state.Claimed || tc.to == state.Running || (tc.fromRun && tc.to == state.Idle) {
-				require.Empty(t, legacySecrets(t, db, s, in.ARN), "no secret an earlier version wrote is left on the item")
-			}
 			// What the store returned is what is stored.
 			stored, err := s.Get(testbed.Context(t, 10*time.Second), in.ID)
 			require.NoError(t, err)
-			require.Equal(t, withoutTokens(*got), *stored)
+			require.Equal(t, *got, *stored)
 		})
 	}
 }
@@ -125,7 +116,7 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 				require.Equal(t, before, db.calls.Load(), "an illegal transition makes no request")
 				after, err := s.Get(testbed.Context(t, 10*time.Second), in.ID)
 				require.NoError(t, err)
-				require.Equal(t, withoutTokens(*in), *after)
+				require.Equal(t, *in, *after)
 			})
 		}
 	}
@@ -218,37 +209,3 @@ func TestOneClaimWins(t *testing.T) {
 		require.Equal(t, in.Version+1, got.Version)
 	}
 }
-
-// legacySecretNames are the attributes earlier versions sealed runner secrets into.
-var legacySecretNames = []string{"regToken", "regTokenExpiresAt", "jitConfig", "removeToken"}
-
-// plantLegacySecrets writes sealed secrets on the item, as earlier versions did (a registration
-// token and a just-in-time configuration with a claim, a remove token with a release).
-func plantLegacySecrets(t *testing.T, db *countingDB, s *state.Store, arn string) {
-	t.Helper()
-	_, err := db.UpdateItem(testbed.Context(t, 10*time.Second), &dynamodb.UpdateItemInput{TableName: aws.String(s.Table()),
-		Key:              map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}},
-		UpdateExpression: aws.String("SET regToken = :t, regTokenExpiresAt = :n, jitConfig = :t, removeToken = :t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":t": &types.AttributeValueMemberS{Value: "ASEALEDSECRET"},
-			":n": &types.AttributeValueMemberN{Value: "1"}}})
-	require.NoError(t, err)
-}
-
-// legacySecrets reads the item as stored and returns the legacy secret attributes it carries.
-func legacySecrets(t *testing.T, db *countingDB, s *state.Store, arn string) []string {
-	t.Helper()
-	out, err := db.GetItem(testbed.Context(t, 10*time.Second), &dynamodb.GetItemInput{TableName: aws.String(s.Table()),
-		Key: map[string]types.AttributeValue{state.AttrARN: &types.AttributeValueMemberS{Value: arn}}, ConsistentRead: aws.Bool(true)})
-	require.NoError(t, err)
-	var held []string
-	for _, n := range legacySecretNames {
-		if _, ok := out.Item[n]; ok {
-			held = append(held, n)
-		}
-	}
-	return held
-}
-
-// withoutTokens is in as a control-plane read returns it (every attribute the item holds: no
-// secret is written any more).
-func withoutTokens(in state.Instance) state.Instance { return in }
