@@ -67,7 +67,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 
 func run(ctx context.Context, opts options, gha *githubactions.Action) error {
 	cfg := opts.cfg
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "provision")
 	gha.Group("Provision " + strconv.Itoa(cfg.Count) + " from pool " + cfg.Pool)
 	defer gha.EndGroup()
 	clients, err := step.NewClients(ctx)

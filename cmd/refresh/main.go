@@ -38,12 +38,12 @@ import (
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("component", "refresh")
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		// Wired once, before the first invoke; each invoke reads the stack's documents anew.
 		h, err := newInvoker(context.Background(), os.Getenv("HANGAR_STACK"), os.Getenv(pooldoc.RefreshSourceEnv), log, os.Stdout)
 		if err != nil {
-			log.Error("refresh: init", "error", err)
+			log.Error("init the function", "error", err)
 			os.Exit(1)
 		}
 		lambda.Start(h)

@@ -55,7 +55,7 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 }
 
 func run(ctx context.Context, o options, gha *githubactions.Action) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "release")
 	gha.Group("Release the runners of run " + o.req.RunID)
 	defer gha.EndGroup()
 	clients, err := step.NewClients(ctx)

@@ -37,7 +37,7 @@ func main() {
 	}
 	handler, err := wire(context.Background(), log)
 	if err != nil {
-		log.Error("webhook: init", "error", err)
+		log.Error("init the function", "error", err)
 		os.Exit(1)
 	}
 	lambda.Start(handler)
@@ -53,7 +53,7 @@ func wire(ctx context.Context, log *slog.Logger) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := jobswire.Options{Log: log.With("role", env.Role), Metrics: os.Stdout}
+	o := jobswire.Options{Log: log, Metrics: os.Stdout}
 	if env.Role == jobswire.RoleIngress {
 		h, err := jobswire.Ingress(cfg, env, o)
 		if err != nil {

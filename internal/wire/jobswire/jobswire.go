@@ -126,6 +126,7 @@ func (o *Options) defaults() {
 // Ingress builds the webhook function's handler.
 func Ingress(cfg aws.Config, env Env, o Options) (*webhook.Handler, error) {
 	o.defaults()
+	o.Log = o.Log.With("component", "webhook")
 	secret := &Secret{Client: secretsmanager.NewFromConfig(cfg), ARN: env.WebhookSecretARN}
 	return webhook.New(webhook.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL}, webhook.Deps{
 		Secret: func(ctx context.Context, fresh bool) ([]byte, error) {
@@ -145,6 +146,7 @@ func Ingress(cfg aws.Config, env Env, o Options) (*webhook.Handler, error) {
 // region its doorbells live in.
 func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispatch.Dispatcher, *ghapp.App, error) {
 	o.defaults()
+	o.Log = o.Log.With("component", "dispatch")
 	ssmClient := ssm.NewFromConfig(cfg)
 	pools := &pooldoc.Cache{SSM: ssmClient, Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log}
 	stack, err := pools.LoadStack(ctx)

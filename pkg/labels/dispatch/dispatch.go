@@ -239,7 +239,7 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 		if m.Source == FromReturns {
 			wg.Go(func() {
 				if err := x.returned(ctx, m); err != nil {
-					x.d.Log.Error("dispatch: an agent's return", "message", m.ID, "error", err)
+					x.d.Log.Error("an agent's return", "message", m.ID, "error", err)
 					fail(m.ID)
 				}
 			})
@@ -247,7 +247,7 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 		}
 		msg, err := jobs.Parse(m.Body)
 		if err != nil {
-			x.d.Log.Error("dispatch: a jobs message that can never be served; dropped", "message", m.ID, "error", err)
+			x.d.Log.Error("a jobs message that can never be served; dropped", "message", m.ID, "error", err)
 			continue
 		}
 		if msg.Kind == jobs.KindQueued {
@@ -256,7 +256,7 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 		}
 		wg.Go(func() {
 			if err := x.event(ctx, msg); err != nil {
-				x.d.Log.Error("dispatch: "+string(msg.Kind), "message", m.ID, "job", msg.Job.ID, "error", err)
+				x.d.Log.Error(""+string(msg.Kind), "message", m.ID, "job", msg.Job.ID, "error", err)
 				fail(m.ID)
 			}
 		})

@@ -31,7 +31,7 @@ func TestBurst(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, l := range strings.Split(logs.String(), "\n") {
-				if strings.Contains(l, "dispatch:") && !strings.Contains(l, "dispatch: removed") {
+				if strings.Contains(l, "component=dispatch") && !strings.Contains(l, "msg=\"removed a runner") {
 					t.Log(l)
 				}
 			}

@@ -118,16 +118,16 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return fmt.Errorf("the queued event of job %d: %w", made, err)
 	}
 	if n+1 > jobs.MaxRedispatch {
-		x.d.Log.Error("dispatch: job lost its runner to another job once too often; not placed again", "job", made,
+		x.d.Log.Error("job lost its runner to another job once too often; not placed again", "job", made,
 			"repository", msg.Job.Repo, "took", took.ID)
 		return nil
 	}
 	msg.Job.Redispatch = n + 1
 	if took.ID != 0 {
-		x.d.Log.Warn("dispatch: a job of another pool or outside the stack took a runner; placing its job again", "job", made,
+		x.d.Log.Warn("a job of another pool or outside the stack took a runner; placing its job again", "job", made,
 			"repository", msg.Job.Repo, "took", took.ID, "tookRepository", took.Repo, "tookLabels", took.Labels)
 	} else {
-		x.d.Log.Warn("dispatch: a job's runner got no job within its bound while the job still waits; placing it again", "job", made,
+		x.d.Log.Warn("a job's runner got no job within its bound while the job still waits; placing it again", "job", made,
 			"repository", msg.Job.Repo)
 	}
 	return x.send(ctx, []jobs.Message{msg}, nil)
@@ -264,7 +264,7 @@ func (x *Dispatcher) removeWaiting(ctx context.Context, it *state.Instance, j jo
 	if err != nil {
 		return false, err
 	}
-	x.d.Log.Info("dispatch: removed a runner that waited in vain; its instance goes back", "instance", it.ID, "key", it.RunID,
+	x.d.Log.Info("removed a runner that waited in vain; its instance goes back", "instance", it.ID, "key", it.RunID,
 		"job", j.ID, "reason", why)
 	return true, nil
 }
@@ -288,7 +288,7 @@ func (x *Dispatcher) deleteRunner(ctx context.Context, installation int64, scope
 		return nil
 	case ghapi.IsBusy(err):
 		if round >= x.cfg.UnregisterRounds {
-			x.d.Log.Error("dispatch: a runner stays busy after its instance let it go; left registered", "runner", id, "scope", scope.String())
+			x.d.Log.Error("a runner stays busy after its instance let it go; left registered", "runner", id, "scope", scope.String())
 			return nil
 		}
 		return x.send(ctx, []jobs.Message{{Kind: jobs.KindUnregister, Scope: scope.String(), Round: round + 1,
@@ -312,7 +312,7 @@ func (x *Dispatcher) scheduleChecks(ctx context.Context, doc *pooldoc.Document, 
 	if err := x.send(ctx, msgs, delays); err != nil {
 		// Without its check a runner that gets no job waits until the claimed deadline, when
 		// refresh ends its instance: costly, not wrong.
-		x.d.Log.Error("dispatch: schedule the jobs' checks", "jobs", len(msgs), "error", err)
+		x.d.Log.Error("schedule the jobs' checks", "jobs", len(msgs), "error", err)
 	}
 }
 

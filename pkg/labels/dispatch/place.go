@@ -60,7 +60,7 @@ func (p *pending) push(j queuedJob) {
 func (x *Dispatcher) place(ctx context.Context, queued []queuedJob) []string {
 	stack, err := x.d.Pools.LoadStack(ctx)
 	if err != nil {
-		x.d.Log.Error("dispatch: read the stack's pool documents; the batch's jobs wait", "jobs", len(queued), "error", err)
+		x.d.Log.Error("read the stack's pool documents; the batch's jobs wait", "jobs", len(queued), "error", err)
 		return messageIDs(queued)
 	}
 	queued = x.unplaced(ctx, queued)
@@ -96,19 +96,19 @@ func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJ
 	done, err := x.d.Events.Events(ctx, "completed", ids)
 	if err != nil {
 		// Placing a job that has ended costs one instance until its check: not worth failing for.
-		x.d.Log.Warn("dispatch: read which jobs have completed; placing them all", "error", err)
+		x.d.Log.Warn("read which jobs have completed; placing them all", "error", err)
 	}
 	out := queued[:0]
 	for _, q := range queued {
 		if _, ok := done[q.job.ID]; ok {
-			x.d.Log.Info("dispatch: job completed before it was placed; nothing to do", "job", q.job.ID, "repository", q.job.Repo)
+			x.d.Log.Info("job completed before it was placed; nothing to do", "job", q.job.ID, "repository", q.job.Repo)
 			continue
 		}
 		if q.msg.Receives > 1 {
 			if held, err := x.holder(ctx, q.job.Key()); err != nil {
-				x.d.Log.Warn("dispatch: look for an instance an earlier attempt gave the job", "job", q.job.ID, "error", err)
+				x.d.Log.Warn("look for an instance an earlier attempt gave the job", "job", q.job.ID, "error", err)
 			} else if held != nil {
-				x.d.Log.Info("dispatch: job placed by an earlier attempt", "job", q.job.ID, "instance", held.ID)
+				x.d.Log.Info("job placed by an earlier attempt", "job", q.job.ID, "instance", held.ID)
 				continue
 			}
 		}
@@ -136,7 +136,7 @@ func (x *Dispatcher) holder(ctx context.Context, key string) (*state.Instance, e
 func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob) []string {
 	if doc == nil || doc.Jobs == nil {
 		for _, q := range list {
-			x.d.Log.Error("dispatch: job routed to a pool that serves no label-routed jobs (any more); dropped", "job", q.job.ID,
+			x.d.Log.Error("job routed to a pool that serves no label-routed jobs (any more); dropped", "job", q.job.ID,
 				"repository", q.job.Repo, "pool", name)
 		}
 		x.count(name, "JobsFailed", len(list))
@@ -148,7 +148,7 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		if doc.RepoAllowed(q.job.Repo) {
 			return false
 		}
-		x.d.Log.Error("dispatch: the pool no longer allows the job's repository; dropped", "job", q.job.ID, "repository", q.job.Repo, "pool", name)
+		x.d.Log.Error("the pool no longer allows the job's repository; dropped", "job", q.job.ID, "repository", q.job.Repo, "pool", name)
 		x.count(name, "JobsFailed", 1)
 		return true
 	})
@@ -156,23 +156,23 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		return nil
 	}
 	if err := x.d.Pool.Resolve(ctx, doc); err != nil {
-		x.d.Log.Error("dispatch: the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
+		x.d.Log.Error("the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
 		return messageIDs(list)
 	}
 	start := x.d.Now()
 	placed, acq, err := x.acquire(ctx, doc, list)
 	if err != nil {
-		x.d.Log.Error("dispatch: acquire instances for jobs", "pool", name, "jobs", len(list), "error", err)
+		x.d.Log.Error("acquire instances for jobs", "pool", name, "jobs", len(list), "error", err)
 		return messageIDs(list)
 	}
 	switch {
 	case acq.ClaimErr != nil:
-		x.d.Log.Warn("dispatch: claim from the pool; creating what is missing", "pool", name, "error", acq.ClaimErr)
+		x.d.Log.Warn("claim from the pool; creating what is missing", "pool", name, "error", acq.ClaimErr)
 	case acq.StartErr != nil:
-		x.d.Log.Warn("dispatch: start claimed stopped instances", "pool", name, "error", acq.StartErr)
+		x.d.Log.Warn("start claimed stopped instances", "pool", name, "error", acq.StartErr)
 	}
 	if acq.CreateErr != nil {
-		x.d.Log.Error("dispatch: create instances for jobs", "pool", name, "error", acq.CreateErr)
+		x.d.Log.Error("create instances for jobs", "pool", name, "error", acq.CreateErr)
 	}
 	reused := 0
 	done := map[int64]bool{}
@@ -191,13 +191,13 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	x.scheduleChecks(ctx, doc, placed)
 	x.sweepAfterRetries(ctx, doc, list)
 	for _, q := range failed {
-		x.d.Log.Error("dispatch: job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
+		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)
 	}
 	x.count(name, "JobsFailed", len(failed))
 	x.count(name, "JobsReused", reused)
 	x.count(name, "JobsCreated", len(placed)-reused)
-	x.d.Log.Info("dispatch: jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
+	x.d.Log.Info("jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
 		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds())
 	return messageIDs(failed)
 }
@@ -337,7 +337,7 @@ func (x *Dispatcher) unmint(ctx context.Context, clients *clientCache, j jobs.Jo
 		err = gh.DeleteRunner(context.WithoutCancel(ctx), runnerID)
 	}
 	if err != nil {
-		x.d.Log.Warn("dispatch: delete the runner of a claim that was lost; the leftover sweep deletes it", "job", j.ID, "runner", runnerID, "error", err)
+		x.d.Log.Warn("delete the runner of a claim that was lost; the leftover sweep deletes it", "job", j.ID, "runner", runnerID, "error", err)
 	}
 }
 
@@ -413,15 +413,15 @@ func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Documen
 		swept[scope] = true
 		gh, _, err := clients.get(ctx, doc, q.job)
 		if err != nil {
-			x.d.Log.Warn("dispatch: sweep leftovers", "scope", scope, "error", err)
+			x.d.Log.Warn("sweep leftovers", "scope", scope, "error", err)
 			continue
 		}
 		n, warnings := x.d.Pool.RemoveLeftovers(ctx, gh, x.names, "")
 		for _, w := range warnings {
-			x.d.Log.Warn("dispatch: " + w)
+			x.d.Log.Warn("" + w)
 		}
 		if n > 0 {
-			x.d.Log.Info("dispatch: deleted runners left behind", "scope", scope, "count", n)
+			x.d.Log.Info("deleted runners left behind", "scope", scope, "count", n)
 		}
 	}
 }

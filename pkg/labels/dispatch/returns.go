@@ -20,7 +20,7 @@ import (
 func (x *Dispatcher) returned(ctx context.Context, m Message) error {
 	r, err := jobs.ParseReturn(m.Body)
 	if err != nil {
-		x.d.Log.Error("dispatch: a returns message that is not one; dropped", "message", m.ID, "error", err)
+		x.d.Log.Error("a returns message that is not one; dropped", "message", m.ID, "error", err)
 		return nil
 	}
 	// A write that loses to the completed webhook's (or a check's) is read again: the instance
@@ -65,7 +65,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
 			// The runner died with the agent mid-job: GitHub still lists it.
 			if err := x.deleteRunner(ctx, it.Installation, scopeOf(doc, it.Repo), it.RunnerID, 0); err != nil {
-				x.d.Log.Warn("dispatch: delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
+				x.d.Log.Warn("delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
 			}
 		}
 		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + names.Describe(r.Key)})

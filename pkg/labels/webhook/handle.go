@@ -62,7 +62,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	if o.reason != "" {
 		attrs = append(attrs, "reason", o.reason)
 	}
-	h.d.Log.Log(ctx, o.level, "webhook: "+o.msg, attrs...)
+	h.d.Log.Log(ctx, o.level, o.msg, attrs...)
 	switch {
 	case o.status == http.StatusUnauthorized || o.status == http.StatusRequestEntityTooLarge || o.status == http.StatusBadRequest ||
 		o.status == http.StatusMethodNotAllowed:
@@ -126,7 +126,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	if err != nil {
 		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the stack's pools cannot be read; GitHub will show this delivery failed: redeliver it", slog.LevelError
 		o.reason = "pools"
-		h.d.Log.Error("webhook: pools", "error", err)
+		h.d.Log.Error("pools", "error", err)
 		return o
 	}
 	ours := router.Ours(job.Labels)
@@ -191,7 +191,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	switch {
 	case recErr != nil:
 		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError
-		h.d.Log.Error("webhook: record event", "job", job.ID, "action", action, "error", recErr)
+		h.d.Log.Error("record event", "job", job.ID, "action", action, "error", recErr)
 		return o
 	case !first && kind == jobs.KindQueued:
 		o.status, o.msg = http.StatusOK, fmt.Sprintf("duplicate: the %s event of job %d was accepted before; nothing done", action, job.ID)
@@ -202,10 +202,10 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	case sErr != nil:
 		// Forget the event, so that a redelivery is taken rather than taken for a duplicate.
 		if ferr := store.ForgetEvent(context.WithoutCancel(ctx), job.ID, action); ferr != nil {
-			h.d.Log.Error("webhook: forget an event that was not queued; a redelivery will be taken for a duplicate", "job", job.ID, "error", ferr)
+			h.d.Log.Error("forget an event that was not queued; a redelivery will be taken for a duplicate", "job", job.ID, "error", ferr)
 		}
 		o.status, o.msg, o.level = http.StatusBadGateway, "the jobs queue refused the job; redeliver it", slog.LevelError
-		h.d.Log.Error("webhook: send to the jobs queue", "job", job.ID, "error", sErr)
+		h.d.Log.Error("send to the jobs queue", "job", job.ID, "error", sErr)
 		return o
 	}
 	o.status = http.StatusAccepted
@@ -233,7 +233,7 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 		err = errors.New("the secret is empty: put the App's webhook secret in it")
 	}
 	if err != nil {
-		h.d.Log.Error("webhook: the webhook secret", "error", err)
+		h.d.Log.Error("the webhook secret", "error", err)
 		return outcome{status: http.StatusServiceUnavailable, msg: "the webhook secret is not set up: see docs/labels.md", level: slog.LevelError}, false
 	}
 	if github.ValidateSignature(sig, req.Body, secret) == nil {
