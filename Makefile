@@ -33,7 +33,7 @@ HANGAR_CONFIG ?= hangar.example.yaml
 
 CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
 
-.PHONY: help build dist demo test test-reliability test-short test-host test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint bench tidy clean
+.PHONY: help build dist demo test test-reliability test-short test-host test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint hooks bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -118,6 +118,9 @@ lint: $(GOLANGCI) ## gofmt check, go vet and golangci-lint (built once from tool
 	$(GO) vet ./...
 	$(GOLANGCI) run ./...
 	cd infra && $(GO) vet ./... && ../$(GOLANGCI) run ./...
+
+hooks: ## use the repository's git hooks: gofmt and go vet on what is staged, and a commit message's form (subject of at most 72 characters, blank line, body)
+	git config core.hooksPath scripts/git-hooks
 
 $(ACT): tools/act/go.mod tools/act/go.sum
 	@mkdir -p $(TOOLS_BIN)
