@@ -86,29 +86,6 @@ func TestBurst(t *testing.T) {
 	}
 }
 
-// TestReuseScope: a pool of reuse scope repository hands an instance that served one repository
-// only to that repository's jobs; another repository gets an instance of its own.
-func TestReuseScope(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{Owners: []string{"octo"}})
-	a := w.ran(w.queue("octo/app", 1, "echo a"), 2*time.Minute)[0]
-	first := w.instanceOf(a)
-	w.settled(1, 2*time.Minute)
-
-	b := w.ran(w.queue("octo/other", 1, "echo b"), 2*time.Minute)[0]
-	require.NotEqual(t, first, w.instanceOf(b), "octo/other never gets the instance octo/app left")
-	w.settled(2, 2*time.Minute)
-
-	c := w.ran(w.queue("octo/app", 1, "echo c"), 2*time.Minute)[0]
-	require.Equal(t, first, w.instanceOf(c), "octo/app gets its own instance back")
-	require.Equal(t, []int32{1, 1}, w.ec2.Fleets(), "two repositories, two instances, nothing more")
-	idle := w.settled(2, 2*time.Minute)
-	for _, it := range idle {
-		require.Len(t, it.ServedRepos, 1, "%s served one repository only: %v", it.ID, it.ServedRepos)
-	}
-	w.offeredOnce(idle)
-}
-
 // TestDeliveries: a delivery redelivered (same delivery id) or sent again (another id), and a job
 // whose completed arrives before its queued, change nothing: one instance per job, no runner left.
 func TestDeliveries(t *testing.T) {
@@ -147,66 +124,6 @@ func TestDeliveries(t *testing.T) {
 	w.offeredOnce(idle)
 }
 
-// TestNoJobWithinBound: a runner that gets no job (its job cancelled while the runner waited, or
-// never handed to it) is removed from GitHub and its instance returned, wiped and offered.
-func TestNoJobWithinBound(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{CheckAfter: 3 * time.Second})
-
-	// The runners cannot take jobs: GitHub hands none out while held.
-	hold := w.GH.Hold("/next")
-	t.Cleanup(hold) // a failure must not leave the runners' requests held: the stand-in would not close
-	cancelled := w.queue(localenv.Repo, 1, "echo never")[0]
-	it, _ := w.holding(cancelled)
-	w.GH.CancelJob(cancelled)
-	back, err := w.WaitItem(w.ctx, it, time.Minute, "the cancelled job's instance given back", func(in *state.Instance) bool {
-		return in.State == state.Idle && in.RunID == ""
-	})
-	require.NoError(t, err)
-	served, _, ok := names.ParseJobKey(back.LastRunID)
-	require.True(t, ok && served == cancelled, "the instance last held the cancelled job (%s)", back.LastRunID)
-
-	// A job whose runner never takes it: at its bound the runner goes, and the job gets another.
-	stuck := w.queue(localenv.Repo, 1, "echo finally")[0]
-	_, first := w.holding(stuck)
-	_, n, _ := names.ParseJobKey(first)
-	require.NoError(t, localenv.Eventually(w.ctx, time.Minute, "the stuck job placed again", func(ctx context.Context) (bool, error) {
-		held, err := w.Store.ByRun(ctx, names.JobKey(stuck, n+1))
-		return len(held) == 1, err
-	}))
-	hold()
-	j := w.ran([]int64{stuck}, 2*time.Minute)[0]
-	require.Equal(t, "success", j.Conclusion)
-	c, _ := w.GH.Job(cancelled)
-	require.Equal(t, "cancelled", c.Conclusion)
-	require.Empty(t, c.RunnerName, "the cancelled job never ran")
-	w.offeredOnce(w.settled(len(w.ec2.Fleets()), 2*time.Minute))
-}
-
-// holding waits until an instance holds job (claimed, or created for it, its runner started)
-// and returns its id and the key it holds the job under: a runner that got no job within its
-// bound is replaced under the job's next key, so on a busy machine the first key may be gone
-// before it is seen.
-func (w *world) holding(job int64) (id, key string) {
-	w.t.Helper()
-	require.NoError(w.t, localenv.Eventually(w.ctx, time.Minute, "an instance holds the job", func(ctx context.Context) (bool, error) {
-		for _, st := range []state.State{state.Claimed, state.Created} {
-			insts, err := w.Store.InPoolState(ctx, w.Pool, st)
-			if err != nil {
-				return false, err
-			}
-			for _, in := range insts {
-				if j, _, ok := names.ParseJobKey(in.RunID); ok && j == job && in.SignalFor(state.SignalRegistered, in.RunID, in.Version) {
-					id, key = in.ID, in.RunID
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	}))
-	return id, key
-}
-
 // TestAgentCrashMidJob: an agent killed mid-job (its runner dies with it; systemd restarts it)
 // wipes the instance, which goes back to the pool; GitHub fails the job; the lost runner's
 // registration is deleted once GitHub lets go of it. No instance or registration is left.
@@ -237,22 +154,6 @@ func TestAgentCrashMidJob(t *testing.T) {
 	w.offeredOnce(w.settled(1, 2*time.Minute))
 }
 
-// TestExpiredInstallationToken: an installation token GitHub refuses before its stated expiry
-// (revoked, or the clocks disagree) is dropped and a new one fetched: the job runs.
-func TestExpiredInstallationToken(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
-	first := w.ran(w.queue(localenv.Repo, 1, "echo one"), 2*time.Minute)[0]
-	require.Equal(t, "success", first.Conclusion)
-	minted := w.GH.Minted("installation")
-	w.GH.ExpireInstallationTokens()
-	w.settled(1, 2*time.Minute)
-	second := w.ran(w.queue(localenv.Repo, 1, "echo two"), 2*time.Minute)[0]
-	require.Equal(t, "success", second.Conclusion)
-	require.Greater(t, w.GH.Minted("installation"), minted, "a fresh installation token was fetched")
-	w.offeredOnce(w.settled(1, 2*time.Minute))
-}
-
 func deliveryOf(t *testing.T, w *world, job int64, action string) string {
 	t.Helper()
 	for _, d := range w.GH.Deliveries() {
@@ -272,24 +173,4 @@ func deliveryStatuses(w *world, job int64, action string) []int {
 		}
 	}
 	return slices.Clip(out)
-}
-
-// TestGitHubErrors: GitHub answering 5xx to the dispatcher makes the job's message fail and come
-// back, with nothing claimed or created meanwhile; the job runs, on the warm instance, once GitHub
-// answers again.
-func TestGitHubErrors(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{Visibility: 2 * time.Second})
-	first := w.ran(w.queue(localenv.Repo, 1, "echo warm up"), 2*time.Minute)[0]
-	w.settled(1, 2*time.Minute)
-
-	w.jobs.GitHub.Fail(3, 502)
-	job := w.ran(w.queue(localenv.Repo, 1, "echo despite GitHub"), 3*time.Minute)[0]
-	require.Equal(t, "success", job.Conclusion)
-	require.Equal(t, w.instanceOf(first), w.instanceOf(job), "the warm instance served it")
-	require.Equal(t, []int32{1}, w.ec2.Fleets(), "nothing created while GitHub failed")
-	dead, err := w.jobs.DeadLetters(w.ctx)
-	require.NoError(t, err)
-	require.Zero(t, dead, "the job's message came back, not to the dead-letter queue")
-	w.offeredOnce(w.settled(1, 2*time.Minute))
 }

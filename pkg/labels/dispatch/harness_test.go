@@ -6,14 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
@@ -23,33 +22,13 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
-// fleetEC2 wraps the emulator's EC2 client and records each CreateFleet's size.
-type fleetEC2 struct {
-	awsapi.EC2
-	mu     sync.Mutex
-	fleets []int32 // total target capacity of each CreateFleet
-}
-
-func (f *fleetEC2) CreateFleet(ctx context.Context, in *ec2.CreateFleetInput, o ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error) {
-	f.mu.Lock()
-	f.fleets = append(f.fleets, *in.TargetCapacitySpecification.TotalTargetCapacity)
-	f.mu.Unlock()
-	return f.EC2.CreateFleet(ctx, in, o...)
-}
-
-func (f *fleetEC2) Fleets() []int32 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]int32(nil), f.fleets...)
-}
-
 // world is a local world serving label-routed jobs.
 type world struct {
 	*localenv.Env
 	t    *testing.T
 	ctx  context.Context
 	jobs *localenv.Jobs
-	ec2  *fleetEC2
+	ec2  *fake.RecordedEC2
 }
 
 // labels are the labels of the world's jobs: they name its pool.
@@ -63,11 +42,11 @@ func newWorld(t *testing.T, timeout time.Duration, o localenv.JobsOptions) *worl
 	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "jobs"), Baked: true,
 		AgentArgs: []string{"--poll-interval", "250ms"}})
 	require.NoError(t, err)
-	w := &world{Env: le, t: t, ctx: ctx, ec2: &fleetEC2{}}
+	w := &world{Env: le, t: t, ctx: ctx}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	o.EC2 = func(c awsapi.EC2) awsapi.EC2 { w.ec2.EC2 = c; return w.ec2 }
+	o.EC2 = func(c awsapi.EC2) awsapi.EC2 { w.ec2 = fake.Record(c); return w.ec2 }
 	w.jobs, err = le.ServeJobs(ctx, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
