@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
+	"github.com/hangar-ci/hangar/pkg/platform/wait"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
@@ -69,6 +70,8 @@ type Pool struct {
 	// Prices prices the instances launched, recorded in their items (nil: price unknown).
 	Prices Pricer
 	Log    *slog.Logger
+	// Clock passes the waits between retries of EC2 (wait.Real when nil).
+	Clock wait.Clock
 
 	mu       sync.Mutex
 	resolved map[*pooldoc.Document]bool // documents whose instance types are resolved

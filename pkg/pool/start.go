@@ -15,7 +15,7 @@ import (
 // have stopped one a moment ago, and EC2 refuses to start an instance that is still stopping:
 // that is waited out, with jittered backoff, within ctx.
 func (p *Pool) StartStopped(ctx context.Context, ids []string) error {
-	backoff := wait.Backoff{Initial: time.Second, Max: 5 * time.Second}
+	backoff := wait.Backoff{Initial: time.Second, Max: 5 * time.Second, Clock: p.Clock}
 	for {
 		_, err := p.EC2.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: ids})
 		if err == nil || !awserr.IsWrongState(err) {

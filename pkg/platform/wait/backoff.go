@@ -11,6 +11,8 @@ import (
 type Backoff struct {
 	Initial, Max time.Duration
 	Factor       float64
+	// Clock passes the delays (Real when nil).
+	Clock Clock
 
 	next time.Duration // the cap of the coming delay; zero before the first
 }
@@ -40,7 +42,10 @@ func (b *Backoff) Next() time.Duration {
 // Reset starts the backoff over: the coming delay is Initial's again.
 func (b *Backoff) Reset() { b.next = 0 }
 
-// Sleep waits the coming delay (Next), or until ctx ends (returning its error).
+// Sleep waits the coming delay (Next) on its clock, or until ctx ends (returning its error).
 func (b *Backoff) Sleep(ctx context.Context) error {
+	if b.Clock != nil {
+		return b.Clock.Sleep(ctx, b.Next())
+	}
 	return Sleep(ctx, b.Next())
 }

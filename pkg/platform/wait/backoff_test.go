@@ -79,3 +79,25 @@ func TestBackoffSleep(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, long.Sleep(ctx), context.DeadlineExceeded, "the deadline ends a wait longer than it")
 }
+
+// recording is a clock that passes time at once.
+type recording struct{ waits []time.Duration }
+
+func (r *recording) Sleep(ctx context.Context, d time.Duration) error {
+	r.waits = append(r.waits, d)
+	return ctx.Err()
+}
+
+// TestBackoffOnAClock: a backoff with a clock waits on it, not in real time.
+func TestBackoffOnAClock(t *testing.T) {
+	t.Parallel()
+	c := &recording{}
+	b := Backoff{Initial: time.Hour, Max: 4 * time.Hour, Clock: c}
+	start := time.Now()
+	for range 3 {
+		require.NoError(t, b.Sleep(context.Background()))
+	}
+	require.Less(t, time.Since(start), time.Minute, "no real hour passed")
+	require.Len(t, c.waits, 3)
+	require.GreaterOrEqual(t, c.waits[2], 2*time.Hour, "the third step: four hours, jittered")
+}

@@ -31,3 +31,16 @@ func Jitter(d time.Duration) time.Duration {
 	}
 	return d/2 + rand.N(d/2+1)
 }
+
+// Clock is how a wait passes time: the real clock (Real), or, in tests, one that passes it at
+// once and records what it was asked to wait.
+type Clock interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Real is the real clock: Sleep.
+var Real Clock = realClock{}
+
+type realClock struct{}
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error { return Sleep(ctx, d) }
