@@ -7,12 +7,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
-
-// SecretsManager is the call a Secret makes.
-type SecretsManager interface {
-	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
 
 // SecretTTL is how long a secret's value is used before it is read again: a rotated secret is
 // picked up within it (at once, when an answer shows the old one is refused).
@@ -21,7 +17,7 @@ const SecretTTL = 5 * time.Minute
 // Secret is one Secrets Manager secret's string value, kept in memory for SecretTTL. It is safe
 // for concurrent use.
 type Secret struct {
-	Client SecretsManager
+	Client awsapi.SecretsManager
 	ARN    string
 
 	mu    sync.Mutex

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 
 	"context"
@@ -25,17 +26,11 @@ var AgentAttributes = []string{"sig", "sigRun", "sigVersion", "sigAt", "sigLog",
 // MaxLogTail is the most of a log the agent stores with a signal.
 const MaxLogTail = 4096
 
-// AgentDynamoDB is the part of the DynamoDB client the agent uses: read and update its own item.
-type AgentDynamoDB interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
 // Agent is the instance agent's view of the table: its own item only, and of that it writes
 // only the agent attributes (sig*, heartbeatAt, agentVersion). It never creates an item and never
 // writes state, runId, threshold or any other control-plane attribute.
 type Agent struct {
-	db      AgentDynamoDB
+	db      awsapi.AgentDynamoDB
 	table   string
 	arn     string
 	id      string
@@ -44,7 +39,7 @@ type Agent struct {
 
 // NewAgent returns the agent-side store for the instance whose ARN is arn. agentVersion is
 // recorded with every heartbeat.
-func NewAgent(db AgentDynamoDB, table, arn, agentVersion string) (*Agent, error) {
+func NewAgent(db awsapi.AgentDynamoDB, table, arn, agentVersion string) (*Agent, error) {
 	id, err := InstanceIDFromARN(arn)
 	if err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // ReadRun reads run's instances from table by their run alone (one Query of the byRun index),
 // before the caller knows the account that keys the table: a step that has only the stack's
 // name (TableName) reads them so, then opens the store with OpenFor. Its errors are ByRun's.
-func ReadRun(ctx context.Context, db DynamoDB, table, run string) ([]Instance, error) {
+func ReadRun(ctx context.Context, db awsapi.DynamoDB, table, run string) ([]Instance, error) {
 	if table == "" {
 		return nil, errors.New("instances of run: table name is empty")
 	}
@@ -19,7 +21,7 @@ func ReadRun(ctx context.Context, db DynamoDB, table, run string) ([]Instance, e
 // OpenFor returns a store of table for insts, keyed by the account their ARNs name, and keeping
 // history as long as the longest their items say (Home.HistoryDays). It fails when insts is
 // empty or their ARNs name more than one account.
-func OpenFor(db DynamoDB, table string, insts []Instance) (*Store, error) {
+func OpenFor(db awsapi.DynamoDB, table string, insts []Instance) (*Store, error) {
 	if len(insts) == 0 {
 		return nil, errors.New("state store: no instance names the account")
 	}

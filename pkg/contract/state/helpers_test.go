@@ -13,13 +13,14 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 var account = state.Account{Partition: "aws", Region: "us-east-1", ID: testbed.Account}
 
 // countingDB counts requests by operation, to show that refused input makes none.
 type countingDB struct {
-	state.DynamoDB
+	awsapi.DynamoDB
 	calls atomic.Int64
 	items atomic.Int64 // items returned by Query (ScannedCount)
 	// loseAnswer makes the next TransactWriteItems apply, then fail as if its answer was lost.

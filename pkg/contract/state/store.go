@@ -11,21 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
-
-// DynamoDB is the part of the DynamoDB client the store uses.
-type DynamoDB interface {
-	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	BatchGetItem(ctx context.Context, params *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
-	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	TransactWriteItems(ctx context.Context, params *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-	Query(ctx context.Context, params *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	DeleteItem(ctx context.Context, params *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
 
 // Store reads and moves instance items. It is safe for concurrent use.
 type Store struct {
-	db      DynamoDB
+	db      awsapi.DynamoDB
 	table   string
 	account Account
 
@@ -48,7 +39,7 @@ func (s *Store) retention() time.Duration {
 }
 
 // NewStore returns a store for table, keying items by the ARNs of account.
-func NewStore(db DynamoDB, table string, account Account) (*Store, error) {
+func NewStore(db awsapi.DynamoDB, table string, account Account) (*Store, error) {
 	if table == "" {
 		return nil, errors.New("state store: table name is empty")
 	}

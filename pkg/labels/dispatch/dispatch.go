@@ -20,12 +20,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 	"github.com/hangar-ci/hangar/pkg/pool"
@@ -130,11 +129,6 @@ type Runners interface {
 // GitHub gives a client for a scope, acting as one installation of the App (ghapp.App).
 type GitHub func(installation int64, scope ghapi.Scope) (Runners, error)
 
-// SQS is the queue calls the dispatcher makes: its delayed checks.
-type SQS interface {
-	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-}
-
 // Deps are the dispatcher's collaborators.
 type Deps struct {
 	Pools Pools
@@ -144,7 +138,7 @@ type Deps struct {
 	Pool    *pool.Pool
 	Events  Events
 	GitHub  GitHub
-	SQS     SQS
+	SQS     awsapi.SQS
 	Log     *slog.Logger
 	Metrics *metrics.Writer
 	// Now is the clock; time.Now when nil.

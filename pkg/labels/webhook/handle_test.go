@@ -17,43 +17,29 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/labels/webhook"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 )
 
 const secret = "a-webhook-secret-of-some-length"
 
-// queue records what the handler sends.
-type queue struct {
-	mu   sync.Mutex
-	sent []string
-	fail error
-}
+// jobsQueue is the jobs queue the handler sends to (the fake SQS's).
+const jobsQueue = "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs"
 
-func (q *queue) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.fail != nil {
-		return nil, q.fail
-	}
-	q.sent = append(q.sent, aws.ToString(in.MessageBody))
-	return &sqs.SendMessageOutput{}, nil
-}
-
-func (q *queue) messages(t *testing.T) []jobs.Message {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// queued returns the messages the handler put on the jobs queue.
+func (w *world) queued(t *testing.T) []jobs.Message {
+	t.Helper()
 	var out []jobs.Message
-	for _, b := range q.sent {
+	for _, b := range w.q.Bodies(jobsQueue) {
 		m, err := jobs.Parse(b)
 		require.NoError(t, err)
 		out = append(out, m)
@@ -75,7 +61,7 @@ func (p pools) LoadStack(context.Context) (*pooldoc.Stack, error) {
 
 // noDB fails every request: refused deliveries must make none.
 type noDB struct {
-	state.DynamoDB
+	awsapi.DynamoDB
 	calls atomic.Int64
 }
 
@@ -86,16 +72,16 @@ func (d *noDB) UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*d
 
 type world struct {
 	h       *webhook.Handler
-	q       *queue
+	q       *fake.SQS
 	log     *bytes.Buffer
 	metrics *testbed.Buffer
 }
 
-func newWorld(t *testing.T, db state.DynamoDB, table string) *world {
+func newWorld(t *testing.T, db awsapi.DynamoDB, table string) *world {
 	t.Helper()
-	w := &world{q: &queue{}, log: &bytes.Buffer{}, metrics: &testbed.Buffer{}}
+	w := &world{q: &fake.SQS{}, log: &bytes.Buffer{}, metrics: &testbed.Buffer{}}
 	var mu sync.Mutex
-	h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: "http://127.0.0.1/jobs"}, webhook.Deps{
+	h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: jobsQueue}, webhook.Deps{
 		Secret: func(context.Context, bool) ([]byte, error) { return []byte(secret), nil },
 		Queue:  w.q, Pools: pools{table: table}, DynamoDB: db,
 		Log:     slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: w.log}, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -181,7 +167,7 @@ func TestBadInput(t *testing.T) {
 			require.Contains(t, resp.Body, tc.says)
 			require.Contains(t, w.log.String(), strings.ReplaceAll(tc.says, `"`, `\"`), "the log line says why")
 			require.Zero(t, db.calls.Load(), "nothing recorded")
-			require.Empty(t, w.q.messages(t), "nothing queued")
+			require.Empty(t, w.queued(t), "nothing queued")
 		})
 	}
 }
@@ -225,10 +211,10 @@ func TestRouting(t *testing.T) {
 	}
 	for _, tc := range tests {
 		job := next()
-		before := len(w.q.messages(t))
+		before := len(w.queued(t))
 		resp := w.h.Handle(ctx, request(payload(tc.action, job, tc.repo, tc.labels, tc.runner), nil))
 		require.Equal(t, tc.want.status, resp.Status, "%s: %s", tc.name, resp.Body)
-		msgs := w.q.messages(t)
+		msgs := w.queued(t)
 		if tc.want.pool == "" {
 			require.Len(t, msgs, before, "%s: nothing queued", tc.name)
 		} else {
@@ -247,11 +233,11 @@ func TestRouting(t *testing.T) {
 			require.Equal(t, 200, resp.Status, "%s: duplicate: %s", tc.name, resp.Body)
 			require.Contains(t, resp.Body, "duplicate")
 			if tc.action == "queued" {
-				require.Len(t, w.q.messages(t), before+1, "%s: the duplicate queues nothing", tc.name)
+				require.Len(t, w.queued(t), before+1, "%s: the duplicate queues nothing", tc.name)
 			} else {
 				// Passed on with its record, for speed: the dispatcher's conditional writes make
 				// a second in_progress or completed change nothing (dispatch's tests).
-				require.LessOrEqual(t, len(w.q.messages(t)), before+2, tc.name)
+				require.LessOrEqual(t, len(w.queued(t)), before+2, tc.name)
 			}
 		}
 		if tc.want.reason != "" {
@@ -263,12 +249,11 @@ func TestRouting(t *testing.T) {
 
 	// A job the queue refused is forgotten: GitHub shows the delivery failed, and a redelivery is
 	// taken rather than taken for a duplicate.
-	w.q.fail = errors.New("queue down")
+	w.q.Inject("SendMessage", errors.New("queue down"))
 	job := next()
 	body := payload("queued", job, "octo/app", []string{"hangar", "linux-x64"}, "")
 	resp := w.h.Handle(ctx, request(body, nil))
 	require.Equal(t, http.StatusBadGateway, resp.Status, resp.Body)
-	w.q.fail = nil
 	resp = w.h.Handle(ctx, request(body, nil))
 	require.Equal(t, http.StatusAccepted, resp.Status, resp.Body)
 }

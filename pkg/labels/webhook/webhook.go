@@ -16,12 +16,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 )
 
@@ -68,11 +67,6 @@ func (c Config) Validate() error {
 // from a cache (a signature that does not match may mean the secret was rotated).
 type Secret func(ctx context.Context, fresh bool) ([]byte, error)
 
-// Queue is the SQS call the handler makes.
-type Queue interface {
-	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
 // Pools reads the stack's pool documents (pooldoc.Cache: they are asked for on every delivery).
 type Pools interface {
 	LoadStack(ctx context.Context) (*pooldoc.Stack, error)
@@ -81,10 +75,10 @@ type Pools interface {
 // Deps are the handler's dependencies.
 type Deps struct {
 	Secret Secret
-	Queue  Queue
+	Queue  awsapi.SQS
 	Pools  Pools
 	// DynamoDB is the state table's client: the handler records each job's events there, once.
-	DynamoDB state.DynamoDB
+	DynamoDB awsapi.DynamoDB
 	Log      *slog.Logger
 	Metrics  *metrics.Writer
 	// Now is the clock; time.Now when nil.

@@ -1,7 +1,7 @@
 // Package awsapi is every AWS SDK call Hangar makes, one interface per service, in one place:
 // the packages that call AWS take these, the wiring passes the SDK's clients (checked at compile
-// time in internal/wire/awscfg), and internal/testkit/fake implements them in memory for the
-// tests that run without the emulators.
+// time below), and internal/testkit/fake implements them in memory for the tests that run
+// without the emulators. The agent's are narrower: what an instance's role may do.
 package awsapi
 
 import (
@@ -75,3 +75,35 @@ type PriceList interface {
 type Lambda interface {
 	Invoke(ctx context.Context, params *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
 }
+
+// AgentDynamoDB is what an instance's agent asks of DynamoDB: its own item, read and updated.
+type AgentDynamoDB interface {
+	GetItem(ctx context.Context, params *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, params *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// AgentSQS is what an instance's agent asks of SQS on its own doorbell: receive, and delete what
+// it received.
+type AgentSQS interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+// AgentEC2 is what an instance's agent asks of EC2: to terminate its own instance.
+type AgentEC2 interface {
+	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
+// The SDK's clients are what the wiring passes.
+var (
+	_ EC2            = (*ec2.Client)(nil)
+	_ SQS            = (*sqs.Client)(nil)
+	_ DynamoDB       = (*dynamodb.Client)(nil)
+	_ SSM            = (*ssm.Client)(nil)
+	_ SecretsManager = (*secretsmanager.Client)(nil)
+	_ PriceList      = (*pricing.Client)(nil)
+	_ Lambda         = (*lambda.Client)(nil)
+	_ AgentDynamoDB  = (*dynamodb.Client)(nil)
+	_ AgentSQS       = (*sqs.Client)(nil)
+	_ AgentEC2       = (*ec2.Client)(nil)
+)

@@ -14,6 +14,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
@@ -54,18 +55,10 @@ func Prefix(stack string) string {
 // Name is the doorbell queue name of instance id in stack.
 func Name(stack, id string) string { return Prefix(stack) + id }
 
-// SQS is the part of the SQS client the control plane uses on doorbells.
-type SQS interface {
-	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
-	DeleteQueue(ctx context.Context, params *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
-	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	ListQueues(ctx context.Context, params *sqs.ListQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error)
-}
-
 // Bells creates, rings and deletes the doorbells of one stack. The zero value (no SQS client)
 // does nothing: instances without a doorbell are polled by their agents as before.
 type Bells struct {
-	SQS   SQS
+	SQS   awsapi.SQS
 	Stack string
 	// Base is the queue URL up to the queue's name (scheme, host, account), taken from any queue
 	// of the stack's account and region (the pool queue): doorbell URLs are Base + Name.
@@ -73,7 +66,7 @@ type Bells struct {
 }
 
 // New returns the bells of stack, whose queues live beside the queue at queueURL.
-func New(client SQS, stack, queueURL string) (*Bells, error) {
+func New(client awsapi.SQS, stack, queueURL string) (*Bells, error) {
 	i := strings.LastIndexByte(queueURL, '/')
 	if client == nil || stack == "" || i < 0 {
 		return nil, fmt.Errorf("doorbells of stack %q beside queue %q: want an SQS client, a stack name and a queue URL", stack, queueURL)

@@ -10,14 +10,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
-// Receiver is the part of the SQS client an agent uses on its own doorbell.
-type Receiver interface {
-	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-}
+// Receiver is the agent's view of SQS on its doorbell (awsapi.AgentSQS).
+type Receiver = awsapi.AgentSQS
 
 // Defaults of a Listener.
 const (
@@ -27,7 +25,7 @@ const (
 
 // Listener long-polls one doorbell for its agent.
 type Listener struct {
-	SQS Receiver
+	SQS awsapi.AgentSQS
 	URL string
 	// Wait is each receive's long poll (whole seconds, at most 20; DefaultWait when 0).
 	Wait time.Duration

@@ -11,12 +11,13 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
 // countingDB counts the writes a store sends to DynamoDB Local.
 type countingDB struct {
-	state.DynamoDB
+	awsapi.DynamoDB
 	mu                   sync.Mutex
 	transactions, single int
 }
