@@ -33,6 +33,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/instance/agent"
+	"github.com/hangar-ci/hangar/pkg/instance/host"
 	"github.com/hangar-ci/hangar/pkg/instance/runas"
 )
 
@@ -64,7 +65,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hangar-agent:", err)
 		os.Exit(2)
 	}
-	log := newLogger(opts.logFormat)
+	log := newLogger(opts.logFormat).With("component", "agent")
 	err = run(ctx, opts, log)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
@@ -114,9 +115,9 @@ func parse(args []string) (options, error) {
 	str(&o.stateDir, "state-dir", agent.DefaultStateDir, "what the agent keeps across restarts (init markers)")
 	str(&o.runsDir, "runs-dir", "", "the root-owned parent of each run's directories (default <state-dir>/runs)")
 	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
-	str(&o.helper, "helper", "", "the helper that starts the runner's scripts as the runner user (default: "+agent.HelperName+" beside the agent, else the agent itself)")
+	str(&o.helper, "helper", "", "the helper that starts the runner's scripts as the runner user (default: "+host.HelperName+" beside the agent, else the agent itself)")
 	str(&o.cgroupRoot, "cgroup-root", "", "the cgroup v2 directory delegated to the agent, below which every run gets a cgroup of its own (default: the agent's own cgroup)")
-	str(&o.tmpDirs, "tmp-dirs", strings.Join(agent.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
+	str(&o.tmpDirs, "tmp-dirs", strings.Join(host.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
 	dur(&o.safety, "safety-interval", agent.DefaultSafetyInterval, "how often the item is read while the doorbell works (catches a lost ring)")
 	dur(&o.doorbellWait, "doorbell-wait", agent.DefaultDoorbellWait, "each long poll of the doorbell queue (whole seconds, at most 20s; one SQS request each)")
@@ -184,19 +185,25 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	cfg := agent.Config{
-		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir, TmpDirs: tmpDirs, RunAs: runAs,
-		Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
+		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir,
 		PollInterval: o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
 		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
 		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
 	}
-	a, err := agent.New(cfg, store, ec2.NewFromConfig(awsCfg), md, log)
+	cfg.ApplyDefaults() // settles the agent's own directories, which the host keeps out of the runs' reach
+	log = log.With("instance", id.InstanceID, "pool", pool.Name)
+	h, err := host.New(host.Config{RunAs: runAs, Runner: pool.Runner, OwnDirs: []string{cfg.RunnerDir, cfg.RunsDir, cfg.StateDir},
+		TmpDirs: tmpDirs, Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot}, log)
+	if err != nil {
+		return err
+	}
+	a, err := agent.New(cfg, store, onHost{h}, ec2.NewFromConfig(awsCfg), md, log)
 	if err != nil {
 		return err
 	}
 	queues := sqs.NewFromConfig(awsCfg)
 	a.Doorbell, a.Returns = queues, queues
-	log.Info("agent starting", "version", version, "instance", id.InstanceID, "type", id.InstanceType, "az", id.AZ, "pool", pool.Name)
+	log.Info("agent starting", "version", version, "type", id.InstanceType, "az", id.AZ)
 	return a.Run(ctx)
 }
 
@@ -209,4 +216,17 @@ func loadPool(ctx context.Context, awsCfg aws.Config, o options) (*pooldoc.Docum
 		return pooldoc.Parse(b)
 	}
 	return pooldoc.Load(ctx, ssm.NewFromConfig(awsCfg), o.stack, o.pool)
+}
+
+// onHost is package host's Host as the agent reaches it (agent.Host): the agent declares what it
+// needs of the machine, and knows nothing of package host.
+type onHost struct{ *host.Host }
+
+// OpenRun returns the host's run as an agent.Run.
+func (h onHost) OpenRun(dir string) (agent.Run, error) {
+	r, err := h.Host.OpenRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

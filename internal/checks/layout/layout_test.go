@@ -89,7 +89,7 @@ var linkRules = []linkRule{
 	{"cmd/agent", []string{actionsToolkit, lambdaRuntime, appAuth, githubClient, module + "pkg/platform/ghclient", module + "pkg/platform/ghapp",
 		module + "pkg/labels", module + "pkg/steps"},
 		"the agent is neither an action step nor a Lambda, calls no GitHub API, and nothing of the GitHub App reaches an instance"},
-	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/instance/agent", module + "pkg/contract/state", module + "internal"},
+	{"cmd/agent/runas", []string{"github.com/aws", githubClient, module + "pkg/instance/agent", module + "pkg/instance/host", module + "pkg/contract/state", module + "internal"},
 		"the agent's helper starts for every runner script: it links no AWS or GitHub code (whose package initialisation is most of the agent's start-up), nor package net (0.8 ms of CPU at every start: exactBans), only package runas"},
 	{"cmd/webhook", []string{actionsToolkit, module + "pkg/steps", module + "internal/wire/step"},
 		"the label-routed jobs' functions are not an action step"},

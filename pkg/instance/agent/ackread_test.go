@@ -66,7 +66,7 @@ func TestReadAssignedAcknowledgesAHandedOverAssignment(t *testing.T) {
 			store := &ackReadStore{ackReadErr: tc.ackReadErr}
 			cfg := validConfig()
 			cfg.HeartbeatInterval = time.Hour
-			a, err := New(cfg, store, nil, nil, nil)
+			a, err := New(cfg, store, nil, nil, nil, nil)
 			require.NoError(t, err)
 			if tc.handedOver {
 				a.mailbox.Put(handOver)

@@ -44,7 +44,7 @@ const maxBackoff = 5 * time.Second
 // readBackoff is the wait between reads of the item while they fail (or, at boot, while it does
 // not exist yet): from twice the poll interval up to maxBackoff.
 func (a *Agent) readBackoff() wait.Backoff {
-	return wait.Backoff{Initial: 2 * a.cfg.PollInterval, Max: maxBackoff}
+	return wait.Backoff{Initial: 2 * a.cfg.PollInterval, Max: maxBackoff, Clock: a.Clock}
 }
 
 // Agent runs one instance. Create it with New and call Run once.
@@ -53,18 +53,16 @@ type Agent struct {
 	store Store
 	// mailbox holds the hand-overs (runner secrets) the doorbell brought, in memory only.
 	mailbox *doorbell.Mailbox
+	host    Host
 	ec2     EC2
 	md      Metadata
 	log     *slog.Logger
 	http    *http.Client
-	user    *runnerUser // set by init
-	cgroups *cgroups    // set by init
-	// sweepDirs are the directories outside the temporary ones swept after every run (set by
-	// init; see findSweepDirs).
-	sweepDirs []string
 
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Clock passes the agent's waits (wait.Real when nil); a test that moves Now moves it too.
+	Clock wait.Clock
 	// Doorbell receives from the instance's doorbell (package doorbell); nil, or an item without
 	// one, and the agent polls its item every PollInterval instead.
 	Doorbell doorbell.Receiver
@@ -112,8 +110,9 @@ type Agent struct {
 	pollMu        sync.Mutex
 }
 
-// New returns an agent for cfg (defaults applied, then validated).
-func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
+// New returns an agent for cfg (defaults applied, then validated) that keeps its item in store
+// and serves runs on host; log is the wiring's, which names the component and the instance.
+func New(cfg Config, store Store, host Host, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
@@ -121,8 +120,7 @@ func New(cfg Config, store Store, ec2Client EC2, md Metadata, log *slog.Logger) 
 	if log == nil {
 		log = slog.Default()
 	}
-	log = log.With("instance", cfg.Identity.InstanceID, "pool", cfg.Pool.Name)
-	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), ec2: ec2Client, md: md, log: log, http: downloadClient(),
+	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), host: host, ec2: ec2Client, md: md, log: log, http: downloadClient(),
 		rings: make(chan struct{}, 1), ringGap: minRingGap, moved: make(chan struct{})}, nil
 }
 
@@ -131,6 +129,29 @@ func (a *Agent) now() time.Time {
 		return a.Now()
 	}
 	return time.Now()
+}
+
+func (a *Agent) clock() wait.Clock {
+	if a.Clock != nil {
+		return a.Clock
+	}
+	return wait.Real
+}
+
+// sleep waits d on the agent's clock, or until ctx ends (returning its error).
+func (a *Agent) sleep(ctx context.Context, d time.Duration) error { return a.clock().Sleep(ctx, d) }
+
+// timer passes d on the agent's clock in the background: slept is closed once it has, unless
+// stop (or the end of ctx) came first. Call stop either way.
+func (a *Agent) timer(ctx context.Context, d time.Duration) (slept <-chan struct{}, stop func()) {
+	ctx, stop = context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		if a.clock().Sleep(ctx, d) == nil {
+			close(done)
+		}
+	}()
+	return done, stop
 }
 
 // Run runs the agent until ctx ends (a graceful stop: the runner is stopped, nothing is
@@ -275,19 +296,20 @@ func (a *Agent) pause(ctx context.Context, next, earliest time.Time, rings bool,
 		if hook != nil {
 			d = min(d, a.cfg.PollInterval)
 		}
-		t := time.NewTimer(d)
+		slept, stop := a.timer(ctx, d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return false, ctx.Err()
 		case <-ring:
-			t.Stop()
+			stop()
 			if !a.now().Before(earliest) {
 				return true, nil
 			}
 			next, ring, rung = earliest, nil, true // rung too soon after the last read: read at earliest
 			continue
-		case <-t.C:
+		case <-slept:
+			stop()
 		}
 		if hook != nil {
 			hook()

@@ -12,7 +12,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
-// Config is everything the agent needs to run.
+// Config is the agent's configuration; the host it serves runs on has its own (package host).
 type Config struct {
 	// Identity is the instance's, from instance metadata.
 	Identity Identity
@@ -26,29 +26,6 @@ type Config struct {
 	RunsDir string
 	// StateDir holds what the agent keeps across restarts (the init marker of each spec).
 	StateDir string
-	// TmpDirs are the shared temporary directories cleared of the runner user's files after
-	// every run.
-	TmpDirs []string
-	// RunAs is the unprivileged user the runner runs as (the pool's runner.user). It may not be
-	// root or the agent's own user.
-	RunAs string
-	// MetadataEndpoint is the instance metadata service the runner user is kept from (a URL).
-	MetadataEndpoint string
-	// Iptables is the iptables command that installs that rule.
-	Iptables string
-	// Docker is the docker command: when it is on the instance, containers, volumes, networks and
-	// images a run left are removed after it. Empty or absent: skipped.
-	Docker string
-	// Self is the agent's own binary.
-	Self string
-	// Helper is the binary that starts the runner's scripts as the runner user, and runs as that
-	// user to probe the firewall rule and clear the user's keyrings (package runas): hangar-runas
-	// beside Self by default (cmd/agent/runas, which starts in about 1.2 ms of CPU), or Self where
-	// there is none (the agent's binary has the same commands, hidden, at 7 ms of CPU a start).
-	Helper string
-	// CgroupRoot is the cgroup v2 directory delegated to the agent (systemd's Delegate=yes): each
-	// run's processes live in <CgroupRoot>/jobs/<run>-<attempt>. Empty: the agent's own cgroup.
-	CgroupRoot string
 	// PollInterval is how often the agent reads its item when it has no working doorbell (one
 	// request each; heartbeats are folded into the reads), and how often it checks on the runner
 	// while serving.
@@ -98,10 +75,6 @@ const (
 	DefaultStateDir          = "/var/lib/hangar"
 )
 
-// DefaultTmpDirs are the shared temporary directories a run may leave files in.
-// Missing ones are skipped (/var/crash is Ubuntu's, world-writable like the others).
-var DefaultTmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue", "/var/crash"}
-
 // DefaultShutdownCommand powers the machine off.
 var DefaultShutdownCommand = []string{"shutdown", "-h", "now"}
 
@@ -115,24 +88,6 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.RunsDir == "" {
 		c.RunsDir = filepath.Join(c.StateDir, "runs")
-	}
-	if c.TmpDirs == nil {
-		c.TmpDirs = DefaultTmpDirs
-	}
-	if c.MetadataEndpoint == "" {
-		c.MetadataEndpoint = DefaultMetadataEndpoint
-	}
-	if c.Iptables == "" {
-		c.Iptables = "iptables"
-	}
-	if c.Docker == "" {
-		c.Docker = "docker"
-	}
-	if c.Self == "" {
-		c.Self = selfPath()
-	}
-	if c.Helper == "" {
-		c.Helper = defaultHelper(c.Self)
 	}
 	set := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -175,20 +130,6 @@ func (c *Config) Validate() error {
 	}
 	if r, err := filepath.Rel(c.RunnerDir, c.RunsDir); err == nil && !strings.HasPrefix(r, "..") {
 		errs = append(errs, fmt.Errorf("runs dir %q: it is removed run by run; want a directory outside the runner dir %q", c.RunsDir, c.RunnerDir))
-	}
-	for _, d := range c.TmpDirs {
-		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
-			errs = append(errs, fmt.Errorf("tmp dir %q: want an absolute path other than /", d))
-		}
-	}
-	if c.CgroupRoot != "" && (!filepath.IsAbs(c.CgroupRoot) || filepath.Clean(c.CgroupRoot) == "/") {
-		errs = append(errs, fmt.Errorf("cgroup root %q: want the absolute directory of a cgroup v2 cgroup", c.CgroupRoot))
-	}
-	if !filepath.IsAbs(c.Helper) {
-		errs = append(errs, fmt.Errorf("helper %q: want the absolute path of hangar-runas (cmd/agent/runas) or of the agent's own binary", c.Helper))
-	}
-	if c.RunAs == "" || c.RunAs == "self" {
-		errs = append(errs, fmt.Errorf("run-as %q: want the unprivileged user the runner runs as (the pool's runner.user); the agent's own user may not run jobs", c.RunAs))
 	}
 	for _, d := range []struct {
 		name string

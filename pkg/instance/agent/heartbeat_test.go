@@ -49,7 +49,7 @@ func TestRefusedHeartbeatDoesNotBlind(t *testing.T) {
 	store := &refusingHeartbeats{}
 	cfg := validConfig()
 	cfg.HeartbeatInterval = time.Hour
-	a, err := New(cfg, store, nil, nil, nil)
+	a, err := New(cfg, store, nil, nil, nil, nil)
 	require.NoError(t, err)
 	for range 5 {
 		item, err := a.poll(context.Background())
@@ -92,7 +92,7 @@ func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
 			t.Parallel()
 			store := &ackingStore{ackErr: ackErr}
 			cfg := validConfig()
-			a, err := New(cfg, store, nil, nil, nil)
+			a, err := New(cfg, store, nil, nil, nil, nil)
 			require.NoError(t, err)
 			item := &state.Instance{ID: "i-0123456789abcdef0", State: state.Claimed, Version: 7, Threshold: time.Now().Add(time.Hour),
 				Assignment: state.Assignment{RunID: "4242", RunAttempt: 1, Repo: "octo/app", RunnerURL: "https://github.com/octo/app",
@@ -126,7 +126,7 @@ func TestRingReadAtOnceFloodsThrottled(t *testing.T) {
 	store := &countingReads{}
 	cfg := validConfig()
 	cfg.PollInterval = time.Hour
-	a, err := New(cfg, store, nil, nil, nil)
+	a, err := New(cfg, store, nil, nil, nil, nil)
 	require.NoError(t, err)
 	a.ringGap = time.Hour // a read held back by the gap would not come within the test
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -21,11 +20,6 @@ import (
 type Sender interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
-
-// jitConfigVar is how the runner takes its just-in-time configuration from its environment (the
-// runner reads every input from ACTIONS_RUNNER_INPUT_<NAME>): on the command line, any local user
-// could read it from the process list.
-const jitConfigVar = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 
 // Returning the instance again: while its item still holds a job the agent has finished (its
 // return and the completed webhook both lost), the return is sent again this often, this many
@@ -49,7 +43,7 @@ func checkJob(it *state.Instance, server string) error {
 	if !names.IsJobKey(it.RunID) {
 		return fmt.Errorf("job key %q: want j<job id>", it.RunID)
 	}
-	if err := (jobGuard{Repo: it.Repo}).check(); err != nil {
+	if err := names.ValidateRepository(it.Repo); err != nil {
 		return err
 	}
 	return checkRunnerURL(it.RunnerURL, it.Repo, server)
@@ -75,37 +69,30 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	case err != nil:
 		log.Warn("could not acknowledge the job; not serving it until the acknowledgement is written", "error", err)
 		a.jobServed = "" // try again: nothing of it was used
-		return wait.Sleep(ctx, wait.Jitter(a.cfg.PollInterval))
+		return a.sleep(ctx, wait.Jitter(a.cfg.PollInterval))
 	}
-	dirs := runDirsFor(a.cfg.RunsDir, key, 0)
-	cg, err := a.cgroups.newRun(key + "-0")
+	dir := a.runDir(key, 0)
+	onHost, err := a.host.OpenRun(dir)
 	if err != nil {
-		a.jobFailed(ctx, item, dirs, err)
+		a.jobFailed(ctx, item, dir, err)
 		return nil
 	}
-	defer cg.close()
+	defer onHost.Close()
 	config, err := a.handOver(ctx, item, doorbell.KindJIT)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		a.jobFailed(ctx, item, dirs, fmt.Errorf("the runner configuration: %w", err))
+		a.jobFailed(ctx, item, dir, fmt.Errorf("the runner configuration: %w", err))
 		return nil
 	}
-	if err := dirs.make(a.cfg.RunnerDir, a.user); err != nil {
-		a.jobFailed(ctx, item, dirs, err)
+	if err := onHost.Make(a.cfg.RunnerDir); err != nil {
+		a.jobFailed(ctx, item, dir, err)
 		return nil
 	}
-	runner := newScriptRunner(dirs, a.user, a.cfg.Helper, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
-	hook, err := jobGuard{Repo: item.Repo}.write(dirs.base)
+	proc, err := startRunner(onHost, "", item.Repo, config)
 	if err != nil {
-		a.jobFailed(ctx, item, dirs, err)
-		return nil
-	}
-	runner.env = withJobStartedHook(withJITConfig(runner.env, config), hook)
-	proc, err := runner.start()
-	if err != nil {
-		a.jobFailed(ctx, item, dirs, err)
+		a.jobFailed(ctx, item, dir, err)
 		return nil
 	}
 	// The runner's exit is waited on with the item: it rings, so that the next read is now.
@@ -124,20 +111,20 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != key || exited(proc) }, nil)
 	if exited(proc) {
 		log.Info("runner exited after its job", "error", proc.err, "output", lastLines(proc.out.String(), 5))
-	} else if stopErr := proc.stop(a.cfg.StopTimeout); stopErr != nil {
+	} else if stopErr := onHost.Stop(a.cfg.StopTimeout); stopErr != nil {
 		log.Warn("stop runner", "error", stopErr)
 	}
 	if err != nil {
 		return err // ctx ended or the instance is terminating: nothing to give back
 	}
-	a.finishJob(ctx, key, version, dirs, false)
+	a.finishJob(ctx, key, version, dir, false)
 	return nil
 }
 
 // finishJob ends the job on the instance (giveBack: kill, clear, check; DEREGISTERED, or FAILED)
 // and returns the instance: lost says the runner died mid-job with an earlier agent.
-func (a *Agent) finishJob(ctx context.Context, key string, version int64, dirs runDirs, lost bool) {
-	a.giveBack(ctx, key, dirs, time.Time{})
+func (a *Agent) finishJob(ctx context.Context, key string, version int64, dir string, lost bool) {
+	a.giveBack(ctx, key, dir, time.Time{})
 	a.returning = returning{ret: jobs.Return{InstanceID: a.cfg.Identity.InstanceID, Key: key, Version: version, Lost: lost}}
 	a.sendReturn(ctx)
 }
@@ -162,8 +149,8 @@ func (a *Agent) returnInterrupted(ctx context.Context, key string) {
 
 // jobFailed reports a job the agent could not start a runner for (REGISTER_FAILED, after cleaning
 // up), and returns the instance: the dispatcher gives it back; the job waits for another runner.
-func (a *Agent) jobFailed(ctx context.Context, item *state.Instance, dirs runDirs, cause error) {
-	_, _ = a.registerFailed(ctx, item, dirs, "", cause)
+func (a *Agent) jobFailed(ctx context.Context, item *state.Instance, dir string, cause error) {
+	_, _ = a.registerFailed(ctx, item, dir, "", cause)
 	a.returning = returning{ret: jobs.Return{InstanceID: a.cfg.Identity.InstanceID, Key: item.RunID, Version: item.Version}}
 	a.sendReturn(ctx)
 }
@@ -200,22 +187,6 @@ func (a *Agent) returnAgain(ctx context.Context, it *state.Instance) {
 // agent before it: acknowledged already, or running (the runner took a job).
 func servedBefore(it *state.Instance) bool {
 	return it.State == state.Running || it.AckVersion >= it.Version
-}
-
-// exited reports whether the runner process has ended.
-func exited(p *runnerProc) bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// withJITConfig returns env with the runner's just-in-time configuration.
-func withJITConfig(env []string, config string) []string {
-	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, jitConfigVar+"=") })
-	return append(out, jitConfigVar+"="+config)
 }
 
 // lastLines returns the last n lines of s.

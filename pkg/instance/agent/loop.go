@@ -1,13 +1,10 @@
 package agent
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -58,7 +55,7 @@ func (a *Agent) loop(ctx context.Context) error {
 				a.log.Warn("the job was being served when the agent restarted; its runner is lost, the instance goes back",
 					"job", item.RunID, "version", item.Version, "state", item.State)
 				a.jobServed = item.RunID
-				a.finishJob(ctx, item.RunID, item.Version, runDirsFor(a.cfg.RunsDir, item.RunID, 0), true)
+				a.finishJob(ctx, item.RunID, item.Version, a.runDir(item.RunID, 0), true)
 				continue
 			}
 			if err := checkJob(item, a.cfg.Pool.GitHubURL); err != nil {
@@ -108,7 +105,7 @@ func checkAssignment(it *state.Instance, server string) error {
 			return fmt.Errorf("runner group %q: want an organisation runner group's name, not starting with '-'", it.RunnerGroup)
 		}
 	}
-	if err := (jobGuard{Run: it.RunID, Repo: it.Repo}).check(); err != nil {
+	if err := names.ValidateRepository(it.Repo); err != nil {
 		return err
 	}
 	return checkRunnerURL(it.RunnerURL, it.Repo, server)
@@ -168,37 +165,37 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		// Read the item again in a moment and try again while the claim stands; a claim never
 		// acknowledged is replaced by provision or given back by release.
 		log.Warn("could not acknowledge the assignment; not serving it until the acknowledgement is written", "error", err)
-		return false, wait.Sleep(ctx, wait.Jitter(a.cfg.PollInterval))
+		return false, a.sleep(ctx, wait.Jitter(a.cfg.PollInterval))
 	}
 
-	dirs := runDirsFor(a.cfg.RunsDir, run, item.RunAttempt)
-	cg, err := a.cgroups.newRun(fmt.Sprintf("%s-%d", run, item.RunAttempt))
+	dir := a.runDir(run, item.RunAttempt)
+	onHost, err := a.host.OpenRun(dir)
 	if err != nil {
-		return a.registerFailed(ctx, item, dirs, "", err)
+		return a.registerFailed(ctx, item, dir, "", err)
 	}
-	defer cg.close()
-	runner := newScriptRunner(dirs, a.user, a.cfg.Helper, a.cfg.Pool.Runner.UserNamespaces, cg, a.cfg.StopTimeout)
+	defer onHost.Close()
 	names, err := state.ParseRunnerPrefix(item.RunnerPrefix)
 	if err != nil {
-		return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the assignment's runner name: %w", err))
+		return a.registerFailed(ctx, item, dir, "", fmt.Errorf("the assignment's runner name: %w", err))
 	}
 	name := names.Name(a.cfg.Identity.InstanceID, run)
 	labels := runnerLabels(run, a.cfg.Pool.Labels, item.Labels)
-	resumed := configuredFor(dirs.runner, name)
+	resumed := onHost.Registered(name)
 	if !resumed {
 		regToken, err := a.handOver(ctx, item, doorbell.KindRegistration)
 		switch {
 		case ctx.Err() != nil:
 			return false, ctx.Err()
 		case err != nil:
-			return a.registerFailed(ctx, item, dirs, "", fmt.Errorf("the registration token: %w", err))
+			return a.registerFailed(ctx, item, dir, "", fmt.Errorf("the registration token: %w", err))
 		}
-		if err := dirs.make(a.cfg.RunnerDir, a.user); err != nil {
-			return a.registerFailed(ctx, item, dirs, "", err)
+		if err := onHost.Make(a.cfg.RunnerDir); err != nil {
+			return a.registerFailed(ctx, item, dir, "", err)
 		}
-		out, err := runner.configure(ctx, item.RunnerURL, regToken, name, item.RunnerGroup, labels)
+		out := newTail(state.MaxLogTail)
+		err = onHost.Configure(ctx, item.RunnerURL, regToken, name, item.RunnerGroup, labels, out)
 		if err != nil {
-			return a.registerFailed(ctx, item, dirs, out, err)
+			return a.registerFailed(ctx, item, dir, redact(out.String(), regToken), err)
 		}
 		log.Info("runner registered", "name", name, "labels", labels, "ms", a.now().Sub(noticed).Milliseconds())
 	} else {
@@ -206,14 +203,9 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 	// Every start of run.sh (restarts too) runs jobs through the run's guard: a job of another
 	// run or repository that names the run's label fails before its first step.
-	hook, err := jobGuard{Run: run, Repo: item.Repo}.write(dirs.base)
+	proc, err := startRunner(onHost, run, item.Repo, "")
 	if err != nil {
-		return a.registerFailed(ctx, item, dirs, "", err)
-	}
-	runner.env = withJobStartedHook(runner.env, hook)
-	proc, err := runner.start()
-	if err != nil {
-		return a.registerFailed(ctx, item, dirs, "", err)
+		return a.registerFailed(ctx, item, dir, "", err)
 	}
 	registered := state.Signal{Name: state.SignalRegistered, Run: run, Version: version, At: a.now()}
 	if !resumed {
@@ -229,7 +221,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 	}
 
 	restarts := 0
-	restartBackoff := wait.Backoff{Initial: time.Second, Max: maxBackoff}
+	restartBackoff := wait.Backoff{Initial: time.Second, Max: maxBackoff, Clock: a.Clock}
 	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != run }, func() {
 		select {
 		case <-proc.done:
@@ -241,29 +233,30 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 		if restartBackoff.Sleep(ctx) != nil {
 			return
 		}
-		if p, err := runner.start(); err == nil {
+		if p, err := startRunner(onHost, run, item.Repo, ""); err == nil {
 			proc = p
 		}
 	})
 	released := time.Unix(0, a.wokeAt.Load()) // the ring that told of the release, or the read that found it
-	if stopErr := proc.stop(a.cfg.StopTimeout); stopErr != nil {
+	if stopErr := onHost.Stop(a.cfg.StopTimeout); stopErr != nil {
 		log.Warn("stop runner", "error", stopErr)
 	}
 	if err != nil {
 		return false, err // ctx ended or the instance is terminating: nothing to give back
 	}
-	a.giveBack(ctx, run, dirs, released)
+	a.giveBack(ctx, run, dir, released)
 	return false, nil
 }
 
-// giveBack ends the run on the instance (see endRun) and signals DEREGISTERED, with how long it
-// took since released (the ring that told of the release, or the read that found it; zero: not
-// timed); when anything of the run
-// may have survived, it signals FAILED instead, and the instance is not reused.
-func (a *Agent) giveBack(ctx context.Context, run string, dirs runDirs, released time.Time) {
+// giveBack ends the run on the instance (Host.Scrub, its directories dir with it) and signals
+// DEREGISTERED, with how long it took since released (the ring that told of the release, or the
+// read that found it; zero: not timed); when anything of the run may have survived, it signals
+// FAILED instead, and the instance is not reused. The runner is not removed from GitHub here:
+// release deletes the run's runners through the API.
+func (a *Agent) giveBack(ctx context.Context, run, dir string, released time.Time) {
 	log := a.log.With("run", run)
 	start := a.now()
-	if err := a.endRun(ctx, dirs, log); err != nil {
+	if err := a.host.Scrub(ctx, dir); err != nil {
 		a.cleaningFailed(ctx, run, err)
 		return
 	}
@@ -291,14 +284,14 @@ func (a *Agent) cleaningFailed(ctx context.Context, run string, cause error) {
 // registerFailed signals REGISTER_FAILED about the assignment with the log tail, after cleaning
 // up what the attempt left, so that the next assignment starts fresh. A failed cleanup signals
 // FAILED instead.
-func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs runDirs, out string, cause error) (bool, error) {
+func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dir, out string, cause error) (bool, error) {
 	msg := out
 	if msg != "" && !strings.HasSuffix(msg, "\n") {
 		msg += "\n"
 	}
 	msg += "hangar-agent: " + cause.Error()
 	a.log.Error("runner registration failed", "run", item.RunID, "error", cause, "output", out)
-	if err := a.endRun(ctx, dirs, a.log.With("run", item.RunID)); err != nil {
+	if err := a.host.Scrub(ctx, dir); err != nil {
 		a.cleaningFailed(ctx, item.RunID, err)
 		return true, nil
 	}
@@ -316,30 +309,6 @@ func (a *Agent) registerFailed(ctx context.Context, item *state.Instance, dirs r
 	return true, nil
 }
 
-// configuredFor reports whether the run's runner holds a registration under name (after an agent
-// restart mid-run). The real runner records the name as agentName in .runner; the stand-in as
-// name. The file is read through an os.Root: a symlink the run left there leads nowhere else.
-func configuredFor(dir, name string) bool {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = root.Close() }()
-	b, err := root.ReadFile(".runner")
-	if err != nil {
-		return false
-	}
-	var settings struct {
-		AgentName string `json:"agentName"`
-		Name      string `json:"name"`
-	}
-	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // the real runner writes a byte-order mark
-	if json.Unmarshal(b, &settings) != nil {
-		return false
-	}
-	return settings.AgentName == name || settings.Name == name
-}
-
 // runnerLabels returns the run id, then, for each of the pool's and the assignment's extra
 // labels l, the composite <run>-<l>, without repeats. Never a bare label: GitHub gives a job to
 // any runner that has all the job's labels, so a bare `linux` would let any job of the repository
@@ -355,9 +324,4 @@ func runnerLabels(run string, pool, extra []string) []string {
 		}
 	}
 	return out
-}
-
-// String describes the agent's configuration for its start-up log line.
-func (c Config) String() string {
-	return fmt.Sprintf("runner dir %s, runs dir %s, run as %q, helper %s, poll %s, heartbeat %s", c.RunnerDir, c.RunsDir, c.RunAs, c.Helper, c.PollInterval, c.HeartbeatInterval)
 }

@@ -13,7 +13,7 @@ import (
 // and at once when that has happened already; a cancelled context ends it too.
 func TestSettledWaitsForTheAgentToWaitAgain(t *testing.T) {
 	t.Parallel()
-	a, err := New(validConfig(), &countingReads{}, nil, nil, nil)
+	a, err := New(validConfig(), &countingReads{}, nil, nil, nil, nil)
 	require.NoError(t, err)
 	a.waiting() // before the hand-over: does not count
 	arrived := time.Now()

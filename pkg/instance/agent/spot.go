@@ -26,7 +26,7 @@ func (a *Agent) watchSpot(ctx context.Context) {
 		}
 		a.draining.Store(true)
 		a.log.Warn("spot interruption notice; taking no new work", "notice", notice)
-		backoff := wait.Backoff{Initial: maxBackoff}
+		backoff := wait.Backoff{Initial: maxBackoff, Clock: a.Clock}
 		for ctx.Err() == nil {
 			if err := a.signalLatest(ctx, state.Signal{Name: state.SignalSpotInterrupted, Log: notice}); err == nil {
 				return

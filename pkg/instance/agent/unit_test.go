@@ -101,7 +101,6 @@ func validConfig() Config {
 		Identity:  Identity{InstanceID: "i-0123456789abcdef0", Region: "us-east-1", Account: "123456789012", Partition: "aws", Arch: "x64"},
 		Pool:      &pooldoc.Document{Name: "p", Timeouts: pooldoc.DefaultTimeouts},
 		RunnerDir: "/opt/hangar/runner",
-		RunAs:     "runner",
 	}
 	c.ApplyDefaults()
 	return c
@@ -112,7 +111,6 @@ func TestConfigValidate(t *testing.T) {
 	c := validConfig()
 	require.NoError(t, c.Validate())
 	require.Equal(t, "/var/lib/hangar/runs", c.RunsDir)
-	require.Equal(t, []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue", "/var/crash"}, c.TmpDirs)
 	require.Equal(t, 10*time.Minute, c.BootWait, "boot wait defaults to the pool's created timeout")
 
 	tests := []struct {
@@ -123,9 +121,6 @@ func TestConfigValidate(t *testing.T) {
 		{"relative runner dir", func(c *Config) { c.RunnerDir = "runner" }, `runner dir "runner": want an absolute path`},
 		{"root runs dir", func(c *Config) { c.RunsDir = "/" }, `runs dir "/": want an absolute path other than /`},
 		{"runs dir in runner dir", func(c *Config) { c.RunsDir = c.RunnerDir + "/runs" }, "want a directory outside the runner dir"},
-		{"tmp root", func(c *Config) { c.TmpDirs = []string{"/"} }, `tmp dir "/"`},
-		{"run as self", func(c *Config) { c.RunAs = "self" }, `run-as "self": want the unprivileged user`},
-		{"run as nobody given", func(c *Config) { c.RunAs = "" }, `run-as "": want the unprivileged user`},
 		{"hot poll", func(c *Config) { c.PollInterval = 10 * time.Millisecond }, "poll interval 10ms: want 200ms or more"},
 		{"negative grace", func(c *Config) { c.TerminateGrace = -time.Second }, "terminate grace -1s"},
 		{"no pool", func(c *Config) { c.Pool = nil }, "pool document: missing"},
@@ -216,29 +211,5 @@ func TestReadIdentity(t *testing.T) {
 			_, err := ReadIdentity(t.Context(), fakeMetadata{doc: doc, err: tc.err})
 			require.ErrorContains(t, err, tc.want)
 		})
-	}
-}
-
-func TestRefuseRootGroups(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		groups  []string
-		sudo    bool
-		refused string
-	}{
-		{[]string{"runner", "users"}, false, ""},
-		{[]string{"runner", "docker"}, false, "group docker"},
-		{[]string{"wheel"}, false, "group wheel"},
-		{[]string{"sudo", "adm"}, false, "group sudo"},
-		{[]string{"runner", "docker", "sudo"}, true, ""}, // declared by the pool
-	}
-	for _, tc := range tests {
-		err := refuseRootGroups("runner", tc.groups, tc.sudo)
-		if tc.refused == "" {
-			require.NoError(t, err, "%v", tc.groups)
-			continue
-		}
-		require.ErrorContains(t, err, tc.refused)
-		require.ErrorContains(t, err, "runner.sudo")
 	}
 }

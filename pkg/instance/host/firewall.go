@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"context"
@@ -144,13 +144,4 @@ func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runner
 		}
 	}
 	return nil
-}
-
-// selfPath is the agent's own binary.
-func selfPath() string {
-	p, err := os.Executable()
-	if err != nil {
-		return os.Args[0]
-	}
-	return p
 }

@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"bufio"
@@ -95,10 +95,10 @@ func ownCgroup(procCgroup io.Reader) (string, error) {
 	return "", errors.New("the process is in no cgroup v2 hierarchy (no 0:: line)")
 }
 
-// DefaultCgroupRoot is the agent's own cgroup v2 directory: the cgroup2 mount (from
+// defaultCgroupRoot is the agent's own cgroup v2 directory: the cgroup2 mount (from
 // /proc/self/mountinfo) joined with the agent's path in it (from /proc/self/cgroup). systemd
 // delegates it to the agent (Delegate=yes in its unit).
-func DefaultCgroupRoot() (string, error) {
+func defaultCgroupRoot() (string, error) {
 	mount, err := selfCgroupMount()
 	if err != nil {
 		return "", err

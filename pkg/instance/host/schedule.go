@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"bufio"
@@ -19,7 +19,7 @@ import (
 
 // What a run could schedule to outlive it: at jobs and a crontab fire during a later run, and
 // keys in the user's kernel keyrings (which the kernel keeps while no process of the user runs)
-// are read by it. init denies at and cron to the runner user; after each run its at jobs and
+// are read by it. Init denies at and cron to the runner user; after each run its at jobs and
 // crontab are removed and its keyrings cleared, and then checked.
 
 // etcDir holds at's and cron's allow and deny lists (a variable for tests).
@@ -170,15 +170,15 @@ func removeCrontab(name string) error {
 }
 
 // clearKeyrings runs the helper's ClearKeyringsCommand as the runner user.
-func (a *Agent) clearKeyrings(ctx context.Context) error {
+func (h *Host) clearKeyrings(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, scheduleTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, a.cfg.Helper, runas.ClearKeyringsCommand)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: a.user.credential()}
-	cmd.Env = a.user.env()
+	cmd := exec.CommandContext(ctx, h.cfg.Helper, runas.ClearKeyringsCommand)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: h.user.credential()}
+	cmd.Env = h.user.env()
 	cmd.Dir = "/"
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("clear the kernel keyrings of %s: %w: %s", a.user.name, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("clear the kernel keyrings of %s: %w: %s", h.user.name, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
@@ -186,14 +186,14 @@ func (a *Agent) clearKeyrings(ctx context.Context) error {
 // checkNothingLeft is the last step after a run: no process of the runner user (or its
 // subordinate uids), nothing in the jobs cgroup, no at job, no crontab. Anything found is an
 // error naming it.
-func (a *Agent) checkNothingLeft(ctx context.Context) error {
+func (h *Host) checkNothingLeft(ctx context.Context) error {
 	var left []string
-	if s, err := a.cgroups.leftInJobs(); err != nil {
+	if s, err := h.cgroups.leftInJobs(); err != nil {
 		return err
 	} else if s != "" {
 		left = append(left, s)
 	}
-	pids, err := userProcesses(a.user.owns)
+	pids, err := userProcesses(h.user.owns)
 	if err != nil {
 		return err
 	}
@@ -201,14 +201,14 @@ func (a *Agent) checkNothingLeft(ctx context.Context) error {
 		slices.Sort(pids)
 		left = append(left, fmt.Sprintf("processes %v of the runner user", pids))
 	}
-	ids, err := atJobs(ctx, a.user.name)
+	ids, err := atJobs(ctx, h.user.name)
 	if err != nil {
 		return err
 	}
 	if len(ids) > 0 {
 		left = append(left, "at jobs "+strings.Join(ids, " "))
 	}
-	if files, err := crontabs(a.user.name); err != nil {
+	if files, err := crontabs(h.user.name); err != nil {
 		return err
 	} else if len(files) > 0 {
 		left = append(left, "a crontab ("+strings.Join(files, ", ")+")")

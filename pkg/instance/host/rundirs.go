@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 )
 
@@ -17,9 +16,8 @@ type runDirs struct {
 	base, runner, work string
 }
 
-// runDirsFor returns the directories of the run (not made yet).
-func runDirsFor(runsDir, run string, attempt int) runDirs {
-	base := filepath.Join(runsDir, run+"-"+strconv.Itoa(attempt))
+// runDirsAt returns the directories of the run whose parent is base (not made yet).
+func runDirsAt(base string) runDirs {
 	return runDirs{base: base, runner: filepath.Join(base, "runner"), work: filepath.Join(base, "work")}
 }
 

@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"fmt"
@@ -42,4 +42,13 @@ func checkHelper(path string) error {
 		}
 	}
 	return nil
+}
+
+// selfPath is the agent's own binary.
+func selfPath() string {
+	p, err := os.Executable()
+	if err != nil {
+		return os.Args[0]
+	}
+	return p
 }

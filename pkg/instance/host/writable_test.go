@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"log/slog"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // TestFindWritable: the walk lists the directories the runner user owns or may write to, as far
@@ -54,23 +53,23 @@ func TestFindSweepDirsRefusals(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.Chmod(root, 0o755))
 	u := &runnerUser{name: "runner", uid: 54321, gid: 54321, home: filepath.Join(root, "home")}
-	agentFor := func(listed ...string) *Agent {
+	hostFor := func(listed ...string) *Host {
 		state := filepath.Join(root, "state")
-		a := &Agent{cfg: Config{RunnerDir: filepath.Join(state, "runner"), RunsDir: filepath.Join(state, "runs"), StateDir: state,
-			Pool: &pooldoc.Document{}}, log: slog.New(slog.DiscardHandler), user: u}
-		a.cfg.Pool.Runner.WritableDirs = listed
-		return a
+		h := &Host{cfg: Config{OwnDirs: []string{filepath.Join(state, "runner"), filepath.Join(state, "runs"), state}},
+			log: slog.New(slog.DiscardHandler), user: u}
+		h.cfg.Runner.WritableDirs = listed
+		return h
 	}
 	for _, listed := range []string{filepath.Join(root, "state"), filepath.Join(root, "state", "runs", "x"), root, u.home} {
-		err := agentFor(listed).findSweepDirs(filepath.Join(root, "empty"))
+		err := hostFor(listed).findSweepDirs(filepath.Join(root, "empty"))
 		require.ErrorContains(t, err, "which the agent manages itself", listed)
 	}
 	require.NoError(t, os.Lchown(root, u.uid, u.gid))
-	err := agentFor().findSweepDirs(root)
+	err := hostFor().findSweepDirs(root)
 	require.ErrorContains(t, err, "a run could move it")
 
 	require.NoError(t, os.Lchown(root, 0, 0))
-	a := agentFor("/srv/cache")
-	require.NoError(t, a.findSweepDirs(root))
-	require.Equal(t, []string{"/srv/cache"}, a.sweepDirs)
+	h := hostFor("/srv/cache")
+	require.NoError(t, h.findSweepDirs(root))
+	require.Equal(t, []string{"/srv/cache"}, h.sweepDirs)
 }

@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"bufio"
@@ -138,44 +138,44 @@ func findWritable(root string, u *runnerUser, skip []string) ([]string, error) {
 // pool's runner.writableDirs, then those the walk finds (logged). It refuses a listed directory
 // that holds or lies in the agent's own directories or the user's home, and a writable directory
 // the agent's own directories lie under.
-func (a *Agent) findSweepDirs(root string) error {
-	own := []string{a.cfg.RunnerDir, a.cfg.RunsDir, a.cfg.StateDir}
-	for _, d := range a.cfg.Pool.Runner.WritableDirs {
-		for _, o := range append(slices.Clone(own), a.user.home) {
+func (h *Host) findSweepDirs(root string) error {
+	own := h.cfg.OwnDirs
+	for _, d := range h.cfg.Runner.WritableDirs {
+		for _, o := range append(slices.Clone(own), h.user.home) {
 			if o != "" && (under(d, o) || under(o, d)) {
 				return fmt.Errorf("runner.writableDirs %q: it holds or lies in %s, which the agent manages itself", d, o)
 			}
 		}
 	}
-	skip := slices.Concat(scanSkip, nonLocalMounts(), own, a.cfg.TmpDirs, a.cfg.Pool.Runner.WritableDirs)
-	if a.user.home != "" {
-		skip = append(skip, a.user.home)
+	skip := slices.Concat(scanSkip, nonLocalMounts(), own, h.cfg.TmpDirs, h.cfg.Runner.WritableDirs)
+	if h.user.home != "" {
+		skip = append(skip, h.user.home)
 	}
-	found, err := findWritable(root, a.user, skip)
+	found, err := findWritable(root, h.user, skip)
 	if err != nil {
 		return err
 	}
 	for _, d := range found {
 		for _, o := range own {
 			if under(o, d) {
-				return fmt.Errorf("%s may write to %s, which holds the agent's %s: a run could move it; fix the image", a.user.name, d, o)
+				return fmt.Errorf("%s may write to %s, which holds the agent's %s: a run could move it; fix the image", h.user.name, d, o)
 			}
 		}
 	}
 	if len(found) > 0 {
-		a.log.Warn("the runner user may write to directories outside its home, the temporary directories and runner.writableDirs; they are swept after every run like /tmp",
-			"user", a.user.name, "dirs", found)
+		h.log.Warn("the runner user may write to directories outside its home, the temporary directories and runner.writableDirs; they are swept after every run like /tmp",
+			"user", h.user.name, "dirs", found)
 	}
-	a.sweepDirs = slices.Concat(a.cfg.Pool.Runner.WritableDirs, found)
+	h.sweepDirs = slices.Concat(h.cfg.Runner.WritableDirs, found)
 	return nil
 }
 
 // sweepWritable removes the runner user's entries in the writable directories findSweepDirs
-// settled, as scrub does in the temporary ones.
-func (a *Agent) sweepWritable() error {
+// settled, as Scrub does in the temporary ones.
+func (h *Host) sweepWritable() error {
 	var errs []error
-	for _, d := range a.sweepDirs {
-		errs = append(errs, removeOwned(d, a.user.owns))
+	for _, d := range h.sweepDirs {
+		errs = append(errs, removeOwned(d, h.user.owns))
 	}
 	return errors.Join(errs...)
 }
