@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
@@ -81,14 +80,4 @@ func (e *env) claim(in *state.Instance, run string) *state.Instance {
 func (e *env) release(in *state.Instance) *state.Instance {
 	e.t.Helper()
 	return e.must(e.Release(e.ctx, in))
-}
-
-// waitTerminated waits until EC2 reports the instance terminated (the harness logs the agents'
-// output if it never is).
-func (e *env) waitTerminated(id string, within time.Duration) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool {
-		st, err := e.InstanceState(e.ctx, id)
-		return err == nil && st == ec2types.InstanceStateNameTerminated
-	}, within, 200*time.Millisecond, "%s not terminated within %s", id, within)
 }

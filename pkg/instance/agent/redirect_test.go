@@ -1,12 +1,10 @@
-package agent_test
+package agent
 
 import (
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +21,7 @@ type recorder struct {
 func newRecorder(t *testing.T) *recorder {
 	t.Helper()
 	r := &recorder{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.got = append(r.got, req.Method+" "+req.URL.String())
 		r.mu.Unlock()
@@ -46,29 +44,27 @@ func (r *recorder) requests() []string {
 // honest claim.
 func TestRewrittenRunnerURL(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Baked: true})
+	w := newWorld(t, worldOptions{Baked: true})
 	evil := newRecorder(t)
-	id := e.launch(time.Time{})
-	in := e.warm(id)
+	in := w.warm()
 
-	owner, name, _ := strings.Cut(repo, "/")
-	tok, _, err := e.GitHub.Actions.CreateRegistrationToken(e.ctx, owner, name)
-	require.NoError(t, err)
-	redirected := evil.URL + "/" + repo
-	claimed := e.transition(state.Change{InstanceID: id, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: "2301", RunAttempt: 1, Repo: repo, RunnerURL: redirected, RunnerPrefix: e.RunnerNames().Prefix()}})
-	require.NoError(t, e.HandOver(e.ctx, claimed, tok.GetToken()))
+	const token = "AREGREWRITTEN0123456789"
+	redirected := evil.URL + "/" + worldRepo
+	claimed := w.assign(in, "2301", redirected)
+	w.handOver(claimed, token)
 
-	failed := e.waitSignal(id, state.SignalRegisterFailed, "2301", claimed.Version)
+	failed := w.waitSignal(state.SignalRegisterFailed, "2301", claimed.Version)
 	require.Contains(t, failed.SignalLog, `runner URL "`+redirected+`"`, "the refusal names the URL")
-	require.Contains(t, failed.SignalLog, "not on the pool's GitHub server "+e.GH.URL(), "and the pinned server")
-	require.NotContains(t, failed.SignalLog, tok.GetToken())
+	require.Contains(t, failed.SignalLog, "not on the pool's GitHub server "+worldGitHubURL, "and the pinned server")
+	require.NotContains(t, failed.SignalLog, token)
 	require.Empty(t, evil.requests(), "nothing was sent to the rewritten host")
-	require.Empty(t, e.GH.Runners(""), "no runner registered")
+	require.Empty(t, w.host.configures(), "config.sh never saw the rewritten URL")
+	require.Empty(t, w.host.registrations(), "no runner registered")
 
-	back := e.transition(state.Change{InstanceID: id, From: state.Claimed, To: state.Idle, Version: failed.Version, RunID: "2301"})
-	again := e.claim(back, "2302")
-	e.waitSignal(id, state.SignalRegistered, "2302", again.Version)
-	require.Len(t, e.GH.Runners(repo), 1)
+	back := w.transition(state.Change{InstanceID: w.id, From: state.Claimed, To: state.Idle, Version: failed.Version, RunID: "2301"})
+	again := w.claim(back, "2302")
+	w.waitSignal(state.SignalRegistered, "2302", again.Version)
+	require.Equal(t, []string{w.runnerName("2302")}, w.host.registrations())
+	require.Equal(t, worldGitHubURL+"/"+worldRepo, w.host.configures()[0].url)
 	require.Empty(t, evil.requests(), "nothing was sent to the rewritten host")
 }
