@@ -19,8 +19,8 @@ type Launched struct {
 	Instances []fleet.Instance
 	// At is when they were launched; their created deadline counts from it.
 	At time.Time
-	// Assign, when set, returns what each instance was created for (a run, with its registration
-	// token sealed for it; or a label-routed job each): nil for a warm pool. An instance whose
+	// Assign, when set, returns what each instance was created for (a run; or a label-routed job
+	// each, with the runner made for it): nil for a warm pool. An instance whose
 	// assignment comes back nil is recorded warm; one that comes back with an error is recorded
 	// with what came back, and Record reports the error.
 	Assign func(ctx context.Context, instanceID string) (*state.Assignment, error)
@@ -84,8 +84,8 @@ func (p *Pool) assign(ctx context.Context, l Launched, items []*state.Instance) 
 	if l.Assign == nil {
 		return nil
 	}
-	// Assigning (sealing, minting) has a deadline of its own, well inside the record's: the
-	// items must be written whatever KMS or GitHub does.
+	// Assigning (making a job's runner) has a deadline of its own, well inside the record's:
+	// the items must be written whatever GitHub does.
 	ctx, cancel := context.WithTimeout(ctx, assignTimeout)
 	defer cancel()
 	errs := make([]error, len(items))

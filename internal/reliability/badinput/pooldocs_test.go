@@ -36,7 +36,7 @@ func poolDocCases() []poolDocCase {
 	return []poolDocCase{
 		{name: "unknown field (a typo)", change: map[string]any{"instanceType": "c7i.large"}, want: []string{`unknown field "instanceType"`}},
 		{name: "schema version from the future", change: map[string]any{"schemaVersion": 3}, want: []string{"schemaVersion: 3: this Hangar reads version 2"}},
-		{name: "schema version of a stack that sealed tokens", change: map[string]any{"schemaVersion": 1}, want: []string{"schemaVersion: 1: this Hangar reads version 2"}},
+		{name: "schema version of another Hangar", change: map[string]any{"schemaVersion": 1}, want: []string{"schemaVersion: 1: this Hangar reads version 2"}},
 		{name: "market unknown", change: map[string]any{"market": "cheapest"}, want: []string{`market: "cheapest": want spot, on-demand or spot-fallback`}},
 		{name: "allocation strategy unknown", change: map[string]any{"allocationStrategy": "fastest"}, want: []string{`allocationStrategy: "fastest": want cost or priority`}},
 		{name: "reuse unknown", change: map[string]any{"reuse": "sometimes"}, want: []string{`reuse: "sometimes": want repository, owner, any or never`}},

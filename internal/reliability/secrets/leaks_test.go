@@ -11,7 +11,7 @@ import (
 )
 
 // TestNoTokenLeaks runs the full cycle and scans every place it left text in for the tokens it
-// used: none may appear, and the ones in the state table only sealed.
+// used: none may appear, the state table included.
 func TestNoTokenLeaks(t *testing.T) {
 	t.Run("scanner finds a planted token", checkScanner)
 	testbed.Require(t)

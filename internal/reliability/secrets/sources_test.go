@@ -188,8 +188,8 @@ func (w *world) peek(t *testing.T, client *sqs.Client, q string) []sqstypes.Mess
 }
 
 // tableSources are the stack's state table, every item, and every write the steps made to it;
-// none may hold a runner secret, in the clear (the scanner) or sealed (an attribute earlier
-// versions sealed tokens into): secrets ride the doorbells.
+// none may hold a runner secret, in the clear (the scanner) or under an attribute named for one:
+// secrets ride the doorbells.
 func (w *world) tableSources(t *testing.T) []source {
 	var writes strings.Builder
 	checked := 0
@@ -208,7 +208,7 @@ func (w *world) tableSources(t *testing.T) []source {
 	return []source{w.tableItems(t, "at the end"), {"the steps' writes to the state table", writes.String()}}
 }
 
-// tableItems scans the state table: every item, as text; a token on an item must be sealed.
+// tableItems scans the state table: every item, as text, and no attribute named for a secret.
 func (w *world) tableItems(t *testing.T, when string) source {
 	t.Helper()
 	var items []map[string]ddbtypes.AttributeValue

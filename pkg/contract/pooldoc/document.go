@@ -11,8 +11,8 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
-// SchemaVersion is the version of Document this code reads. Version 2: runner secrets ride the
-// doorbells, and the document names no KMS key (tokenKey) any more.
+// SchemaVersion is the version of Document this code reads; a document of another version is
+// refused, naming both.
 const SchemaVersion = 2
 
 // Markets a pool may launch in.

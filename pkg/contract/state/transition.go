@@ -81,7 +81,8 @@ const (
 	// agent's heartbeat intervals.
 	HeartbeatFresh = 90 * time.Second
 	// AckTimeout is how long a claimed running instance's agent has to show it noticed the claim
-	// (a heartbeat after it) before provision replaces it. The agent polls every second.
+	// (ackVersion) before provision replaces it: an agent acknowledges as its doorbell rings, or
+	// at its next safety read of the item without one.
 	AckTimeout = 30 * time.Second
 	// StartAckTimeout is the same bound for a claimed stopped instance, which must boot first.
 	StartAckTimeout = 3 * time.Minute

@@ -149,7 +149,7 @@ type Report struct {
 	// DeregisterMs is how long, in milliseconds, the agent took from the ring that told it of its
 	// last release (or, without one, the read that found it) to signalling DEREGISTERED (runner
 	// stopped, run cleaned up): release reads the item first
-	// about that long after its ring (design §8), instead of polling from the start.
+	// about that long after its ring (ReadPlan), instead of polling from the start.
 	DeregisterMs int64 `dynamodbav:"deregMs,omitempty"`
 	// RegisterMs is how long, in milliseconds, the agent took from the ring that brought its last
 	// assignment (or, without one, the read that found it) to signalling REGISTERED: provision
@@ -189,7 +189,7 @@ type Instance struct {
 
 // Home is how the instance goes back to its pool when a run ends, as its pool's document said
 // when it was launched or last claimed (both writes set it from the document in hand): release
-// gives an instance back by its item alone, without reading the documents (design §8).
+// gives an instance back by its item alone, without reading the documents (design §2, §6).
 type Home struct {
 	// IdleSecs is the pool's idle timeout, in seconds: the deadline of the instance once back.
 	IdleSecs int64 `dynamodbav:"idleSecs,omitempty"`

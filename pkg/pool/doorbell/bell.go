@@ -56,7 +56,7 @@ func Prefix(stack string) string {
 func Name(stack, id string) string { return Prefix(stack) + id }
 
 // Bells creates, rings and deletes the doorbells of one stack. The zero value (no SQS client)
-// does nothing: instances without a doorbell are polled by their agents as before.
+// does nothing: agents without a doorbell read their items on their heartbeats.
 type Bells struct {
 	SQS   awsapi.SQS
 	Stack string

@@ -5,8 +5,7 @@
 //
 // A plain ring says nothing but "read your item". A claim's ring is a hand-over: it also carries
 // the assignment's one secret (a runner registration token, or a just-in-time runner
-// configuration), so that no secret is ever written to the table and none is sealed with KMS per
-// instance. The queue is tagged with the instance's ARN, and the instance role may receive only
+// configuration), so that no secret is ever written to the table. The queue is tagged with the instance's ARN, and the instance role may receive only
 // from queues so tagged (aws:ResourceTag); no other role may receive from any doorbell, so a
 // hand-over is readable by its instance alone. Messages are encrypted at rest (SSE-SQS) and kept
 // at most a few minutes. The agent keeps hand-overs in memory (Mailbox) and uses one only for the
