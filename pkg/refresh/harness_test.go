@@ -2,98 +2,185 @@ package refresh_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
-	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/faults"
-	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/internal/wire/refreshwire"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/refresh"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 )
 
-type env struct {
-	*localenv.Env
-	t       *testing.T
-	ctx     context.Context
-	metrics testbed.Buffer
+// These tests run refresh on the in-memory fakes (internal/testkit/fake): the real pool, offers
+// and fleet launcher on a stateful store with the state machine's conditional writes and leases,
+// an EC2, an SQS and an SSM, and a fake agent answering for every instance. End to end, refresh
+// runs against the emulators as the stack's Lambda (cmd/refresh) and as the action's refresh
+// mode (cmd/hangar).
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// rig is one test's pool on the fakes, and the document refreshes read.
+type rig struct {
+	*fake.World
+	t   *testing.T
+	ctx context.Context
+	// changes make the pool's document, in order (fake.Pool's valid document first); deployed
+	// is the document they make, which refreshes read (Doc is the world's, as it began).
+	changes  []func(doc map[string]any)
+	deployed *pooldoc.Document
+	metrics  testbed.Buffer
+	spend    refresh.Spend
 }
 
-func newEnv(t *testing.T) *env {
+func newRig(t *testing.T, changes ...func(doc map[string]any)) *rig {
 	t.Helper()
-	testbed.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	r := &rig{t: t, changes: changes}
+	r.deployed = r.document()
+	r.World = fake.NewWorld(t, r.deployed)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	le, err := localenv.Start(ctx, localenv.Options{Stack: testbed.Name(t, "refresh"), Baked: true, AgentArgs: []string{"--poll-interval", "250ms"}})
-	require.NoError(t, err)
-	e := &env{Env: le, t: t, ctx: ctx}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, id := range e.Sim.Running() {
-				t.Logf("agent log of %s:\n%s", id, e.Sim.AgentLog(id))
-			}
+	r.ctx = ctx
+	return r
+}
+
+func (r *rig) document() *pooldoc.Document {
+	return fake.Pool(r.t, "linux", func(doc map[string]any) {
+		for _, c := range r.changes {
+			c(doc)
 		}
-		le.Close()
 	})
-	return e
 }
 
-var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-
-// refresh runs one refresh of the stack, as the Lambda does.
-func (e *env) refresh(cfg refresh.Config) *refresh.Report {
-	e.t.Helper()
-	stack, deps := e.load()
-	cfg.Stack, cfg.Pools = e.Stack, stack.Pools
-	rep, err := refresh.Run(e.ctx, cfg, deps)
-	require.NoError(e.t, err)
-	require.Empty(e.t, rep.Errors)
-	return rep
+// update changes the pool's document for the refreshes from now on, as a redeploy does.
+func (r *rig) update(change func(doc map[string]any)) {
+	r.changes = append(r.changes, change)
+	r.deployed = r.document()
 }
 
-func (e *env) schedule(hot, stopped int) {
-	e.t.Helper()
-	require.NoError(e.t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) {
-		d.Warm = pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "default", Hot: hot, Stopped: stopped}}}
-	}))
-}
-
-// inState returns the pool's instances in a state.
-func (e *env) inState(st state.State) []state.Instance {
-	e.t.Helper()
-	out, err := e.Store.InPoolState(e.ctx, e.Pool, st)
-	require.NoError(e.t, err)
-	return out
-}
-
-// waitReady waits for every warming instance's READY.
-func (e *env) waitReady() {
-	e.t.Helper()
-	for _, in := range e.inState(state.Created) {
-		_, err := e.WaitSignal(e.ctx, in.ID, state.SignalReady, "", 1)
-		require.NoError(e.t, err)
+// warm is a document change: a warm pool of hot running and stopped stopped instances, always.
+func warm(hot, stopped int) func(doc map[string]any) {
+	return func(doc map[string]any) {
+		doc["warm"] = map[string]any{"schedules": []map[string]any{{"name": "default", "hot": hot, "stopped": stopped}}}
 	}
 }
 
-func (e *env) provision(run string, n int) *provision.Result {
-	e.t.Helper()
-	w, err := e.Wiring(nil, quiet)
-	require.NoError(e.t, err)
-	deps, err := w.Provision(e.ctx, e.Pool)
-	require.NoError(e.t, err)
-	res, err := provision.Run(e.ctx, provision.Config{Stack: e.Stack, Pool: e.Pool, Count: n, RunID: run, RunAttempt: 1,
-		Repository: localenv.Repo, ServerURL: e.GH.URL(), RegistrationTimeout: time.Minute}, deps)
-	require.NoError(e.t, err)
+// schedule changes the warm pool's schedule.
+func (r *rig) schedule(hot, stopped int) { r.update(warm(hot, stopped)) }
+
+func (r *rig) deps() refresh.Deps {
+	return refresh.Deps{Store: r.Store, Pool: r.Pool, Pools: r.Pools, Log: quiet, Metrics: &r.metrics, Spend: r.spend}
+}
+
+// run runs one refresh of the pool with deps, as the Lambda does.
+func (r *rig) run(cfg refresh.Config, deps refresh.Deps) *refresh.Report {
+	r.t.Helper()
+	cfg.Stack, cfg.Pools = fake.Stack, []*pooldoc.Document{r.deployed}
+	rep, err := refresh.Run(r.ctx, cfg, deps)
+	require.NoError(r.t, err)
+	return rep
+}
+
+// refresh runs one refresh of the pool and requires it to have gone without an error.
+func (r *rig) refresh(cfg refresh.Config) *refresh.Report {
+	r.t.Helper()
+	rep := r.run(cfg, r.deps())
+	require.Empty(r.t, rep.Errors)
+	for _, p := range rep.Pools {
+		require.Empty(r.t, p.Errors)
+	}
+	return rep
+}
+
+// inState returns the pool's instances in a state, by id.
+func (r *rig) inState(st state.State) []state.Instance {
+	var out []state.Instance
+	for _, in := range r.Store.Items() {
+		if in.Pool == r.deployed.Name && in.State == st {
+			out = append(out, *in)
+		}
+	}
+	slices.SortFunc(out, func(a, b state.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// waitFor waits, up to 30 seconds, until cond holds for the store's items.
+func (r *rig) waitFor(what string, cond func(items map[string]*state.Instance) bool) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(r.t, r.Store.Wait(ctx, cond), "waiting for %s", what)
+}
+
+// waitReady waits for every warming instance's READY.
+func (r *rig) waitReady() {
+	r.t.Helper()
+	require.NoError(r.t, r.ready(), "waiting for the warm instances' agents to say READY")
+}
+
+// ready waits, up to 30 seconds, for every warming instance's READY.
+func (r *rig) ready() error {
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	return r.Store.Wait(ctx, func(items map[string]*state.Instance) bool {
+		for _, in := range items {
+			if in.State == state.Created && in.RunID == "" && in.Signal != state.SignalReady {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// provision runs the steps' provision for run, as a workflow's job does.
+func (r *rig) provision(run string, n int) *provision.Result {
+	r.t.Helper()
+	res, err := provision.Run(r.ctx, provision.Config{Stack: fake.Stack, Pool: r.deployed.Name, Count: n, RunID: run, RunAttempt: 1,
+		Repository: "octo/app", RegistrationTimeout: time.Minute, PollInterval: 10 * time.Millisecond},
+		provision.Deps{Doc: r.Doc, Pool: r.Pool, GitHub: r.GitHub, Log: quiet})
+	require.NoError(r.t, err)
 	return res
+}
+
+var warmSeq atomic.Int64
+
+// addWarming sets up a warm instance being created (no run), launched an hour ago, with its
+// deadline at deadline: running on EC2 and recorded, its agent not heard from yet.
+func (r *rig) addWarming(deadline time.Time) *state.Instance {
+	r.t.Helper()
+	in := r.addGhost(deadline)
+	r.EC2.Launch(in.ID, in.InstanceType, fleet.ForWarmPool(fake.Stack, r.deployed.Name), in.LaunchedAt)
+	return in
+}
+
+// addGhost sets up the item of a warm instance being created that EC2 does not know.
+func (r *rig) addGhost(deadline time.Time) *state.Instance {
+	r.t.Helper()
+	id := fmt.Sprintf("i-%017x", 0x3a4d0000000+warmSeq.Add(1))
+	r.Store.Put(state.Instance{ID: id, Pool: r.deployed.Name, State: state.Created, Version: 1, Threshold: deadline,
+		LaunchedAt: time.Now().Add(-time.Hour), Bell: r.Bells.URL(id), StateReason: "warm pool",
+		Spec: state.Spec{InstanceType: r.deployed.InstanceTypes[0], UsageClass: state.UsageSpot, AZ: r.deployed.Subnets[0].AZ, VCPU: 2, MemoryMiB: 4096,
+			SpecHash: r.deployed.SpecHash}})
+	return r.Store.Item(id)
+}
+
+// expire moves in's deadline to a second ago, as if it had overstayed its state.
+func (r *rig) expire(in *state.Instance) *state.Instance {
+	r.t.Helper()
+	it := *r.Store.Item(in.ID)
+	it.Threshold = time.Now().Add(-time.Second)
+	r.Store.Put(it)
+	return r.Store.Item(in.ID)
 }
 
 func ids(insts []state.Instance) []string {
@@ -102,45 +189,4 @@ func ids(insts []state.Instance) []string {
 		out[i] = in.ID
 	}
 	return out
-}
-
-// load reads the stack as the Lambda does for each refresh.
-func (e *env) load() (*pooldoc.Stack, refresh.Deps) {
-	e.t.Helper()
-	w := refreshwire.New(e.AWS, e.Stack, refreshwire.Options{Log: quiet, Metrics: &e.metrics,
-		DynamoDB: []func(*dynamodb.Options){func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = true }}})
-	stack, deps, err := w.Load(e.ctx)
-	require.NoError(e.t, err)
-	return stack, deps
-}
-
-func (e *env) refreshDeps() refresh.Deps {
-	e.t.Helper()
-	_, deps := e.load()
-	return deps
-}
-
-// refreshRacingAClaim runs one refresh under which run claims instance id just before refresh's
-// first write moving it to before (terminated when empty), as a provision could between
-// refresh's read and its write. It checks that the claim happened and that afterwards the
-// instance is still claimed by run and running on EC2, and returns the report.
-func (e *env) refreshRacingAClaim(id, run string, before state.State) *refresh.Report {
-	e.t.Helper()
-	stack, deps := e.load()
-	thief := &faults.Thief{Store: e.Store, Target: id, Run: run, Before: before}
-	deps.Store = thief
-	rep, err := refresh.Run(e.ctx, refresh.Config{Stack: e.Stack, Pools: stack.Pools}, deps)
-	require.NoError(e.t, err)
-	stolen, err := thief.Stolen()
-	require.NoError(e.t, err)
-	require.True(e.t, stolen, "the claim landed between refresh's read and its write")
-
-	it, err := e.Store.Get(e.ctx, id)
-	require.NoError(e.t, err)
-	require.Equal(e.t, state.Claimed, it.State)
-	require.Equal(e.t, run, it.RunID)
-	st, err := e.InstanceState(e.ctx, id)
-	require.NoError(e.t, err)
-	require.Equal(e.t, ec2types.InstanceStateNameRunning, st, "the claimed instance keeps running: a lost write never reaches EC2")
-	return rep
 }

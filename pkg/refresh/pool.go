@@ -206,7 +206,7 @@ func (p *poolRun) fill(ctx context.Context) {
 		return
 	}
 	defer p.unlease(ctx, p.doc)
-	if fresh, err := p.warmingNow(ctx, p.doc, p.now); err == nil {
+	if fresh, err := p.warmingNow(ctx, p.doc, p.now, slices.Concat(p.idle, p.stopped)); err == nil {
 		missing -= len(fresh) - len(p.warming)
 		p.warming = fresh
 	}
@@ -406,14 +406,17 @@ func finished(in state.Instance) bool {
 	return in.LastRunID != "" && in.Signal == state.SignalDeregistered && in.SignalRun == in.LastRunID
 }
 
-// warmingNow returns the pool's warm instances still being created (no run, within their deadline).
-func (r *run) warmingNow(ctx context.Context, doc *pooldoc.Document, now time.Time) ([]state.Instance, error) {
+// warmingNow returns the pool's warm instances still being created (no run, within their
+// deadline), but those counted already (a dry run's promotions, which leave them created). One
+// whose agent is READY counts too: another refresh launched it after this one read the pool, and
+// the next refresh promotes it.
+func (r *run) warmingNow(ctx context.Context, doc *pooldoc.Document, now time.Time, counted []state.Instance) ([]state.Instance, error) {
 	items, err := r.d.Store.InPoolState(ctx, doc.Name, state.Created)
 	if err != nil && !errors.Is(err, state.ErrBadItem) {
 		return nil, err
 	}
 	return slices.DeleteFunc(items, func(in state.Instance) bool {
-		return in.RunID != "" || !in.Threshold.After(now) || in.Signal == state.SignalReady
+		return in.RunID != "" || !in.Threshold.After(now) || slices.ContainsFunc(counted, func(c state.Instance) bool { return c.ID == in.ID })
 	}), nil
 }
 

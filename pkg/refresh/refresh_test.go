@@ -1,6 +1,7 @@
 package refresh_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -8,275 +9,290 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 	"github.com/hangar-ci/hangar/pkg/refresh"
+	"github.com/hangar-ci/hangar/pkg/refresh/spend"
 )
 
 // TestExpiryInEveryState: an instance past its deadline in any live state is terminated, item
-// and machine; one within its deadline is left alone.
+// and machine, and its offer goes; one within its deadline is left alone.
 func TestExpiryInEveryState(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(1, 0) // the fresh warm instance below is wanted, whether or not its agent is ready yet
+	r := newRig(t, warm(2, 0)) // the live instances below are the two wanted, whether or not the fresh one's agent is ready yet
 	past := time.Now().Add(-time.Second)
-	expired := map[state.State]string{}
-	for _, st := range state.LiveStates {
-		id, err := e.Launch(e.ctx, time.Time{})
-		require.NoError(t, err)
-		in, err := e.Warm(e.ctx, id) // idle
-		require.NoError(t, err)
-		switch st {
-		case state.Created:
-			id, err = e.Launch(e.ctx, past)
-			require.NoError(t, err)
-		case state.Idle:
-			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version})
-			require.NoError(t, err)
-			in, err = e.Store.Get(e.ctx, id)
-			require.NoError(t, err)
-			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Stopped, To: state.Idle, Version: in.Version, Threshold: past})
-		case state.Stopped:
-			_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version, Threshold: past})
-		case state.Claimed, state.Running:
-			in, err = e.Claim(e.ctx, in, "6100")
-			require.NoError(t, err)
-			if st == state.Running {
-				in, err = e.WaitSignal(e.ctx, id, state.SignalRegistered, "6100", in.Version)
-				require.NoError(t, err)
-				_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: in.Version, RunID: "6100", Threshold: past})
-			} else {
-				_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Claimed, To: state.Idle, Version: in.Version, RunID: "6100"})
-				require.NoError(t, err)
-				in, err = e.Store.Get(e.ctx, id)
-				require.NoError(t, err)
-				_, err = e.Store.Transition(e.ctx, state.Change{InstanceID: id, Pool: e.Pool, From: state.Idle, To: state.Claimed, Version: in.Version,
-					Assign: &state.Assignment{RunID: "6101", Repo: "octo/app"}, Threshold: past})
-			}
-		}
-		require.NoError(t, err)
-		expired[st] = id
+	expired := map[state.State]string{
+		state.Created: r.addWarming(past).ID,
+		state.Idle:    r.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "6099", Deadline: past}).ID,
+		state.Stopped: r.AddIdle(t, fake.Idle{Stopped: true, Deadline: past}).ID,
+		state.Claimed: r.expire(r.AddHeld(t, fake.Held{Run: "6101", Claimed: true})).ID,
+		state.Running: r.expire(r.AddHeld(t, fake.Held{Run: "6100"})).ID,
 	}
-	fresh, err := e.Launch(e.ctx, time.Now().Add(time.Hour))
-	require.NoError(t, err)
-
-	rep := e.refresh(refresh.Config{})
-	require.Equal(t, 5, rep.Pools[0].Expired)
 	for st, id := range expired {
-		it, err := e.Store.Get(e.ctx, id)
-		require.NoError(t, err)
+		require.Equal(t, st, r.Store.Item(id).State)
+	}
+	fresh := r.addWarming(time.Now().Add(time.Hour))
+	live := r.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "6102"})
+
+	rep := r.refresh(refresh.Config{})
+	require.Equal(t, 5, rep.Pools[0].Expired)
+	require.Zero(t, rep.Pools[0].Launched, "the live instances are the ones the schedule wants")
+	for st, id := range expired {
+		it := r.Store.Item(id)
 		require.Equal(t, state.Terminated, it.State, "expired in %s", st)
 		require.Contains(t, it.StateReason, "expired in "+string(st))
-		ec2State, err := e.InstanceState(e.ctx, id)
-		require.NoError(t, err)
-		require.Contains(t, []ec2types.InstanceStateName{"terminated", "shutting-down"}, ec2State)
+		require.Equal(t, ec2types.InstanceStateNameTerminated, r.EC2.State(id), "expired in %s", st)
 	}
-	it, err := e.Store.Get(e.ctx, fresh)
-	require.NoError(t, err)
+	it := r.Store.Item(fresh.ID)
 	require.Contains(t, []state.State{state.Created, state.Idle}, it.State,
 		"an instance within its deadline stays (warming, or promoted if its agent is ready): %q", it.StateReason)
-	require.Contains(t, e.metrics.String(), `"CloudWatchMetrics"`, "metrics in embedded metric format")
-	require.Contains(t, e.metrics.String(), `"Expired":5`)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(fresh.ID))
+	require.Equal(t, state.Idle, r.Store.Item(live.ID).State, "within its deadline: kept")
+	require.Equal(t, live.Version, r.Store.Item(live.ID).Version)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(live.ID))
+	offered := r.Offered(t)
+	require.Contains(t, offered, live.ID)
+	for _, id := range offered {
+		require.Contains(t, []string{live.ID, fresh.ID}, id, "the expired instances' offers are tidied away")
+	}
+	require.Contains(t, r.metrics.String(), `"CloudWatchMetrics"`, "metrics in embedded metric format")
+	require.Contains(t, r.metrics.String(), `"Expired":5`)
 }
 
-// TestOrphansAndGhosts: a launched instance that never got an item is terminated; one whose item
-// exists only loses the tag; an item whose instance is gone is marked terminated.
+// TestOrphansAndGhosts: a launched instance that never got an item is terminated once past the
+// grace; one whose item exists only loses the tag; an item whose instance is gone is marked
+// terminated.
 func TestOrphansAndGhosts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	launch := func() string {
-		out, err := e.EC2.RunInstances(e.ctx, &ec2.RunInstancesInput{ImageId: aws.String(localenv.AMI), MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{
-				{Key: aws.String(fleet.TagStack), Value: &e.Stack}, {Key: aws.String(fleet.TagPool), Value: &e.Pool},
-				{Key: aws.String(fleet.TagUnrecorded), Value: aws.String("true")}}}}})
-		require.NoError(t, err)
-		return aws.ToString(out.Instances[0].InstanceId)
-	}
-	orphan, recorded := launch(), launch()
-	require.NoError(t, e.Store.Create(e.ctx, []*state.Instance{{ID: recorded, Pool: e.Pool, Threshold: time.Now().Add(time.Hour)}}))
-	ghost := &state.Instance{ID: "i-0fedcba9876543210", Pool: e.Pool, Threshold: time.Now().Add(time.Hour)}
-	require.NoError(t, e.Store.Create(e.ctx, []*state.Instance{ghost}))
+	r := newRig(t)
+	tags := fleet.ForWarmPool(fake.Stack, r.deployed.Name)
+	tags[fleet.TagUnrecorded] = "true"
+	orphan, young := "i-0000000000000a001", "i-0000000000000a002"
+	r.EC2.Launch(orphan, "c7i.large", tags, time.Now().Add(-time.Hour))
+	r.EC2.Launch(young, "c7i.large", tags, time.Now())                                // provision may be recording it right now
+	recorded := r.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "100"}) // served a run: no trim
+	r.EC2.Launch(recorded.ID, "c7i.large", tags, time.Now().Add(-time.Hour))          // its untagging failed
+	ghost := r.addGhost(time.Now().Add(time.Hour))                                    // its instance is gone
 
-	rep := e.refresh(refresh.Config{OrphanGrace: time.Nanosecond})
+	rep := r.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Orphans)
-	st, err := e.InstanceState(e.ctx, orphan)
-	require.NoError(t, err)
-	require.Contains(t, []ec2types.InstanceStateName{"terminated", "shutting-down"}, st)
-	st, err = e.InstanceState(e.ctx, recorded)
-	require.NoError(t, err)
-	require.Equal(t, ec2types.InstanceStateNameRunning, st, "an instance with an item is no orphan")
-	out, err := e.EC2.DescribeInstances(e.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{recorded}})
-	require.NoError(t, err)
-	for _, tag := range out.Reservations[0].Instances[0].Tags {
-		require.NotEqual(t, fleet.TagUnrecorded, aws.ToString(tag.Key), "the leftover tag is removed")
-	}
-	it, err := e.Store.Get(e.ctx, ghost.ID)
-	require.NoError(t, err)
+	require.Equal(t, ec2types.InstanceStateNameTerminated, r.EC2.State(orphan))
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(young), "within the grace: left alone")
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(recorded.ID), "an instance with an item is no orphan")
+	require.NotContains(t, r.EC2.Tags(recorded.ID), fleet.TagUnrecorded, "recorded: the leftover tag is removed")
+	require.Equal(t, state.Idle, r.Store.Item(recorded.ID).State)
+	it := r.Store.Item(ghost.ID)
 	require.Equal(t, state.Terminated, it.State)
 	require.Contains(t, it.StateReason, "missing on EC2")
+	require.Contains(t, rep.Actions, refresh.Action{Instance: orphan, Pool: r.deployed.Name, Do: "terminate",
+		Reason: "orphan: launched more than 5m0s ago and never recorded"})
+	require.Contains(t, rep.Actions, refresh.Action{Instance: recorded.ID, Pool: r.deployed.Name, Do: "untag",
+		Reason: "it has an item; the tag was left behind"})
 }
 
 // TestWarmPool: filled from empty, topped up after a claim, shrunk when the schedule shrinks,
 // rolled when the spec changes.
 func TestWarmPool(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(2, 0)
+	r := newRig(t, warm(2, 0))
 
-	rep := e.refresh(refresh.Config{})
-	require.Equal(t, 2, rep.Pools[0].Launched, "filled from empty in one request")
-	require.Len(t, e.inState(state.Created), 2)
-	e.waitReady()
-	rep = e.refresh(refresh.Config{})
+	rep := r.refresh(refresh.Config{})
+	require.Equal(t, 2, rep.Pools[0].Launched, "filled from empty…")
+	require.Equal(t, 1, r.EC2.Calls("CreateFleet"), "…in one request")
+	warming := r.inState(state.Created)
+	require.Len(t, warming, 2)
+	for _, in := range warming {
+		require.Empty(t, in.RunID, "a warm instance serves no run yet")
+		require.Equal(t, "true", r.EC2.Tags(in.ID)[fleet.TagWarm])
+		require.NotContains(t, r.EC2.Tags(in.ID), fleet.TagUnrecorded, "recorded")
+	}
+	r.waitReady()
+	rep = r.refresh(refresh.Config{})
 	require.Equal(t, 2, rep.Pools[0].Idle, "READY warm instances join the pool")
 	require.Zero(t, rep.Pools[0].Launched)
-	warm := ids(e.inState(state.Idle))
+	first := ids(r.inState(state.Idle))
+	require.Equal(t, ids(warming), first)
+	require.ElementsMatch(t, first, r.Offered(t), "offered once promoted, once each")
 
-	res := e.provision("6201", 1)
+	res := r.provision("6201", 1)
 	require.Equal(t, 1, res.Reused, "a warm instance is claimed")
-	rep = e.refresh(refresh.Config{})
+	rep = r.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Pools[0].Launched, "topped up after the claim")
-	e.waitReady()
-	e.refresh(refresh.Config{})
-	require.Len(t, e.inState(state.Idle), 2)
+	r.waitReady()
+	r.refresh(refresh.Config{})
+	require.Len(t, r.inState(state.Idle), 2)
 
-	e.schedule(0, 0)
-	rep = e.refresh(refresh.Config{})
-	require.Empty(t, e.inState(state.Idle), "shrunk: warm instances that never served a run go")
+	r.schedule(0, 0)
+	rep = r.refresh(refresh.Config{})
+	require.Empty(t, r.inState(state.Idle), "shrunk: warm instances that never served a run go")
 	left := 0
-	for _, id := range warm {
-		if it, err := e.Store.Get(e.ctx, id); err == nil && it.State != state.Terminated {
+	for _, id := range first {
+		if r.Store.Item(id).State != state.Terminated {
 			left++
 		}
 	}
 	require.Equal(t, 1, left, "of the first two warm instances only the claimed one remains")
-	running := e.inState(state.Running)
+	running := r.inState(state.Running)
 	require.Len(t, running, 1, "the claimed instance is never touched")
+	require.Equal(t, "6201", running[0].RunID)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(running[0].ID))
 	for _, a := range rep.Actions {
 		require.NotEqual(t, running[0].ID, a.Instance)
 	}
+	require.Empty(t, r.Offered(t))
 
-	e.schedule(1, 0)
-	e.refresh(refresh.Config{})
-	e.waitReady()
-	e.refresh(refresh.Config{})
-	old := ids(e.inState(state.Idle))
+	r.schedule(1, 0)
+	r.refresh(refresh.Config{})
+	r.waitReady()
+	r.refresh(refresh.Config{})
+	old := ids(r.inState(state.Idle))
 	require.Len(t, old, 1)
-	require.NoError(t, e.UpdatePool(e.ctx, func(d *pooldoc.Document) { d.SpecHash = "v2" }))
-	rep = e.refresh(refresh.Config{})
+	r.update(func(doc map[string]any) { doc["specHash"] = "spec2" })
+	rep = r.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Pools[0].Launched, "rolled: the outdated instance is replaced")
-	it, err := e.Store.Get(e.ctx, old[0])
-	require.NoError(t, err)
+	it := r.Store.Item(old[0])
 	require.Equal(t, state.Terminated, it.State)
-	require.Contains(t, it.StateReason, "outdated spec local")
+	require.Contains(t, it.StateReason, "outdated spec spec1")
+	for _, in := range r.inState(state.Created) {
+		require.Equal(t, "spec2", in.SpecHash, "its replacement has the new spec")
+	}
 }
 
 // TestStoppedWarmInstanceClaimed: the stopped part of a warm pool is stopped on EC2; provision
 // claims a stopped instance, starts it and gets its runner.
 func TestStoppedWarmInstanceClaimed(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(0, 1)
-	e.refresh(refresh.Config{})
-	e.waitReady()
-	rep := e.refresh(refresh.Config{})
+	r := newRig(t, warm(0, 1))
+	r.refresh(refresh.Config{})
+	r.waitReady()
+	rep := r.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Pools[0].Stops)
-	stopped := e.inState(state.Stopped)
+	stopped := r.inState(state.Stopped)
 	require.Len(t, stopped, 1)
-	st, err := e.InstanceState(e.ctx, stopped[0].ID)
-	require.NoError(t, err)
-	require.Contains(t, []ec2types.InstanceStateName{"stopped", "stopping"}, st)
+	require.Equal(t, ec2types.InstanceStateNameStopped, r.EC2.State(stopped[0].ID))
+	require.Equal(t, []string{stopped[0].ID}, r.Offered(t), "offered as stopped")
 
-	res := e.provision("6301", 1)
+	res := r.provision("6301", 1)
 	require.Equal(t, 1, res.Reused)
 	require.Equal(t, stopped[0].ID, res.Instances[0].ID, "the stopped instance is claimed and started")
-	st, err = e.InstanceState(e.ctx, stopped[0].ID)
-	require.NoError(t, err)
-	require.Equal(t, ec2types.InstanceStateNameRunning, st)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(stopped[0].ID))
+	it := r.Store.Item(stopped[0].ID)
+	require.Equal(t, state.Running, it.State, "its runner registered")
+	require.Equal(t, "6301", it.RunID)
+}
+
+// leaseAfter is the store with each take of a pool's launch lease held until before returns.
+type leaseAfter struct {
+	*fake.Store
+	before func()
+}
+
+func (s leaseAfter) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	if strings.HasPrefix(name, "launch/") {
+		s.before()
+	}
+	return s.Store.Lease(ctx, name, holder, ttl)
 }
 
 // TestConcurrentRefreshes: two refreshes at once terminate each expired instance once and fill a
-// deficit once.
+// deficit once, even when the second reads the pool before the first fills it and takes the
+// launch lease only once the first has given it up (and the first's instances are ready).
 func TestConcurrentRefreshes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(2, 0)
+	r := newRig(t, warm(2, 0))
 	var expired []string
 	for range 3 {
-		id, err := e.Launch(e.ctx, time.Now().Add(-time.Second))
-		require.NoError(t, err)
-		expired = append(expired, id)
+		expired = append(expired, r.addWarming(time.Now().Add(-time.Second)).ID)
 	}
+	secondRead, firstDone := make(chan struct{}), make(chan struct{})
+	first, second := r.deps(), r.deps()
+	first.Store = leaseAfter{Store: r.Store, before: func() {
+		select {
+		case <-secondRead:
+		case <-time.After(time.Minute):
+			t.Error("the second refresh never came to the launch lease")
+		}
+	}}
+	second.Store = leaseAfter{Store: r.Store, before: func() {
+		close(secondRead)
+		<-firstDone
+		if err := r.ready(); err != nil {
+			t.Errorf("the first refresh's instances never got ready: %v", err)
+		}
+	}}
 	var wg sync.WaitGroup
 	reports := make([]*refresh.Report, 2)
-	for i := range reports {
-		wg.Go(func() { reports[i] = e.refresh(refresh.Config{}) })
-	}
+	wg.Go(func() {
+		defer close(firstDone)
+		reports[0] = r.run(refresh.Config{}, first)
+	})
+	wg.Go(func() { reports[1] = r.run(refresh.Config{}, second) })
 	wg.Wait()
+	for _, rep := range reports {
+		require.Empty(t, rep.Errors)
+	}
 	require.Equal(t, 3, reports[0].Pools[0].Expired+reports[1].Pools[0].Expired, "each expired instance terminated once")
 	require.Equal(t, 2, reports[0].Pools[0].Launched+reports[1].Pools[0].Launched, "the deficit filled once")
-	require.Len(t, append(e.inState(state.Created), e.inState(state.Idle)...), 2, "warming, or promoted if ready")
+	require.Len(t, append(r.inState(state.Created), r.inState(state.Idle)...), 2, "warming, or promoted if ready")
+	require.Equal(t, 1, r.EC2.Calls("CreateFleet"))
 	for _, id := range expired {
-		it, err := e.Store.Get(e.ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, state.Terminated, it.State)
+		require.Equal(t, state.Terminated, r.Store.Item(id).State)
 	}
 }
 
-// TestDryRun changes nothing and says what it would do.
+// TestDryRun changes nothing and says what it would do: terminate what expired, promote what is
+// ready (counted idle, not warming again) and launch what is missing.
 func TestDryRun(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(1, 0)
-	id, err := e.Launch(e.ctx, time.Now().Add(-time.Second))
-	require.NoError(t, err)
-	rep := e.refresh(refresh.Config{DryRun: true})
+	r := newRig(t, warm(2, 0))
+	id := r.addWarming(time.Now().Add(-time.Second)).ID
+	ready := r.addWarming(time.Now().Add(time.Hour)).ID
+	r.waitReady()
+	rep := r.refresh(refresh.Config{DryRun: true})
 	require.True(t, rep.DryRun)
 	var did []string
 	for _, a := range rep.Actions {
 		did = append(did, a.Do+" "+a.Instance)
 	}
 	require.Contains(t, did, "terminate "+id)
-	require.Contains(t, strings.Join(did, ","), "launch")
-	it, err := e.Store.Get(e.ctx, id)
-	require.NoError(t, err)
-	require.Equal(t, state.Created, it.State, "dry: nothing changed")
-	require.Len(t, e.inState(state.Created), 1)
+	require.Contains(t, did, "promote "+ready)
+	require.Contains(t, rep.Actions, refresh.Action{Pool: r.deployed.Name, Do: "launch", Reason: "1 warm instances missing"})
+	require.Equal(t, 1, rep.Pools[0].Expired)
+	require.Equal(t, 1, rep.Pools[0].Launched, "what it would launch")
+	require.Equal(t, state.Created, r.Store.Item(id).State, "dry: nothing changed")
+	require.Equal(t, state.Created, r.Store.Item(ready).State)
+	require.Len(t, r.inState(state.Created), 2)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(id))
+	require.Zero(t, r.EC2.Calls("CreateFleet")+r.EC2.Calls("TerminateInstances"), "nothing asked of EC2")
+	require.Empty(t, r.Offered(t))
 }
 
 // TestSpotInterruption: a spot interruption warning marks the instance terminated at once; its
 // pool offer goes stale.
 func TestSpotInterruption(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	id, err := e.Launch(e.ctx, time.Time{})
+	r := newRig(t)
+	in := r.AddIdle(t, fake.Idle{})
+	act, err := refresh.Interrupted(r.ctx, r.deps(), in.ID)
 	require.NoError(t, err)
-	_, err = e.Warm(e.ctx, id)
-	require.NoError(t, err)
-	// The agent is cut off, so that only refresh acts: a live agent powers its instance off the
-	// moment its item reads terminated (its doorbell deleted), which is not refresh's doing.
-	require.NoError(t, e.Sim.SetDynamoDB(id, false))
-	require.NoError(t, e.Sim.SetSQS(id, false))
-	w := e.refreshDeps()
-	act, err := refresh.Interrupted(e.ctx, w, id)
-	st, err2 := e.InstanceState(e.ctx, id)
-	require.NoError(t, err2)
-	require.Equal(t, ec2types.InstanceStateNameRunning, st, "the warning only marks the item: EC2 reclaims the machine itself")
-	require.NoError(t, err)
-	require.Equal(t, "terminate", act.Do)
-	it, err := e.Store.Get(e.ctx, id)
-	require.NoError(t, err)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(in.ID), "the warning only marks the item: EC2 reclaims the machine itself")
+	require.Equal(t, &refresh.Action{Instance: in.ID, Pool: r.deployed.Name, Do: "terminate", Reason: "spot interruption warning"}, act)
+	it := r.Store.Item(in.ID)
 	require.Equal(t, state.Terminated, it.State)
 	require.Equal(t, "spot interruption warning", it.StateReason)
-	act, err = refresh.Interrupted(e.ctx, w, "i-0123456789abcdef9")
+	res, err := r.Selector(t).Claim(r.ctx, offers.Request{Count: 1, Assign: state.Assignment{RunID: "6400", Repo: "octo/app"},
+		ClaimDeadline: time.Now().Add(time.Minute)})
+	require.NoError(t, err)
+	require.Empty(t, res.Instances, "its offer is stale: no claim takes it")
+	act, err = refresh.Interrupted(r.ctx, r.deps(), "i-0123456789abcdef9")
 	require.NoError(t, err)
 	require.Nil(t, act, "an instance Hangar does not know is ignored")
 }
@@ -285,20 +301,18 @@ func TestSpotInterruption(t *testing.T) {
 // run between refresh's read and its write; the write loses and the instance lives on, claimed.
 func TestExpiryLosingToAClaimTerminatesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	id, err := e.Launch(e.ctx, time.Time{})
-	require.NoError(t, err)
-	in, err := e.Warm(e.ctx, id)
-	require.NoError(t, err)
-	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Idle, To: state.Stopped, Version: in.Version})
-	require.NoError(t, err)
-	in, err = e.Store.Get(e.ctx, id)
-	require.NoError(t, err)
-	_, err = e.Transition(e.ctx, state.Change{InstanceID: id, From: state.Stopped, To: state.Idle, Version: in.Version, Threshold: time.Now().Add(-time.Second)})
-	require.NoError(t, err)
+	r := newRig(t)
+	in := r.AddIdle(t, fake.Idle{Deadline: time.Now().Add(-time.Second)})
+	r.Store.StealBefore(in.ID, "6300", state.Terminated)
 
-	rep := e.refreshRacingAClaim(id, "6300", "")
+	rep := r.refresh(refresh.Config{})
+	require.True(t, r.Store.Stolen(in.ID), "the claim landed between refresh's read and its write")
 	require.Zero(t, rep.Pools[0].Expired, "refresh ended nothing it did not win")
+	it := r.Store.Item(in.ID)
+	require.Equal(t, state.Claimed, it.State)
+	require.Equal(t, "6300", it.RunID)
+	require.Equal(t, ec2types.InstanceStateNameRunning, r.EC2.State(in.ID), "the claimed instance keeps running: a lost write never reaches EC2")
+	require.Zero(t, r.EC2.Calls("TerminateInstances"))
 }
 
 // TestRefreshTidiesOffers: a refresh deletes the offer a claimer killed before its delete left
@@ -306,73 +320,56 @@ func TestExpiryLosingToAClaimTerminatesNothing(t *testing.T) {
 // so that afterwards the pool offers exactly its idle instances, once each.
 func TestRefreshTidiesOffers(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.schedule(2, 0)
-	e.refresh(refresh.Config{})
-	e.waitReady()
-	e.refresh(refresh.Config{})
-	idle := e.inState(state.Idle)
-	require.Len(t, idle, 2)
-	taken, kept := idle[0], idle[1]
+	r := newRig(t, warm(2, 0))
+	taken, kept := r.AddIdle(t, fake.Idle{}), r.AddIdle(t, fake.Idle{})
 
 	// The claim of a provision killed before it deleted the message: the offer stays, stale.
-	_, err := e.Store.Transition(e.ctx, state.Change{InstanceID: taken.ID, Pool: e.Pool, From: state.Idle, To: state.Claimed,
-		Version: taken.Version, Assign: &state.Assignment{RunID: "6401", Repo: localenv.Repo}, Threshold: time.Now().Add(time.Hour)})
+	_, err := r.Store.Transition(r.ctx, state.Change{InstanceID: taken.ID, Pool: r.deployed.Name, From: state.Idle, To: state.Claimed,
+		Version: taken.Version, Assign: &state.Assignment{RunID: "6401", Repo: "octo/app"}, Threshold: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
 	// The other's offer is gone, as if a release had died between its write and its publish.
-	client := sqs.NewFromConfig(e.AWS)
-	for seen := 0; seen < 2; {
-		out, err := client.ReceiveMessage(e.ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Doc.QueueURL, MaxNumberOfMessages: 10,
-			VisibilityTimeout: 60, WaitTimeSeconds: 1})
+	out, err := r.SQS.ReceiveMessage(r.ctx, &sqs.ReceiveMessageInput{QueueUrl: &r.deployed.QueueURL, MaxNumberOfMessages: 10, VisibilityTimeout: 60})
+	require.NoError(t, err)
+	require.Len(t, out.Messages, 2)
+	for _, m := range out.Messages {
+		msg, err := offers.ParseMessage(aws.ToString(m.Body), r.deployed.Name)
 		require.NoError(t, err)
-		for _, m := range out.Messages {
-			seen++
-			msg, err := offers.ParseMessage(aws.ToString(m.Body), e.Pool)
-			require.NoError(t, err)
-			if msg.InstanceID == kept.ID {
-				_, err = client.DeleteMessage(e.ctx, &sqs.DeleteMessageInput{QueueUrl: &e.Doc.QueueURL, ReceiptHandle: m.ReceiptHandle})
-			} else {
-				_, err = client.ChangeMessageVisibility(e.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &e.Doc.QueueURL,
-					ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0})
-			}
-			require.NoError(t, err)
+		if msg.InstanceID == kept.ID {
+			_, err = r.SQS.DeleteMessageBatch(r.ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &r.deployed.QueueURL,
+				Entries: []sqstypes.DeleteMessageBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: m.ReceiptHandle}}})
+		} else {
+			_, err = r.SQS.ChangeMessageVisibilityBatch(r.ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: &r.deployed.QueueURL,
+				Entries: []sqstypes.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: m.ReceiptHandle}}})
 		}
+		require.NoError(t, err)
 	}
+	require.Equal(t, []string{taken.ID}, r.Offered(t))
 
-	rep := e.refresh(refresh.Config{})
+	rep := r.refresh(refresh.Config{})
 	require.Equal(t, 1, rep.Pools[0].OffersDropped, "the claimed instance's stale offer")
 	require.Equal(t, 1, rep.Pools[0].Reoffered, "the idle instance without an offer")
 	require.Equal(t, 1, rep.Pools[0].Depth)
-	offered, err := e.Offered(e.ctx)
-	require.NoError(t, err)
-	require.Equal(t, map[string]int{kept.ID: 1}, offered)
+	require.Equal(t, []string{kept.ID}, r.Offered(t))
 }
 
 // TestRefreshPublishesWhatRunsCost: a refresh publishes the cost of the runs that ended, per
 // pool and repository, once: a dry run publishes nothing, and the next refresh nothing again.
 func TestRefreshPublishesWhatRunsCost(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	r := newRig(t)
+	pub, err := spend.New(r.Store, &r.metrics, spend.Config{Stack: fake.Stack})
+	require.NoError(t, err)
+	r.spend = pub
 	// A run that ended five minutes ago (past the publisher's lag), on a priced instance.
-	past, err := state.NewStore(e.DynamoDB(), e.Table, e.Store.Account())
-	require.NoError(t, err)
-	past.Now = func() time.Time { return time.Now().Add(-5 * time.Minute) }
-	deadline := time.Now().Add(time.Hour)
-	in := &state.Instance{ID: "i-0c05700000000000a", Pool: e.Pool, Threshold: deadline,
-		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, Price: 0.0893, PriceSource: state.PriceOnDemand}}
-	require.NoError(t, past.Create(e.ctx, []*state.Instance{in}))
-	idle, err := past.Transition(e.ctx, state.Change{InstanceID: in.ID, Pool: e.Pool, From: state.Created, To: state.Idle, Version: 1, Threshold: deadline})
-	require.NoError(t, err)
-	claimed, err := past.Transition(e.ctx, state.Change{InstanceID: in.ID, Pool: e.Pool, From: state.Idle, To: state.Claimed, Version: idle.Version,
-		Threshold: deadline, Reuse: state.ReuseAny, Assign: &state.Assignment{RunID: "990", RunAttempt: 1, Repo: localenv.Repo}})
-	require.NoError(t, err)
-	w := past.TransitionAll(e.ctx, []state.Change{{InstanceID: in.ID, Pool: e.Pool, From: state.Claimed, To: state.Idle, Version: claimed.Version,
-		RunID: "990", Threshold: deadline, Reason: "released by run 990"}}, []state.Instance{*claimed})[0]
-	require.NoError(t, w.Err)
+	end := time.Now().Add(-5 * time.Minute)
+	r.Store.PutRunRecord(state.RunRecord{Key: "run#990#1#i-0c05700000000000a", Run: "990", RunAttempt: 1, Repo: "octo/app",
+		InstanceID: "i-0c05700000000000a", Pool: r.deployed.Name, Claimed: true, AssignedAt: end.Add(-10 * time.Minute), EndedAt: end,
+		Outcome: string(state.Idle), Reason: "released by run 990",
+		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, Price: 0.0893, PriceSource: state.PriceOnDemand}})
 
 	costLines := func() []map[string]any {
 		var out []map[string]any
-		for _, l := range strings.Split(e.metrics.String(), "\n") {
+		for _, l := range strings.Split(r.metrics.String(), "\n") {
 			if !strings.Contains(l, `"RunCostUSD"`) {
 				continue
 			}
@@ -382,16 +379,31 @@ func TestRefreshPublishesWhatRunsCost(t *testing.T) {
 		}
 		return out
 	}
-	e.refresh(refresh.Config{DryRun: true})
+	r.refresh(refresh.Config{DryRun: true})
 	require.Empty(t, costLines(), "a dry run publishes nothing")
-	e.refresh(refresh.Config{})
+	r.refresh(refresh.Config{})
 	lines := costLines()
-	require.Len(t, lines, 1, e.metrics.String())
-	require.Equal(t, e.Pool, lines[0]["Pool"])
-	require.Equal(t, localenv.Repo, lines[0]["Repository"])
-	require.Equal(t, e.Stack, lines[0]["Stack"])
+	require.Len(t, lines, 1, r.metrics.String())
+	require.Equal(t, r.deployed.Name, lines[0]["Pool"])
+	require.Equal(t, "octo/app", lines[0]["Repository"])
+	require.Equal(t, fake.Stack, lines[0]["Stack"])
 	require.Greater(t, lines[0]["RunCostUSD"].(float64), 0.0)
+	require.InDelta(t, 600.0, lines[0]["RunInstanceSeconds"].(float64), 1e-6, "assigned ten minutes before it ended")
 	require.InDelta(t, lines[0]["RunInstanceSeconds"].(float64)*0.0893/3600, lines[0]["RunCostUSD"].(float64), 1e-12, "seconds × the launch price")
-	e.refresh(refresh.Config{})
+	r.refresh(refresh.Config{})
 	require.Len(t, costLines(), 1, "published once")
+}
+
+// TestDrainedPoolKeepsNothingWarm: a drained pool whose schedule wants instances hot gets none:
+// refresh launches nothing and retires the idle ones, whose offers it deletes.
+func TestDrainedPoolKeepsNothingWarm(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, warm(2, 0), func(doc map[string]any) { doc["drained"] = true })
+	idle := r.AddIdle(t, fake.Idle{})
+
+	rep := r.refresh(refresh.Config{})
+	require.Zero(t, rep.Pools[0].Launched, "nothing is kept warm")
+	require.Equal(t, pooldoc.Target{Schedule: "drained"}, rep.Pools[0].Target)
+	require.Equal(t, state.Terminated, r.Store.Item(idle.ID).State)
+	require.Empty(t, r.Offered(t), "nothing of a drained pool is offered")
 }

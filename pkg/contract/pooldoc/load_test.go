@@ -1,26 +1,27 @@
 package pooldoc_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
-// TestLoadFromSSM publishes documents the way the stack does and reads them back from moto.
+// TestLoadFromSSM publishes documents the way the stack does and reads them back from the fake
+// SSM.
 func TestLoadFromSSM(t *testing.T) {
 	t.Parallel()
-	client := ssm.NewFromConfig(testbed.AWSConfig(t))
-	ctx := testbed.Context(t, 30*time.Second)
-	stack := testbed.Name(t, "stack")
+	client := &fake.SSM{}
+	ctx := context.Background()
+	stack := "hangar"
 	raw, err := os.ReadFile("testdata/pool.json")
 	require.NoError(t, err)
 
@@ -32,6 +33,9 @@ func TestLoadFromSSM(t *testing.T) {
 	b, _ := json.Marshal(m)
 	put("arm64", b)
 	put("broken", []byte(`{"schemaVersion":2,"name":"broken"}`))
+	m["name"] = "other"
+	b, _ = json.Marshal(m)
+	publish(t, client, stack+"-other", "other", b) // another stack's, whose name starts alike
 
 	d, err := pooldoc.Load(ctx, client, stack, "linux-x64")
 	require.NoError(t, err)
@@ -46,16 +50,16 @@ func TestLoadFromSSM(t *testing.T) {
 	for _, d := range docs {
 		names = append(names, d.Name)
 	}
-	require.ElementsMatch(t, []string{"linux-x64", "arm64"}, names, "the good pools still load")
+	require.ElementsMatch(t, []string{"linux-x64", "arm64"}, names, "the good pools still load, and only the stack's own")
 }
 
 // TestLoadStack: a stack is its readable pools and the table they share; pools that disagree on
 // the table, or a stack with no documents, are errors that say what to check.
 func TestLoadStack(t *testing.T) {
 	t.Parallel()
-	client := ssm.NewFromConfig(testbed.AWSConfig(t))
-	ctx := testbed.Context(t, 30*time.Second)
-	stack := testbed.Name(t, "stack")
+	client := &fake.SSM{}
+	ctx := context.Background()
+	stack := "hangar"
 	raw, err := os.ReadFile("testdata/pool.json")
 	require.NoError(t, err)
 	put := func(pool string, change func(map[string]any)) {
@@ -88,9 +92,9 @@ func TestLoadStack(t *testing.T) {
 }
 
 // publish puts a pool document where the stack publishes it.
-func publish(t *testing.T, client *ssm.Client, stack, pool string, body []byte) {
+func publish(t *testing.T, client *fake.SSM, stack, pool string, body []byte) {
 	t.Helper()
-	_, err := client.PutParameter(testbed.Context(t, 30*time.Second), &ssm.PutParameterInput{Name: aws.String(pooldoc.ParameterName(stack, pool)),
+	_, err := client.PutParameter(context.Background(), &ssm.PutParameterInput{Name: aws.String(pooldoc.ParameterName(stack, pool)),
 		Value: aws.String(string(body)), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
 	require.NoError(t, err)
 }

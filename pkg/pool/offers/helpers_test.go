@@ -2,157 +2,140 @@ package offers_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
-const poolName = "linux-x64"
-
-var account = state.Account{Partition: "aws", Region: "us-east-1", ID: testbed.Account}
-
-// env is one test's pool: a fresh table, queue and dead-letter queue.
-type env struct {
-	t      *testing.T
-	store  *state.Store
-	sqs    *sqs.Client
-	queue  *offers.Queue
-	url    string
-	dlqURL string
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	ctx := testbed.Context(t, time.Minute)
-	db := testbed.DynamoDB(t)
-	table := testbed.Name(t, "hangar-pool")
-	require.NoError(t, testbed.CreateTable(ctx, db, table))
-	t.Cleanup(func() { _, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: &table}) })
-	store, err := state.NewStore(db, table, account)
-	require.NoError(t, err)
-
-	client := testbed.SQS(t)
-	e := &env{t: t, store: store, sqs: client}
-	e.url, e.dlqURL = createQueues(t, client, testbed.Name(t, "hangar-"+poolName))
-	e.queue, err = offers.NewQueue(client, poolName, e.url, e.dlqURL)
-	require.NoError(t, err)
-	return e
-}
-
-// createQueues makes a pool queue with a dead-letter queue, as the CDK stack does.
-func createQueues(t *testing.T, client *sqs.Client, name string) (url, dlqURL string) {
-	t.Helper()
-	ctx := testbed.Context(t, 30*time.Second)
-	dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-dlq")})
-	require.NoError(t, err)
-	attrs, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	require.NoError(t, err)
-	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": attrs.Attributes["QueueArn"], "maxReceiveCount": "50"})
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name),
-		Attributes: map[string]string{"RedrivePolicy": string(redrive)}})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
-		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: dlq.QueueUrl})
-	})
-	return *q.QueueUrl, *dlq.QueueUrl
-}
+// Most tests here run the real queue, selector and directory on the in-memory fakes
+// (internal/testkit/fake): the stateful store with the state machine's conditional writes, and
+// an SQS whose receives hide messages for their visibility timeout. Only the race of concurrent
+// claimers runs against the emulators (race_test.go).
 
 var idSeq atomic.Uint64
 
 func newID() string { return fmt.Sprintf("i-%017x", idSeq.Add(1)+uint64(time.Now().UnixNano())<<8) }
 
-// idle creates an idle instance of the given spec and offers it to the pool.
-func (e *env) idle(spec state.Spec) *state.Instance {
-	e.t.Helper()
-	ctx := testbed.Context(e.t, 30*time.Second)
-	in := &state.Instance{ID: newID(), Pool: poolName, Threshold: time.Now().Add(10 * time.Minute), Spec: spec}
-	require.NoError(e.t, e.store.Create(ctx, []*state.Instance{in}))
-	out, err := e.store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: poolName, From: state.Created, To: state.Idle,
-		Version: 1, Threshold: time.Now().Add(30 * time.Minute)})
-	require.NoError(e.t, err)
-	require.NoError(e.t, e.queue.Publish(ctx, out))
-	return out
-}
-
 var spotC7 = state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageSpot, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}
-
-func (e *env) selector() *offers.Selector {
-	return &offers.Selector{Queue: e.queue, Store: e.store}
-}
 
 func request(run string, n int) offers.Request {
 	return offers.Request{Count: n, Assign: state.Assignment{RunID: run, Repo: "octo/app"}, ClaimDeadline: time.Now().Add(5 * time.Minute)}
 }
 
-// drain receives every visible message of a queue (hiding them for a minute) and returns them.
-func drain(t *testing.T, client *sqs.Client, url string) []sqstypes.Message {
-	t.Helper()
-	ctx := testbed.Context(t, 30*time.Second)
-	var all []sqstypes.Message
-	for {
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10,
-			VisibilityTimeout: 60, WaitTimeSeconds: 0, MessageAttributeNames: []string{"All"}})
-		require.NoError(t, err)
-		if len(out.Messages) == 0 {
-			return all
-		}
-		all = append(all, out.Messages...)
-	}
+// world is one test's pool on the fakes: its queue and dead-letter queue on the fake SQS, its
+// items in the fake store. No agent writes to the items.
+type world struct {
+	*fake.World
+	t     *testing.T
+	ctx   context.Context
+	pool  string
+	queue *offers.Queue
 }
 
-// offersUntil receives the pool messages of a queue (hiding each for a minute) and counts them
-// by instance, until every instance of want has been offered and a receive finds nothing more,
-// or the deadline passes. A receive whose response was lost on the way (the SDK then retries)
-// leaves its messages hidden for their visibility timeout, as SQS does: they come back then,
-// and this waits for them rather than calling them lost.
-func offersUntil(t *testing.T, client *sqs.Client, url string, want []string, within time.Duration) map[string]int {
+func newWorld(t *testing.T) *world {
 	t.Helper()
-	ctx := testbed.Context(t, within+30*time.Second)
-	deadline := time.Now().Add(within)
-	counts := map[string]int{}
-	for {
-		missing := slices.ContainsFunc(want, func(id string) bool { return counts[id] == 0 })
-		wait := int32(0)
-		if missing {
-			wait = 1
-		}
-		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10,
-			VisibilityTimeout: 60, WaitTimeSeconds: wait})
-		require.NoError(t, err)
-		for _, m := range out.Messages {
-			pm, err := offers.ParseMessage(aws.ToString(m.Body), poolName)
-			require.NoError(t, err)
-			counts[pm.InstanceID]++
-		}
-		if len(out.Messages) == 0 && (!missing || time.Now().After(deadline)) {
-			return counts
-		}
-	}
+	w := fake.NewWorld(t, nil)
+	w.Agent.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return &world{World: w, t: t, ctx: ctx, pool: w.Doc.Name, queue: w.Queue(t)}
 }
 
-// offered returns the instance ids the visible messages of the pool offer, with their counts.
-func (e *env) offered() map[string]int {
-	e.t.Helper()
-	out := map[string]int{}
-	for _, m := range drain(e.t, e.sqs, e.url) {
-		pm, err := offers.ParseMessage(aws.ToString(m.Body), poolName)
-		require.NoError(e.t, err)
-		out[pm.InstanceID]++
+// idleIn creates an idle instance of pool with spec, as a warm launch does (created, then idle),
+// and, when offer is set, offers it on the world's queue.
+func (w *world) idleIn(pool string, spec state.Spec, offer bool) *state.Instance {
+	w.t.Helper()
+	in := &state.Instance{ID: newID(), Pool: pool, Threshold: time.Now().Add(10 * time.Minute), Spec: spec}
+	require.NoError(w.t, w.Store.Create(w.ctx, []*state.Instance{in}))
+	out, err := w.Store.Transition(w.ctx, state.Change{InstanceID: in.ID, Pool: pool, From: state.Created, To: state.Idle,
+		Version: 1, Threshold: time.Now().Add(30 * time.Minute)})
+	require.NoError(w.t, err)
+	if offer {
+		require.NoError(w.t, w.queue.Publish(w.ctx, out))
 	}
 	return out
+}
+
+// idle creates an idle instance of the pool with spec and offers it.
+func (w *world) idle(spec state.Spec) *state.Instance { return w.idleIn(w.pool, spec, true) }
+
+// move writes c to the store (a claim, a stop: someone else's doing) and returns the item.
+func (w *world) move(c state.Change) *state.Instance {
+	w.t.Helper()
+	if c.Pool == "" {
+		c.Pool = w.pool
+	}
+	if c.Threshold.IsZero() {
+		c.Threshold = time.Now().Add(time.Hour)
+	}
+	out, err := w.Store.Transition(w.ctx, c)
+	require.NoError(w.t, err)
+	return out
+}
+
+// claimFor claims in for run directly, as another provision holding its offer elsewhere would.
+func (w *world) claimFor(in *state.Instance, run string) *state.Instance {
+	return w.move(state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
+		Assign: &state.Assignment{RunID: run, Repo: "octo/app"}})
+}
+
+// stop moves in to stopped, as refresh does for the stopped part of a warm pool.
+func (w *world) stop(in *state.Instance) *state.Instance {
+	return w.move(state.Change{InstanceID: in.ID, From: in.State, To: state.Stopped, Version: in.Version})
+}
+
+func (w *world) selector() *offers.Selector {
+	return &offers.Selector{Queue: w.queue, Store: w.Store}
+}
+
+// offered counts the instances the pool's queue offers, by message, visible or not.
+func (w *world) offered() map[string]int {
+	w.t.Helper()
+	out := map[string]int{}
+	for _, id := range w.Offered(w.t) {
+		out[id]++
+	}
+	return out
+}
+
+// counts returns SQS's counts of visible and hidden messages of the queue at url.
+func (w *world) counts(url string) (visible, hidden int) {
+	w.t.Helper()
+	out, err := w.SQS.GetQueueAttributes(w.ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+	require.NoError(w.t, err)
+	visible, err = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)])
+	require.NoError(w.t, err)
+	hidden, err = strconv.Atoi(out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)])
+	require.NoError(w.t, err)
+	return visible, hidden
+}
+
+// receive receives up to n visible messages of the pool's queue, hiding them for visibility, as a
+// claimer does.
+func (w *world) receive(n int32, visibility int32) []sqstypes.Message {
+	w.t.Helper()
+	out, err := w.SQS.ReceiveMessage(w.ctx, &sqs.ReceiveMessageInput{QueueUrl: &w.Doc.QueueURL, MaxNumberOfMessages: n,
+		VisibilityTimeout: visibility})
+	require.NoError(w.t, err)
+	return out.Messages
+}
+
+// send sends a raw body to the pool's queue.
+func (w *world) send(body string) {
+	w.t.Helper()
+	_, err := w.SQS.SendMessage(w.ctx, &sqs.SendMessageInput{QueueUrl: &w.Doc.QueueURL, MessageBody: aws.String(body)})
+	require.NoError(w.t, err)
 }

@@ -1,7 +1,7 @@
 package offers_test
 
 import (
-	"fmt"
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +11,6 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
@@ -19,11 +18,10 @@ import (
 // TestClaimOne: a published idle instance is claimed for the run, and its message is gone.
 func TestClaimOne(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := e.idle(spotC7)
-	ctx := testbed.Context(t, 30*time.Second)
+	w := newWorld(t)
+	in := w.idle(spotC7)
 
-	res, err := e.selector().Claim(ctx, request("11", 1))
+	res, err := w.selector().Claim(w.ctx, request("11", 1))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
 	got := res.Instances[0]
@@ -31,8 +29,9 @@ func TestClaimOne(t *testing.T) {
 	require.Equal(t, state.Claimed, got.State)
 	require.Equal(t, "11", got.RunID)
 	require.Equal(t, "octo/app", got.Repo)
+	require.Equal(t, *got, *w.Store.Item(in.ID), "returned as written")
 	require.Equal(t, offers.Stats{Receives: 1, Received: 1, Claimed: 1}, res.Stats)
-	require.Empty(t, e.offered(), "the used message is deleted")
+	require.Empty(t, w.offered(), "the used message is deleted")
 }
 
 // TestClaimFromEmptyPool: a pool with nothing offered answers at once, without a long poll: one
@@ -41,24 +40,21 @@ func TestClaimOne(t *testing.T) {
 // and the next claim takes it with a single receive.
 func TestClaimFromEmptyPool(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := testbed.Context(t, 30*time.Second)
-	sel := e.selector()
-	sel.Wait = 20 * time.Second // were it to long-poll an empty pool, the claim would take 20 s
-	res, err := sel.Claim(ctx, request("12", 3))
+	w := newWorld(t)
+	sel := w.selector()
+	sel.Wait = 20 * time.Second // were it to long-poll an empty pool, Stats would show a second receive
+	res, err := sel.Claim(w.ctx, request("12", 3))
 	require.NoError(t, err)
 	require.Empty(t, res.Instances)
 	require.Equal(t, offers.Stats{Receives: 1, Counts: 1}, res.Stats, "no long poll")
+	require.Equal(t, 1, w.SQS.Calls("ReceiveMessage"))
 
-	in := e.idle(spotC7)
-	out, err := e.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &e.url,
-		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
-			sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
-	require.NoError(t, err)
-	require.Equal(t, "1", out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], "the offer is visible")
-	require.Equal(t, "0", out.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)], "nothing holds it")
+	in := w.idle(spotC7)
+	visible, hidden := w.counts(w.Doc.QueueURL)
+	require.Equal(t, 1, visible, "the offer is visible")
+	require.Zero(t, hidden, "nothing holds it")
 
-	res, err = sel.Claim(ctx, request("13", 1))
+	res, err = sel.Claim(w.ctx, request("13", 1))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
 	require.Equal(t, in.ID, res.Instances[0].ID)
@@ -68,8 +64,7 @@ func TestClaimFromEmptyPool(t *testing.T) {
 // TestClaimFilters: only fitting instances are claimed; the rest stay offered, once each.
 func TestClaimFilters(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := testbed.Context(t, time.Minute)
+	w := newWorld(t)
 	want := map[string]bool{}
 	var others []string
 	specs := []state.Spec{
@@ -81,7 +76,7 @@ func TestClaimFilters(t *testing.T) {
 	}
 	for range 3 {
 		for i, sp := range specs {
-			in := e.idle(sp)
+			in := w.idle(sp)
 			if i == 1 { // spot, c*, >= 4 vCPU, >= 8 GiB
 				want[in.ID] = true
 			} else {
@@ -91,81 +86,75 @@ func TestClaimFilters(t *testing.T) {
 	}
 	req := request("13", 3)
 	req.UsageClass, req.InstanceTypes, req.MinVCPU, req.MinMemoryMiB = state.UsageSpot, []string{"c*", "t*"}, 4, 8192
-	res, err := e.selector().Claim(ctx, req)
+	res, err := w.selector().Claim(w.ctx, req)
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 3)
 	for _, in := range res.Instances {
 		require.True(t, want[in.ID], "%s (%s) does not fit", in.ID, in.InstanceType)
 	}
-	offered := e.offered()
+	offered := w.offered()
 	require.Len(t, offered, len(others))
 	for _, id := range others {
 		require.Equal(t, 1, offered[id], "%s offered once", id)
+		require.Equal(t, state.Idle, w.Store.Item(id).State, "%s left alone", id)
 	}
+	visible, hidden := w.counts(w.Doc.QueueURL)
+	require.Equal(t, len(others), visible, "what did not fit is given back at once")
+	require.Zero(t, hidden)
 }
 
 // TestStaleMessagesDropped: a message superseded by a newer offer of the same instance, one past
 // its deadline, and one whose instance was claimed elsewhere are all deleted, never used.
 func TestStaleMessagesDropped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := testbed.Context(t, time.Minute)
+	w := newWorld(t)
 
 	// Offered, then stopped and offered again: the first message is superseded.
-	reoffered := e.idle(spotC7)
-	stopped, err := e.store.Transition(ctx, state.Change{InstanceID: reoffered.ID, Pool: poolName, From: state.Idle, To: state.Stopped,
-		Version: reoffered.Version, Threshold: time.Now().Add(time.Hour)})
-	require.NoError(t, err)
-	require.NoError(t, e.queue.Publish(ctx, stopped))
+	reoffered := w.idle(spotC7)
+	stopped := w.stop(reoffered)
+	require.NoError(t, w.queue.Publish(w.ctx, stopped))
 
 	// Offered, then claimed directly by someone holding the message elsewhere (simulated by a
 	// direct claim): its message is stale.
-	taken := e.idle(spotC7)
-	_, err = e.store.Transition(ctx, state.Change{InstanceID: taken.ID, Pool: poolName, From: state.Idle, To: state.Claimed,
-		Version: taken.Version, Assign: &state.Assignment{RunID: "99", Repo: "octo/app"}, Threshold: time.Now().Add(time.Hour)})
-	require.NoError(t, err)
+	taken := w.claimFor(w.idle(spotC7), "99")
 
 	// Offered with a deadline in the past.
-	expired := &state.Instance{ID: newID(), Pool: poolName, Threshold: time.Now().Add(time.Minute), Spec: spotC7}
-	require.NoError(t, e.store.Create(ctx, []*state.Instance{expired}))
-	exp, err := e.store.Transition(ctx, state.Change{InstanceID: expired.ID, Pool: poolName, From: state.Created, To: state.Idle,
-		Version: 1, Threshold: time.Now().Add(-time.Second)})
-	require.NoError(t, err)
-	require.NoError(t, e.queue.Publish(ctx, exp))
+	expired := &state.Instance{ID: newID(), Pool: w.pool, Threshold: time.Now().Add(time.Minute), Spec: spotC7}
+	require.NoError(t, w.Store.Create(w.ctx, []*state.Instance{expired}))
+	exp := w.move(state.Change{InstanceID: expired.ID, From: state.Created, To: state.Idle, Version: 1, Threshold: time.Now().Add(-time.Second)})
+	require.NoError(t, w.queue.Publish(w.ctx, exp))
 
-	res, err := e.selector().Claim(ctx, request("14", 3))
+	res, err := w.selector().Claim(w.ctx, request("14", 3))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1, "only the re-offered (stopped) instance is claimable")
 	require.Equal(t, reoffered.ID, res.Instances[0].ID)
-	require.Equal(t, int64(4), res.Instances[0].Version, "claimed through the newer offer")
+	require.Equal(t, stopped.Version+1, res.Instances[0].Version, "claimed through the newer offer")
+	require.Equal(t, []string{reoffered.ID}, res.Stopped)
 	require.Equal(t, 1, res.Stats.Claimed)
 	require.Equal(t, 3, res.Stats.Lost+res.Stats.Stale, "superseded, taken and expired messages dropped")
-	require.Empty(t, e.offered(), "nothing stale remains")
+	require.Empty(t, w.offered(), "nothing stale remains")
 
-	got, err := e.store.Get(ctx, exp.ID)
-	require.NoError(t, err)
-	require.Equal(t, state.Idle, got.State, "an expired offer is left for refresh to terminate")
+	require.Equal(t, state.Idle, w.Store.Item(exp.ID).State, "an expired offer is left for refresh to terminate")
+	require.Equal(t, exp.Version, w.Store.Item(exp.ID).Version)
+	require.Equal(t, "99", w.Store.Item(taken.ID).RunID, "the other run keeps what it took")
+	require.Equal(t, taken.Version, w.Store.Item(taken.ID).Version)
 }
 
 // TestHotBeforeStopped: running instances are claimed first; stopped ones only to make up the
 // count.
 func TestHotBeforeStopped(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := testbed.Context(t, time.Minute)
+	w := newWorld(t)
 	var stoppedIDs []string
-	idle := []*state.Instance{e.idle(spotC7), e.idle(spotC7), e.idle(spotC7)}
-	drain(t, e.sqs, e.url) // hide the idle offers; stopped ones replace them
+	idle := []*state.Instance{w.idle(spotC7), w.idle(spotC7), w.idle(spotC7)}
+	require.Len(t, w.receive(10, 60), 3, "the idle offers hidden; stopped ones replace them")
 	for _, in := range idle {
-		st, err := e.store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: poolName, From: state.Idle, To: state.Stopped,
-			Version: in.Version, Threshold: time.Now().Add(time.Hour)})
-		require.NoError(t, err)
-		require.NoError(t, e.queue.Publish(ctx, st))
+		require.NoError(t, w.queue.Publish(w.ctx, w.stop(in)))
 		stoppedIDs = append(stoppedIDs, in.ID)
 	}
-	hot := e.idle(spotC7)
+	hot := w.idle(spotC7)
 
-	res, err := e.selector().Claim(ctx, request("15", 2))
+	res, err := w.selector().Claim(w.ctx, request("15", 2))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 2)
 	require.Equal(t, hot.ID, res.Instances[0].ID, "the hot instance first")
@@ -173,123 +162,76 @@ func TestHotBeforeStopped(t *testing.T) {
 	require.Equal(t, state.Claimed, res.Instances[1].State)
 	require.Equal(t, []string{res.Instances[1].ID}, res.Stopped, "the caller learns which to start")
 
-	res, err = e.selector().Claim(ctx, request("16", 1))
+	res, err = w.selector().Claim(w.ctx, request("16", 1))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
 	require.Contains(t, stoppedIDs, res.Instances[0].ID)
+	require.NotEqual(t, hot.ID, res.Instances[0].ID)
+}
+
+// attributed is the fake SQS with the message attributes of what is sent one by one kept by
+// queue and body: the fake keeps a message's body alone.
+type attributed struct {
+	offers.SQS
+	mu   sync.Mutex
+	sent map[string]map[string][]map[string]sqstypes.MessageAttributeValue // url → body → attributes of each send
+}
+
+func (a *attributed) SendMessage(ctx context.Context, in *sqs.SendMessageInput, o ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	out, err := a.SQS.SendMessage(ctx, in, o...)
+	if err == nil {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		url, body := aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody)
+		if a.sent == nil {
+			a.sent = map[string]map[string][]map[string]sqstypes.MessageAttributeValue{}
+		}
+		if a.sent[url] == nil {
+			a.sent[url] = map[string][]map[string]sqstypes.MessageAttributeValue{}
+		}
+		a.sent[url][body] = append(a.sent[url][body], in.MessageAttributes)
+	}
+	return out, err
+}
+
+func (a *attributed) attributes(url, body string) []map[string]sqstypes.MessageAttributeValue {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sent[url][body]
 }
 
 // TestPoisonGoesToDeadLetter: malformed messages move to the dead-letter queue with the reason,
 // and the claimer goes on to claim a good instance.
 func TestPoisonGoesToDeadLetter(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := testbed.Context(t, time.Minute)
-	for _, body := range []string{"not json", `{"v":1,"pool":"linux-x64"}`, `{"v":9}`} {
-		_, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &e.url, MessageBody: aws.String(body)})
-		require.NoError(t, err)
+	w := newWorld(t)
+	poison := []string{"not json", `{"v":1,"pool":"` + w.pool + `"}`, `{"v":9}`}
+	for _, body := range poison {
+		w.send(body)
 	}
-	good := e.idle(spotC7)
+	good := w.idle(spotC7)
+	client := &attributed{SQS: w.SQS}
+	q, err := offers.NewQueue(client, w.pool, w.Doc.QueueURL, w.Doc.DeadLetterQueueURL)
+	require.NoError(t, err)
+	sel := &offers.Selector{Queue: q, Store: w.Store}
 
-	res, err := e.selector().Claim(ctx, request("17", 1))
+	res, err := sel.Claim(w.ctx, request("17", 1))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, 1)
 	require.Equal(t, good.ID, res.Instances[0].ID)
 	if res.Stats.Poison < 3 { // the good one may come first; a second claim meets the rest
-		res2, err := e.selector().Claim(ctx, request("18", 1))
+		res2, err := sel.Claim(w.ctx, request("18", 1))
 		require.NoError(t, err)
 		require.Empty(t, res2.Instances)
 		res.Stats.Poison += res2.Stats.Poison
 	}
 	require.Equal(t, 3, res.Stats.Poison)
-	require.Empty(t, e.offered())
-	dead := drain(t, e.sqs, e.dlqURL)
-	require.Len(t, dead, 3)
-	for _, m := range dead {
-		require.Contains(t, aws.ToString(m.MessageAttributes["hangar-reason"].StringValue), "poison pool message")
-	}
-}
-
-// TestConcurrentClaimsRace: 50 claimers asking for 1–3 instances each race over 20 idle instances,
-// 20 rounds. No instance is claimed twice; every instance ends claimed exactly once (by the
-// claimer that was told so) or still idle, unchanged and offered exactly once.
-func TestConcurrentClaimsRace(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	const rounds, instances, claimers = 20, 20, 50
-	for round := range rounds {
-		ctx := testbed.Context(t, 2*time.Minute)
-		url, dlq := createQueues(t, e.sqs, testbed.Name(t, fmt.Sprintf("race-%d", round)))
-		q, err := offers.NewQueue(e.sqs, poolName, url, dlq)
-		require.NoError(t, err)
-		idle := map[string]*state.Instance{}
-		for range instances {
-			in := &state.Instance{ID: newID(), Pool: poolName, Threshold: time.Now().Add(10 * time.Minute), Spec: spotC7}
-			require.NoError(t, e.store.Create(ctx, []*state.Instance{in}))
-			out, err := e.store.Transition(ctx, state.Change{InstanceID: in.ID, Pool: poolName, From: state.Created, To: state.Idle,
-				Version: 1, Threshold: time.Now().Add(30 * time.Minute)})
-			require.NoError(t, err)
-			idle[out.ID] = out
-		}
-		all := make([]*state.Instance, 0, instances)
-		for _, in := range idle {
-			all = append(all, in)
-		}
-		require.NoError(t, q.Publish(ctx, all...))
-
-		sel := &offers.Selector{Queue: q, Store: e.store}
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			claimer = map[string]string{} // instance → run that was told it won
-			errs    []error
-		)
-		for c := range claimers {
-			run := fmt.Sprintf("%d%03d", round+1, c)
-			wg.Go(func() {
-				res, err := sel.Claim(ctx, request(run, 1+c%3))
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					errs = append(errs, err)
-				}
-				for _, in := range res.Instances {
-					if prev, dup := claimer[in.ID]; dup {
-						errs = append(errs, fmt.Errorf("round %d: %s claimed by runs %s and %s", round, in.ID, prev, run))
-					}
-					claimer[in.ID] = run
-				}
-			})
-		}
-		wg.Wait()
-		require.Empty(t, errs)
-		require.NotEmpty(t, claimer, "round %d: nothing claimed", round)
-
-		ids := make([]string, 0, instances)
-		var unclaimed []string
-		for id := range idle {
-			ids = append(ids, id)
-			if _, ok := claimer[id]; !ok {
-				unclaimed = append(unclaimed, id)
-			}
-		}
-		// Every unclaimed instance must come back on offer: at once when every receive's
-		// response arrived, after the visibility timeout when one was lost on the way.
-		offered := offersUntil(t, e.sqs, url, unclaimed, offers.DefaultVisibility+15*time.Second)
-		items, err := e.store.GetMany(ctx, ids)
-		require.NoError(t, err)
-		for id, before := range idle {
-			got := items[id]
-			if run, ok := claimer[id]; ok {
-				require.Equal(t, state.Claimed, got.State, "round %d: %s", round, id)
-				require.Equal(t, run, got.RunID, "round %d: %s held by the run told it won", round, id)
-				require.Equal(t, before.Version+1, got.Version)
-				require.Zero(t, offered[id], "round %d: claimed %s still offered", round, id)
-			} else {
-				require.Equal(t, before, got, "round %d: unclaimed %s unchanged", round, id)
-				require.Equal(t, 1, offered[id], "round %d: unclaimed %s offered exactly once", round, id)
-			}
-		}
-		require.Len(t, offered, instances-len(claimer), "round %d: no message for an unknown instance", round)
+	require.Empty(t, w.SQS.Bodies(w.Doc.QueueURL), "nothing is left in the pool's queue")
+	require.ElementsMatch(t, poison, w.SQS.Bodies(w.Doc.DeadLetterQueueURL), "each moved to the dead-letter queue once")
+	for _, body := range poison {
+		attrs := client.attributes(w.Doc.DeadLetterQueueURL, body)
+		require.Len(t, attrs, 1, body)
+		require.Contains(t, aws.ToString(attrs[0]["hangar-reason"].StringValue), "poison pool message", body)
+		require.Equal(t, w.pool, aws.ToString(attrs[0]["hangar-pool"].StringValue), body)
 	}
 }
