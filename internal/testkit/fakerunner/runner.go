@@ -35,18 +35,18 @@ type credentials struct {
 	Credential string `json:"credential"`
 }
 
-// Main runs the stand-in runner with args (config ..., run, or config remove ...) in runner
-// directory root, and returns the process exit code.
+// Main runs the stand-in runner with args (config ... or run ...) in runner directory root, and
+// returns the process exit code.
 func Main(root string, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "usage: fake-runner config|run ...")
 		return 2
 	}
 	var err error
-	switch {
-	case args[0] == "config":
+	switch args[0] {
+	case "config":
 		err = configure(root, args[1:], stdout)
-	case args[0] == "run":
+	case "run":
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		err = run(ctx, root, args[1:], stdout)
