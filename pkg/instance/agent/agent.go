@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
@@ -25,11 +24,6 @@ type Store interface {
 	Ack(ctx context.Context, version int64, at time.Time) error
 	AckRead(ctx context.Context, run string, version int64, at time.Time) (*state.Instance, error)
 	Ask(ctx context.Context, version int64, n int, at time.Time) error
-}
-
-// EC2 is the part of the EC2 client the agent uses: terminating its own instance.
-type EC2 interface {
-	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
 // ErrTerminated is returned by Run once the agent has terminated (or powered off) its instance.
@@ -54,7 +48,7 @@ type Agent struct {
 	// mailbox holds the hand-overs (runner secrets) the doorbell brought, in memory only.
 	mailbox *doorbell.Mailbox
 	host    Host
-	ec2     EC2
+	ec2     awsapi.AgentEC2
 	md      Metadata
 	log     *slog.Logger
 	http    *http.Client
@@ -65,12 +59,12 @@ type Agent struct {
 	Clock wait.Clock
 	// Doorbell receives from the instance's doorbell (package doorbell); nil, or an item without
 	// one, and the agent polls its item every PollInterval instead.
-	Doorbell doorbell.Receiver
+	Doorbell awsapi.AgentSQS
 
 	// Returns is where the agent says it has finished a label-routed job (the stack's returns
 	// queue, package jobs); nil, or a pool document without one, and the control plane learns it
 	// from the job's completed webhook alone.
-	Returns Sender
+	Returns awsapi.AgentReturns
 
 	rings chan struct{} // a ring since the last read of the item
 	// rungAt is when the doorbell last rang, readAt when the item was last read, and wokeAt when
@@ -112,7 +106,7 @@ type Agent struct {
 
 // New returns an agent for cfg (defaults applied, then validated) that keeps its item in store
 // and serves runs on host; log is the wiring's, which names the component and the instance.
-func New(cfg Config, store Store, host Host, ec2Client EC2, md Metadata, log *slog.Logger) (*Agent, error) {
+func New(cfg Config, store Store, host Host, ec2Client awsapi.AgentEC2, md Metadata, log *slog.Logger) (*Agent, error) {
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)

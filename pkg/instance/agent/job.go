@@ -16,11 +16,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
-// Sender sends the agent's word that a label-routed job is done to the returns queue.
-type Sender interface {
-	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-}
-
 // Returning the instance again: while its item still holds a job the agent has finished (its
 // return and the completed webhook both lost), the return is sent again this often, this many
 // times.

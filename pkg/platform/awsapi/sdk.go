@@ -89,6 +89,12 @@ type AgentSQS interface {
 	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 }
 
+// AgentReturns is what an instance's agent asks of the returns queue: to be told a label-routed
+// job is done.
+type AgentReturns interface {
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
 // AgentEC2 is what an instance's agent asks of EC2: to terminate its own instance.
 type AgentEC2 interface {
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
@@ -105,5 +111,6 @@ var (
 	_ Lambda         = (*lambda.Client)(nil)
 	_ AgentDynamoDB  = (*dynamodb.Client)(nil)
 	_ AgentSQS       = (*sqs.Client)(nil)
+	_ AgentReturns   = (*sqs.Client)(nil)
 	_ AgentEC2       = (*ec2.Client)(nil)
 )

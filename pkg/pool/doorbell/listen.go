@@ -14,9 +14,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
-// Receiver is the agent's view of SQS on its doorbell (awsapi.AgentSQS).
-type Receiver = awsapi.AgentSQS
-
 // Defaults of a Listener.
 const (
 	DefaultWait = 20 * time.Second // SQS's longest long poll
