@@ -10,6 +10,9 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
+// The two tests here run end to end, on the emulators with real agents and runners: jobs queued
+// with the run's label land on the runners provision made.
+
 // TestColdThenWarm: a cold provision of 3 creates them with one CreateFleet; jobs land only on
 // them; release gives them back; the next run's provision of 3 reuses all 3 without CreateFleet.
 func TestColdThenWarm(t *testing.T) {
@@ -19,7 +22,7 @@ func TestColdThenWarm(t *testing.T) {
 	cold := e.mustProvision("7001", 3)
 	require.Equal(t, 0, cold.Reused)
 	require.Equal(t, 3, cold.Created)
-	require.Equal(t, int64(1), e.ec2.Calls("CreateFleet"), "one CreateFleet for the whole request")
+	require.Equal(t, []int32{3}, e.ec2.Fleets(), "one CreateFleet for the whole request")
 	for id, it := range e.items(ids(cold)) {
 		require.Equal(t, state.Running, it.State, id)
 		require.Equal(t, "7001", it.RunID)
@@ -57,7 +60,7 @@ func TestColdThenWarm(t *testing.T) {
 	require.Equal(t, 3, warm.Reused)
 	require.Equal(t, 0, warm.Created)
 	require.ElementsMatch(t, ids(cold), ids(warm), "the same machines serve the next run")
-	require.Equal(t, int64(1), e.ec2.Calls("CreateFleet"), "no CreateFleet for a warm provision")
+	require.Len(t, e.ec2.Fleets(), 1, "no CreateFleet for a warm provision")
 	e.release("7002")
 	require.Empty(t, e.GH.Runners(""))
 
@@ -77,7 +80,7 @@ func TestMixed(t *testing.T) {
 	res := e.mustProvision("7102", 5)
 	require.Equal(t, 2, res.Reused)
 	require.Equal(t, 3, res.Created)
-	require.Equal(t, int64(2), e.ec2.Calls("CreateFleet"))
+	require.Equal(t, []int32{2, 3}, e.ec2.Fleets(), "one CreateFleet per provision that lacked instances: 2, then the 3 the pool did not have")
 	require.Len(t, e.GH.Runners(localenv.Repo), 5)
 	e.release("7102")
 	require.Empty(t, e.GH.Runners(""))

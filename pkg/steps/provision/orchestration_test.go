@@ -3,9 +3,10 @@ package provision_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
+	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
 
 // These tests run provision's orchestration on the in-memory fakes (internal/testkit/fake): no
@@ -44,6 +46,34 @@ func fakeRun(t *testing.T, w *fake.World, cfg provision.Config) (*provision.Resu
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return provision.Run(ctx, cfg, fakeDeps(t, w))
+}
+
+// mustRun provisions n instances for run and, once their agents have registered, has GitHub hold
+// their runners (fake.World.SyncRunners) and the agents heartbeat, as live agents do while they
+// serve (fake.World.Heartbeat): the instances can be claimed again once released.
+func mustRun(t *testing.T, w *fake.World, run string, n int) *provision.Result {
+	t.Helper()
+	res, err := fakeRun(t, w, fakeConfig(w, run, n))
+	require.NoError(t, err)
+	require.Len(t, res.Instances, n)
+	w.SyncRunners()
+	w.Heartbeat()
+	return res
+}
+
+// fakeRelease releases run with the release step on w's pool, as the run's last job does.
+func fakeRelease(t *testing.T, w *fake.World, run string) *release.Result {
+	t.Helper()
+	r, err := release.New(release.Config{DeregisterTimeout: 30 * time.Second, PollInterval: 10 * time.Millisecond},
+		release.Deps{Pool: w.Pool, GitHub: w.GitHub, Runners: state.RunnerNamesOf(fake.Stack), Log: quiet})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w.SyncRunners()
+	res, err := r.Release(ctx, run)
+	require.NoError(t, err)
+	w.SyncRunners()
+	return res
 }
 
 // requireHeld asserts that ids are exactly the instances holding run, each running for it.
@@ -83,22 +113,6 @@ func TestFakeReusesIdleBeforeCreating(t *testing.T) {
 	require.Empty(t, w.Offered(t), "the claimed offer is used up")
 }
 
-func TestFakeReuseScopeKeepsAnotherRepositorysInstance(t *testing.T) {
-	t.Parallel()
-	w := fake.NewWorld(t, nil) // reuse: repository
-	other := w.AddIdle(t, fake.Idle{Served: []string{"someone/else"}, LastRun: "100"})
-
-	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
-	require.NoError(t, err)
-	require.Zero(t, res.Reused)
-	require.Equal(t, 1, res.Created)
-	require.NotContains(t, resultIDs(res), other.ID)
-	it := w.Store.Item(other.ID)
-	require.Equal(t, state.Idle, it.State, "not claimed")
-	require.Equal(t, other.Version, it.Version, "not written")
-	require.Equal(t, []string{other.ID}, w.Offered(t), "its offer stays for runs of its repository")
-}
-
 func TestFakeFailedRegistrationIsGivenBackAndReplaced(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
@@ -108,8 +122,11 @@ func TestFakeFailedRegistrationIsGivenBackAndReplaced(t *testing.T) {
 	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Replaced)
+	require.Equal(t, 1, res.Created, "a new instance replaces it")
+	require.Zero(t, res.Reused)
 	require.Len(t, res.Failures, 1)
 	require.Equal(t, bad.ID, res.Failures[0].ID)
+	require.Contains(t, strings.Join(res.Warnings, "\n"), bad.ID+" could not register")
 	require.NotContains(t, resultIDs(res), bad.ID)
 	requireHeld(t, w, "200", resultIDs(res)...)
 
@@ -121,49 +138,74 @@ func TestFakeFailedRegistrationIsGivenBackAndReplaced(t *testing.T) {
 	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(bad.ID))
 }
 
+// TestFakeTooManyFailedRegistrationsTerminate: both pooled instances are claimed; the one whose
+// registration failed once already fails a second time in a row and is terminated, not offered
+// again; the other registers, which resets its count of failures.
 func TestFakeTooManyFailedRegistrationsTerminate(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
 	bad := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100", RegisterFailures: state.MaxRegisterFailures - 1})
 	w.Agent.Behave(bad.ID, fake.FailRegister)
+	good := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100", RegisterFailures: state.MaxRegisterFailures - 1})
 
-	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
+	res, err := fakeRun(t, w, fakeConfig(w, "200", 2))
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Replaced)
-	require.Equal(t, state.Terminated, w.Store.Item(bad.ID).State)
+	require.Equal(t, 1, res.Reused)
+	require.Equal(t, 1, res.Created)
+	require.Contains(t, resultIDs(res), good.ID)
+	it := w.Store.Item(bad.ID)
+	require.Equal(t, state.Terminated, it.State)
+	require.Contains(t, it.StateReason, fmt.Sprintf("%d registrations in a row failed", state.MaxRegisterFailures))
 	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(bad.ID))
 	require.Empty(t, w.Offered(t), "not offered again")
 	requireHeld(t, w, "200", resultIDs(res)...)
+	for _, id := range resultIDs(res) {
+		require.Zero(t, w.Store.Item(id).RegisterFailures, "%s: a registered runner resets the count", id)
+	}
 }
 
-// TestFakeAskedAgainHandsOverAgain: an agent that lost its hand-over (restarted after receiving
-// it) asks for the token; provision, still waiting, hands it over once more, and the runner
-// registers. Nothing but the doorbell carried the token: the item holds none.
+// TestFakeAskedAgainHandsOverAgain: agents that lost their hand-over (restarted after receiving
+// it) ask for the token; provision, still waiting, hands it over once more, and the runners
+// register: one claimed instance (provision waits on it by conditional writes) or two (it reads
+// them). Nothing but the doorbell carried the token: the items hold none.
 func TestFakeAskedAgainHandsOverAgain(t *testing.T) {
 	t.Parallel()
-	w := fake.NewWorld(t, nil)
-	idle := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100"})
-	w.Agent.Behave(idle.ID, fake.Forgetful)
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			w := fake.NewWorld(t, nil)
+			var pooled []string
+			for range n {
+				idle := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "100"})
+				w.Agent.Behave(idle.ID, fake.Forgetful)
+				pooled = append(pooled, idle.ID)
+			}
 
-	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Reused)
-	requireHeld(t, w, "200", idle.ID)
-	it := w.Store.Item(idle.ID)
-	require.Equal(t, 1, it.Asks, "the agent asked once")
-	require.Equal(t, it.Version-1, it.AskVersion, "about the claim's version")
-	var handOvers []doorbell.HandOver
-	for _, body := range w.SQS.Bodies(w.Bells.URL(idle.ID)) {
-		var h doorbell.HandOver
-		require.NoError(t, json.Unmarshal([]byte(body), &h))
-		handOvers = append(handOvers, h)
-	}
-	require.Len(t, handOvers, 2, "handed over at the claim, and again when asked")
-	for _, h := range handOvers {
-		require.Equal(t, "200", h.Run)
-		require.Equal(t, it.AskVersion, h.Version)
-		require.Equal(t, doorbell.KindRegistration, h.Kind)
-		require.NotEmpty(t, h.Secret)
+			res := mustRun(t, w, "200", n)
+			require.Equal(t, n, res.Reused)
+			require.Zero(t, res.Replaced)
+			requireHeld(t, w, "200", pooled...)
+			for _, id := range pooled {
+				it := w.Store.Item(id)
+				require.Equal(t, 1, it.Asks, "%s: the agent asked once", id)
+				require.Equal(t, it.Version-1, it.AskVersion, "%s: about the claim's version", id)
+				var handOvers []doorbell.HandOver
+				for _, body := range w.SQS.Bodies(w.Bells.URL(id)) {
+					var h doorbell.HandOver
+					require.NoError(t, json.Unmarshal([]byte(body), &h))
+					handOvers = append(handOvers, h)
+				}
+				require.Len(t, handOvers, 2, "%s: handed over at the claim, and again when asked", id)
+				for _, h := range handOvers {
+					require.Equal(t, "200", h.Run)
+					require.Equal(t, it.AskVersion, h.Version)
+					require.Equal(t, doorbell.KindRegistration, h.Kind)
+					require.NotEmpty(t, h.Secret)
+				}
+			}
+			require.Len(t, w.GitHub.RunnerNames(), n, "one runner per instance")
+		})
 	}
 }
 
@@ -191,16 +233,40 @@ func TestFakeRollbackLeavesNothingClaimed(t *testing.T) {
 	require.Empty(t, w.EC2.InState(ec2types.InstanceStateNameTerminated))
 }
 
+// TestFakeCapacityFallsBackToAnotherType: with no capacity for the first type anywhere and none
+// for the second in the first zone, the instances come from what is left, in the same request
+// (EC2 Fleet falls back across its overrides).
 func TestFakeCapacityFallsBackToAnotherType(t *testing.T) {
 	t.Parallel()
-	w := fake.NewWorld(t, nil) // c7i.large, then c6i.large
+	w := fake.NewWorld(t, nil) // c7i.large, then c6i.large; us-east-1a, then us-east-1b
+	az0 := w.Doc.Subnets[0].AZ
 	w.EC2.NoCapacity("c7i.large", "", "")
+	w.EC2.NoCapacity("c6i.large", az0, "")
 
-	res, err := fakeRun(t, w, fakeConfig(w, "200", 1))
+	res, err := fakeRun(t, w, fakeConfig(w, "200", 3))
 	require.NoError(t, err)
-	require.Len(t, res.Instances, 1)
-	require.Equal(t, "c6i.large", res.Instances[0].Type)
-	require.Equal(t, "c6i.large", w.Store.Item(res.Instances[0].ID).InstanceType)
+	require.Len(t, res.Instances, 3)
+	require.Equal(t, 3, res.Created)
+	for _, in := range res.Instances {
+		require.Equal(t, "c6i.large", in.Type, "no c7i capacity anywhere")
+		require.NotEqual(t, az0, in.AZ, "no c6i capacity in %s", az0)
+		require.Equal(t, "c6i.large", w.Store.Item(in.ID).InstanceType)
+	}
+	require.Equal(t, 1, w.EC2.Calls("CreateFleet"), "one request")
+	requireHeld(t, w, "200", resultIDs(res)...)
+}
+
+// TestPartialFulfilment: a fleet that launches fewer than asked keeps what it got and asks again
+// for the rest.
+func TestPartialFulfilment(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, nil)
+	w.EC2.Partial(1)
+
+	res, err := fakeRun(t, w, fakeConfig(w, "200", 3))
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Created)
+	require.Equal(t, 2, w.EC2.Calls("CreateFleet"), "one more request for the missing two")
 	requireHeld(t, w, "200", resultIDs(res)...)
 }
 
@@ -223,43 +289,27 @@ func TestFakeCapacityFallsBackToOnDemand(t *testing.T) {
 	requireHeld(t, w, "200", resultIDs(res)...)
 }
 
+// TestFakeNoCapacityAnywhereFailsAndRollsBack: with no capacity at all, provision retries with
+// backoff until its deadline (the caller's, here, sooner than its registration timeout), then
+// fails saying why, and nothing is left behind.
 func TestFakeNoCapacityAnywhereFailsAndRollsBack(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) { doc["market"] = "spot" }))
 	w.EC2.NoCapacity("", "", "")
-	// The launcher backs off until the provision's deadline: the caller's, here.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
-	_, err := provision.Run(ctx, fakeConfig(w, "200", 1), fakeDeps(t, w))
+	start := time.Now()
+	_, err := provision.Run(ctx, fakeConfig(w, "200", 2), fakeDeps(t, w))
 	require.ErrorIs(t, err, fleet.ErrNoCapacity)
+	require.ErrorContains(t, err, "InsufficientInstanceCapacity")
+	require.Less(t, time.Since(start), 30*time.Second, "gives up at its deadline, not at the registration timeout (a minute)")
+	require.Greater(t, w.EC2.Calls("CreateFleet"), 1, "retried with backoff before giving up")
 	require.Empty(t, w.Store.Items(), "nothing was launched, nothing recorded")
 	require.Empty(t, w.EC2.InState(ec2types.InstanceStateNameRunning))
-}
-
-func TestFakeEarlierAttemptIsGivenBack(t *testing.T) {
-	t.Parallel()
-	w := fake.NewWorld(t, nil)
-	first, err := fakeRun(t, w, fakeConfig(w, "200", 1))
-	require.NoError(t, err)
-	earlier := first.Instances[0].ID
-
-	cfg := fakeConfig(w, "200", 1)
-	cfg.RunAttempt = 2
-	second, err := fakeRun(t, w, cfg)
-	require.NoError(t, err)
-
 	held, err := w.Store.ByRun(context.Background(), "200")
 	require.NoError(t, err)
-	require.Len(t, held, 1)
-	require.Equal(t, 2, held[0].RunAttempt, "only the second attempt's instance holds the run")
-	require.Equal(t, resultIDs(second), []string{held[0].ID})
-	it := w.Store.Item(earlier)
-	require.Equal(t, "200", it.LastRunID, "the earlier attempt's instance was released")
-	if it.ID != held[0].ID { // not claimed again by the second attempt: idle and offered
-		require.Equal(t, state.Idle, it.State)
-		require.True(t, slices.Contains(w.Offered(t), earlier))
-	}
+	require.Empty(t, held)
 }
 
 // TestFakeDrainedPoolClaimsNothing: a drained pool's idle instance is not claimed, even though it

@@ -33,6 +33,9 @@ type Deps struct {
 	Log    *slog.Logger
 	// Mask is called with every secret before it could reach a log.
 	Mask func(secret string)
+	// Now is the clock a claimed instance's acknowledgement bound (state.AckTimeout) is kept
+	// with; time.Now when nil. A test moves it past the bound rather than wait the bound out.
+	Now func() time.Time
 }
 
 // validate refuses missing collaborators (a wiring mistake) before anything happens.
@@ -45,6 +48,9 @@ func (d *Deps) validate() error {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
 	}
 	return nil
 }
@@ -238,7 +244,7 @@ func (p *provisioning) expectAck(id string, within time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if m, ok := p.members[id]; ok {
-		m.ackBy, m.ackWithin = time.Now().Add(within), within
+		m.ackBy, m.ackWithin = p.d.Now().Add(within), within
 	}
 }
 

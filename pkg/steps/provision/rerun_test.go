@@ -1,14 +1,14 @@
 package provision_test
 
 import (
+	"strings"
 	"testing"
 
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hangar-ci/hangar/internal/testkit/faults"
-	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/steps/provision"
 )
 
 // TestReRunReplacesEarlierAttempt: a re-run (attempt 2) of a run whose first attempt was never
@@ -16,21 +16,25 @@ import (
 // no stale runner holds the label; attempt 2 then claims from the pool like any run.
 func TestReRunReplacesEarlierAttempt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, localenv.Options{})
-	first := e.mustProvision("7701", 2)
+	w := fake.NewWorld(t, nil)
+	names := state.RunnerNamesOf(fake.Stack)
+	first := mustRun(t, w, "7701", 2)
+	require.Len(t, w.GitHub.RunnerNames(), 2)
 
-	cfg := e.config("7701", 1)
+	cfg := fakeConfig(w, "7701", 1)
 	cfg.RunAttempt = 2
-	second, err := e.provision(cfg)
+	second, err := fakeRun(t, w, cfg)
 	require.NoError(t, err)
+	w.SyncRunners()
 	require.Empty(t, second.Warnings)
 	require.Len(t, second.Instances, 1)
 	require.Equal(t, 1, second.Reused, "attempt 2 took one of attempt 1's instances from the pool")
-	require.Contains(t, ids(first), second.Instances[0].ID)
+	require.Contains(t, resultIDs(first), second.Instances[0].ID)
 	reused := second.Instances[0].ID
-	it := e.items([]string{reused})[reused]
+	it := w.Store.Item(reused)
 	require.Equal(t, state.Running, it.State)
 	require.Equal(t, 2, it.RunAttempt)
+	requireHeld(t, w, "7701", reused)
 
 	var left string
 	for _, x := range first.Instances {
@@ -38,69 +42,59 @@ func TestReRunReplacesEarlierAttempt(t *testing.T) {
 			left = x.ID
 		}
 	}
-	it = e.items([]string{left})[left]
+	it = w.Store.Item(left)
 	require.Equal(t, state.Idle, it.State, "the earlier attempt's other instance went back to the pool, not terminated")
 	require.Equal(t, "7701", it.LastRunID)
 	require.Empty(t, it.RunID)
 	require.True(t, it.SignalFor(state.SignalDeregistered, "7701", 0), "its agent deregistered first")
-	require.Equal(t, map[string]int{left: 1}, e.offered(), "and it is offered")
-	st, err := e.InstanceState(e.ctx, left)
-	require.NoError(t, err)
-	require.Equal(t, "running", string(st))
+	require.Equal(t, []string{left}, w.Offered(t), "and it is offered")
+	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(left))
 
-	runners := e.GH.Runners(localenv.Repo)
-	require.Len(t, runners, 1, "only attempt 2's runner carries the label")
-	require.Equal(t, e.RunnerNames().Name(reused, "7701"), runners[0].Name)
-	e.release("7701")
-	require.Empty(t, e.GH.Runners(""))
+	require.Equal(t, []string{names.Name(reused, "7701")}, w.GitHub.RunnerNames(), "only attempt 2's runner carries the label")
+	fakeRelease(t, w, "7701")
+	require.Empty(t, w.GitHub.RunnerNames())
 }
 
-// TestLostRegistrationWriteTerminatesNothing: an instance provision claimed registers, but
-// another run takes it before provision can mark it running; provision replaces it and leaves
-// it, alive, to the run that holds it.
+// TestLostRegistrationWriteTerminatesNothing: provision's write that marks the instance it
+// claimed running loses: another run took it just before (a release of this run and a claim of
+// the other between provision's read and its write). Provision replaces it and leaves it, alive,
+// to the run that holds it.
 func TestLostRegistrationWriteTerminatesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, localenv.Options{})
-	warm := e.mustProvision("7901", 1).Instances[0].ID
-	e.release("7901")
+	w := fake.NewWorld(t, nil)
+	warm := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "7901"}).ID
+	w.Store.StealBefore(warm, "7999", state.Running)
 
-	deps, err := e.w.Provision(e.ctx, e.Pool)
-	require.NoError(t, err)
-	thief := &faults.Thief{Store: e.Store, Target: warm, Run: "7999", Before: state.Running}
-	deps.Pool.Store = thief
-	res, err := provision.Run(e.ctx, e.config("7902", 1), deps)
-	require.NoError(t, err)
-	stolen, err := thief.Stolen()
-	require.NoError(t, err)
-	require.True(t, stolen)
+	res := mustRun(t, w, "7902", 1)
+	require.True(t, w.Store.Stolen(warm))
 	require.Equal(t, 1, res.Replaced)
+	require.Equal(t, 1, res.Created)
 	require.NotEqual(t, warm, res.Instances[0].ID, "a fresh instance replaced the one taken")
+	require.Contains(t, strings.Join(res.Warnings, "\n"), warm+" could not be marked running")
+	requireHeld(t, w, "7902", res.Instances[0].ID)
 
-	it := e.items([]string{warm})[warm]
+	it := w.Store.Item(warm)
 	require.Equal(t, state.Claimed, it.State, "the other run keeps it")
 	require.Equal(t, "7999", it.RunID)
-	st, err := e.InstanceState(e.ctx, warm)
-	require.NoError(t, err)
-	require.Equal(t, "running", string(st), "a lost write never reaches TerminateInstances")
-	e.release("7902")
+	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(warm))
+	require.Zero(t, w.EC2.Calls("TerminateInstances"), "a lost write never reaches TerminateInstances")
+	fakeRelease(t, w, "7902")
+	require.Equal(t, "7999", w.Store.Item(warm).RunID, "the release of 7902 leaves it alone too")
 }
 
 // TestHousekeepingRemovesStaleRunners: an offline runner Hangar registered for an instance that
 // no longer serves its run is deleted; one whose instance still serves its run is kept.
 func TestHousekeepingRemovesStaleRunners(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, localenv.Options{})
-	live := e.mustProvision("7801", 1) // its runner is online: kept
-	reg, _, err := e.GitHub.Actions.CreateRegistrationToken(e.ctx, "octo", "app")
-	require.NoError(t, err)
+	w := fake.NewWorld(t, nil)
+	names := state.RunnerNamesOf(fake.Stack)
+	live := mustRun(t, w, "7801", 1) // its runner is online: kept
 	// A stale registration: an instance that is gone left its runner behind, offline.
-	registerStale(t, e, reg.GetToken(), e.RunnerNames().Name("i-0123456789abcdef0", "7000"))
+	stale := names.Name("i-0123456789abcdef0", "7000")
+	registerStale(t, w, stale)
 
-	e.mustProvision("7802", 1) // housekeeping runs alongside
-	names := []string{}
-	for _, r := range e.GH.Runners(localenv.Repo) {
-		names = append(names, r.Name)
-	}
-	require.NotContains(t, names, e.RunnerNames().Name("i-0123456789abcdef0", "7000"))
-	require.Contains(t, names, e.RunnerNames().Name(live.Instances[0].ID, "7801"))
+	next := mustRun(t, w, "7802", 1) // housekeeping runs alongside
+	require.Empty(t, next.Warnings)
+	require.ElementsMatch(t, []string{names.Name(live.Instances[0].ID, "7801"), names.Name(next.Instances[0].ID, "7802")},
+		w.GitHub.RunnerNames(), "the stale runner is gone; the live ones stay")
 }

@@ -17,10 +17,15 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
-	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
+
+// The two tests here run on the emulators with real agents: their subject is what DynamoDB is
+// sent and stores (TestNoTokenReachesTheTable), and the doorbell protocol between provision and
+// real agents over SQS (TestLostOrRepeatedHandOver; provision's side of a lost hand-over runs on
+// the fakes too, TestFakeAskedAgainHandsOverAgain).
 
 // TestNoTokenReachesTheTable: a provision that claims one instance and creates another, and the
 // release after it, send every DynamoDB request through a recording proxy; no request carries a
@@ -113,7 +118,7 @@ func (e *env) scanTable() []string {
 // lossyBells is a doorbell client that drops or repeats hand-overs: the first one sent to each
 // doorbell is lost (drop), or every one is sent twice (repeat). Plain rings pass unchanged.
 type lossyBells struct {
-	doorbell.SQS
+	awsapi.SQS
 	drop, repeat bool
 	mu           sync.Mutex
 	dropped      map[string]int

@@ -273,7 +273,7 @@ func (p *provisioning) settle(ctx context.Context, wg *sync.WaitGroup, m *member
 		}
 		p.warn("%s failed: %s %s", id, reason, state.LastLine(it.SignalLog))
 		wg.Go(func() { p.drop(ctx, it, reason) })
-	case !m.ackBy.IsZero() && it.AckVersion < m.version && time.Now().After(m.ackBy):
+	case !m.ackBy.IsZero() && it.AckVersion < m.version && p.d.Now().After(m.ackBy):
 		// A live agent acknowledges the claim's version within a second of it. This one has
 		// not: crashed, stuck or cut off. Replace it now rather than fail the whole provision
 		// at the registration timeout.

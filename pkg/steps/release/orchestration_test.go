@@ -69,17 +69,27 @@ func TestFakeReleasedInstanceIsIdleAndOffered(t *testing.T) {
 	require.Equal(t, ec2types.InstanceStateNameRunning, w.EC2.State(in.ID))
 }
 
+// TestFakeReuseNeverTerminates: a pool whose reuse is never terminates each instance when its run
+// releases it, after its runner is deregistered, and offers none.
 func TestFakeReuseNeverTerminates(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) { doc["reuse"] = "never" }))
-	in := w.AddHeld(t, fake.Held{Run: "300"})
+	held := []*state.Instance{w.AddHeld(t, fake.Held{Run: "300"}), w.AddHeld(t, fake.Held{Run: "300"})}
 
 	res := fakeRelease(t, w, "300")
-	o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
-	require.Contains(t, o.Reason, "never")
-	require.Equal(t, state.Terminated, w.Store.Item(in.ID).State)
-	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
+	require.Len(t, res.Instances, 2)
+	for _, in := range held {
+		o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
+		require.Contains(t, o.Reason, "reuse is never")
+		it := w.Store.Item(in.ID)
+		require.Equal(t, state.Terminated, it.State)
+		require.Contains(t, it.StateReason, "reuse is never")
+		require.True(t, it.SignalFor(state.SignalDeregistered, "300", 0), "%s: its runner was deregistered first", in.ID)
+		require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
+	}
 	require.Empty(t, w.Offered(t), "no offer")
+	require.Equal(t, 2, res.RunnersDeleted)
+	require.Empty(t, w.GitHub.RunnerNames(), "runners deregistered and deleted")
 }
 
 // TestFakeReleaseByItemAlone: an item that says how it goes back (state.Home, written by its
@@ -105,6 +115,9 @@ func TestFakeReleaseByItemAlone(t *testing.T) {
 			res := fakeRelease(t, w, "300")
 			o := requireOutcome(t, res.Instances, in.ID, tc.result)
 			require.Zero(t, w.SSM.Calls("GetParametersByPath")+w.SSM.Calls("GetParameter"), "no pool document read")
+			require.Empty(t, res.Warnings)
+			require.Equal(t, 1, res.RunnersDeleted)
+			require.Empty(t, w.GitHub.RunnerNames(), "the run's runner is gone")
 			it := w.Store.Item(in.ID)
 			if tc.retire != "" {
 				require.Equal(t, tc.retire, o.Reason)
@@ -116,7 +129,7 @@ func TestFakeReleaseByItemAlone(t *testing.T) {
 			require.Equal(t, state.Idle, it.State)
 			require.WithinDuration(t, start.Add(420*time.Second), it.Threshold, 5*time.Second, "the item's idle timeout, not the document's")
 			require.NotEqual(t, w.Doc.Timeout(state.Idle), 420*time.Second)
-			require.Equal(t, []string{in.ID}, w.Offered(t), "offered on the queue the item names")
+			require.Equal(t, []string{in.ID}, w.Offered(t), "offered once, on the queue the item names")
 		})
 	}
 }
@@ -137,17 +150,33 @@ func TestFakeAgentNotDeregisteringInTimeIsTerminated(t *testing.T) {
 	require.Empty(t, w.Offered(t))
 }
 
+// TestFakeUnacknowledgedClaimIsOfferedAtOnce: a claim its agent has not yet noticed (the
+// provision that made it was killed before ringing, say) is given back and offered at once rather
+// than waited on for a deregistration that cannot come; the agent, when it reads its item again,
+// cannot take the claim any more (its acknowledgement is conditional on the claim's version).
 func TestFakeUnacknowledgedClaimIsOfferedAtOnce(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
 	in := w.AddHeld(t, fake.Held{Run: "300", Claimed: true, Unacked: true, Agent: fake.Silent})
 
-	res := fakeRelease(t, w, "300")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := fakeReleaser(t, w, 2*time.Minute).Release(ctx, "300")
+	require.NoError(t, err)
 	requireOutcome(t, res.Instances, in.ID, pool.Returned)
+	require.Less(t, res.Took, time.Minute, "not waited on for a deregistration")
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Idle, it.State)
+	require.Equal(t, in.Version+1, it.Version, "one write")
+	require.Contains(t, it.StateReason, "before its agent took the claim")
 	require.Empty(t, it.RunID)
 	require.Empty(t, it.LastRunID, "a claim never acknowledged served nothing")
 	require.NotEqual(t, state.SignalDeregistered, it.Signal, "offered without waiting for a deregistration")
-	require.Equal(t, []string{in.ID}, w.Offered(t))
+	require.Equal(t, []string{in.ID}, w.Offered(t), "offered once, at once")
+
+	// The agent reads its item again: its acknowledgement of the claim is refused, and it never
+	// serves the run.
+	require.ErrorIs(t, w.Store.AgentAck(in.ID, in.Version, time.Now()), state.ErrConflict)
+	require.Less(t, w.Store.Item(in.ID).AckVersion, in.Version, "the claim was never acknowledged")
+	require.Empty(t, w.GitHub.RunnerNames(), "no runner registered for the run")
 }
