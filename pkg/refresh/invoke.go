@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // Request is a refresh asked for by hand: the payload of an invocation of the stack's refresh
@@ -62,15 +63,10 @@ func (i Invocation) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Lambda invokes a function (the SDK's lambda.Client).
-type Lambda interface {
-	Invoke(ctx context.Context, params *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
-}
-
 // Invoke runs the stack's refresh function synchronously with the invocation's request and
 // returns its report. A failure inside the function is an error carrying the function's own
 // message.
-func Invoke(ctx context.Context, client Lambda, inv Invocation) (*Report, error) {
+func Invoke(ctx context.Context, client awsapi.Lambda, inv Invocation) (*Report, error) {
 	inv.ApplyDefaults()
 	if err := inv.Validate(); err != nil {
 		return nil, err

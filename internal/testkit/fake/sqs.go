@@ -60,7 +60,7 @@ func (q *SQS) add(url, body string) string {
 	return id
 }
 
-// CreateQueue implements doorbell.SQS: the queue exists from now on (attributes and tags are
+// CreateQueue implements awsapi.SQS: the queue exists from now on (attributes and tags are
 // not kept).
 func (q *SQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if err := q.call("CreateQueue"); err != nil {
@@ -74,7 +74,7 @@ func (q *SQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func
 	return &sqs.CreateQueueOutput{QueueUrl: aws.String(url)}, nil
 }
 
-// DeleteQueue implements doorbell.SQS: the queue and its messages are gone.
+// DeleteQueue implements awsapi.SQS: the queue and its messages are gone.
 func (q *SQS) DeleteQueue(_ context.Context, in *sqs.DeleteQueueInput, _ ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error) {
 	if err := q.call("DeleteQueue"); err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (q *SQS) DeleteQueue(_ context.Context, in *sqs.DeleteQueueInput, _ ...func
 	return &sqs.DeleteQueueOutput{}, nil
 }
 
-// ListQueues implements doorbell.SQS: the URLs of the queues whose name starts with the prefix,
+// ListQueues implements awsapi.SQS: the URLs of the queues whose name starts with the prefix,
 // in one page.
 func (q *SQS) ListQueues(_ context.Context, in *sqs.ListQueuesInput, _ ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error) {
 	if err := q.call("ListQueues"); err != nil {
@@ -114,7 +114,7 @@ func (q *SQS) Bodies(url string) []string {
 	return out
 }
 
-// SendMessage implements offers.SQS.
+// SendMessage implements awsapi.SQS.
 func (q *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	if err := q.call("SendMessage"); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (q *SQS) SendMessage(_ context.Context, in *sqs.SendMessageInput, _ ...func
 	return &sqs.SendMessageOutput{MessageId: aws.String(q.add(aws.ToString(in.QueueUrl), aws.ToString(in.MessageBody)))}, nil
 }
 
-// SendMessageBatch implements offers.SQS.
+// SendMessageBatch implements awsapi.SQS.
 func (q *SQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	if err := q.call("SendMessageBatch"); err != nil {
 		return nil, err
@@ -141,7 +141,7 @@ func (q *SQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchInput,
 	return out, nil
 }
 
-// ReceiveMessage implements offers.SQS: up to MaxNumberOfMessages visible messages, each hidden
+// ReceiveMessage implements awsapi.SQS: up to MaxNumberOfMessages visible messages, each hidden
 // for VisibilityTimeout, waiting up to min(WaitTimeSeconds, MaxWait) for one.
 func (q *SQS) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
 	if err := q.call("ReceiveMessage"); err != nil {
@@ -187,7 +187,7 @@ func (q *SQS) receive(in *sqs.ReceiveMessageInput) *sqs.ReceiveMessageOutput {
 	return out
 }
 
-// DeleteMessageBatch implements offers.SQS; a handle no longer current fails its entry.
+// DeleteMessageBatch implements awsapi.SQS; a handle no longer current fails its entry.
 func (q *SQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchInput, _ ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	if err := q.call("DeleteMessageBatch"); err != nil {
 		return nil, err
@@ -209,7 +209,7 @@ func (q *SQS) DeleteMessageBatch(_ context.Context, in *sqs.DeleteMessageBatchIn
 	return out, nil
 }
 
-// ChangeMessageVisibilityBatch implements offers.SQS.
+// ChangeMessageVisibilityBatch implements awsapi.SQS.
 func (q *SQS) ChangeMessageVisibilityBatch(_ context.Context, in *sqs.ChangeMessageVisibilityBatchInput, _ ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
 	if err := q.call("ChangeMessageVisibilityBatch"); err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func (q *SQS) byHandle(msgs []*message, handle string) int {
 	return -1
 }
 
-// GetQueueAttributes implements offers.SQS: the approximate counts of visible and hidden messages.
+// GetQueueAttributes implements awsapi.SQS: the approximate counts of visible and hidden messages.
 func (q *SQS) GetQueueAttributes(_ context.Context, in *sqs.GetQueueAttributesInput, _ ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
 	if err := q.call("GetQueueAttributes"); err != nil {
 		return nil, err

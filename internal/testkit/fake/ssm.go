@@ -12,7 +12,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 )
 
-// SSM holds parameters in memory (pooldoc.SSM), for the real pooldoc.Loader and the
+// SSM holds parameters in memory (awsapi.SSM), for the real pooldoc.Loader and the
 // offers.Directory built on it.
 type SSM struct {
 	recorder

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // Cache keeps a stack's documents for a while, for the long-lived processes that serve many
@@ -12,7 +14,7 @@ import (
 // GetParametersByPath per TTL. When a read fails, the documents read last keep serving until the
 // next try, one TTL later.
 type Cache struct {
-	SSM   SSM
+	SSM   awsapi.SSM
 	Stack string
 	// TTL is how long documents are used before they are read again (DefaultCacheTTL when 0).
 	TTL time.Duration

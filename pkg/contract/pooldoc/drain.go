@@ -7,19 +7,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
-
-// DocumentWriter reads and writes pool documents (the SSM client).
-type DocumentWriter interface {
-	GetParameter(ctx context.Context, params *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-	PutParameter(ctx context.Context, params *ssm.PutParameterInput, optFns ...func(*ssm.Options)) (*ssm.PutParameterOutput, error)
-}
 
 // SetDrained rewrites pool's document with drained set, or without it: every other field is kept
 // as written (defaults are not filled in), and the result must parse before it is written. It
 // returns the document as written. Two writers of one document at once (a deploy and a drain) are
 // not ordered: the last one wins, and a deploy always leaves the pool undrained.
-func SetDrained(ctx context.Context, client DocumentWriter, stack, pool string, drained bool) (*Document, error) {
+func SetDrained(ctx context.Context, client awsapi.SSM, stack, pool string, drained bool) (*Document, error) {
 	name := ParameterName(stack, pool)
 	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: &name})
 	if err != nil {

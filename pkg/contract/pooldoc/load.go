@@ -7,16 +7,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
-// SSM is the part of the SSM client loading uses.
-type SSM interface {
-	GetParameter(ctx context.Context, params *ssm.GetParameterInput, optFns ...func(*ssm.Options)) (*ssm.GetParameterOutput, error)
-	GetParametersByPath(ctx context.Context, params *ssm.GetParametersByPathInput, optFns ...func(*ssm.Options)) (*ssm.GetParametersByPathOutput, error)
-}
-
 // Load reads and validates the document of one pool of stack.
-func Load(ctx context.Context, client SSM, stack, pool string) (*Document, error) {
+func Load(ctx context.Context, client awsapi.SSM, stack, pool string) (*Document, error) {
 	name := ParameterName(stack, pool)
 	out, err := client.GetParameter(ctx, &ssm.GetParameterInput{Name: &name})
 	if err != nil {
@@ -34,7 +29,7 @@ func Load(ctx context.Context, client SSM, stack, pool string) (*Document, error
 
 // LoadAll reads every pool document of stack. Documents that fail to parse are reported in the
 // error and left out, so one broken pool does not stop the others.
-func LoadAll(ctx context.Context, client SSM, stack string) ([]*Document, error) {
+func LoadAll(ctx context.Context, client awsapi.SSM, stack string) ([]*Document, error) {
 	path := ParameterPath(stack)
 	var (
 		docs []*Document

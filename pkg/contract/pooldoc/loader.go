@@ -3,11 +3,13 @@ package pooldoc
 import (
 	"context"
 	"sync"
+
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // Loader reads pool documents of one stack from SSM, each at most once.
 type Loader struct {
-	SSM   SSM
+	SSM   awsapi.SSM
 	Stack string
 
 	mu   sync.Mutex

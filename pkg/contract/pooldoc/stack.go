@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // Stack is a deployed stack as its pool documents describe it: the pools and what they share
@@ -51,7 +52,7 @@ var ErrNoStack = errors.New("no such stack")
 
 // LoadStack reads every pool document of stack and checks that they agree on the state table.
 // A stack without a readable document is an error that says where the documents were looked for.
-func LoadStack(ctx context.Context, client SSM, stack string) (*Stack, error) {
+func LoadStack(ctx context.Context, client awsapi.SSM, stack string) (*Stack, error) {
 	docs, problems := LoadAll(ctx, client, stack)
 	if len(docs) == 0 {
 		if problems != nil {

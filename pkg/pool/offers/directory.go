@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // Directory is a stack's pools by name: their documents and their queues, each looked up once.
@@ -15,7 +16,7 @@ import (
 // own pool's queue), and what refresh reads queue depths from.
 type Directory struct {
 	Loader *pooldoc.Loader
-	SQS    SQS
+	SQS    awsapi.SQS
 
 	mu     sync.Mutex
 	queues map[string]*Queue

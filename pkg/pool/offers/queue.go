@@ -13,21 +13,12 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
-
-// SQS is the part of the SQS client the pool uses.
-type SQS interface {
-	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
-	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
-}
 
 // Queue is one pool's queue and its dead-letter queue.
 type Queue struct {
-	sqs    SQS
+	sqs    awsapi.SQS
 	pool   string
 	url    string
 	dlqURL string
@@ -35,7 +26,7 @@ type Queue struct {
 
 // NewQueue returns the queue of pool at url, with its dead-letter queue at dlqURL ("" when the
 // pool has none: poison is then deleted and logged).
-func NewQueue(client SQS, pool, url, dlqURL string) (*Queue, error) {
+func NewQueue(client awsapi.SQS, pool, url, dlqURL string) (*Queue, error) {
 	if err := names.ValidatePool(pool); err != nil {
 		return nil, err
 	}

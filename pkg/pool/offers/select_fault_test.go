@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
@@ -96,7 +97,7 @@ func TestClaimRefusedByItsConditionGivesTheOfferBack(t *testing.T) {
 // heldDeletes is the fake SQS with every DeleteMessageBatch held until release is closed;
 // deleting is closed once the first is held.
 type heldDeletes struct {
-	offers.SQS
+	awsapi.SQS
 	once              sync.Once
 	deleting, release chan struct{}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/pool/offers"
 )
 
@@ -172,7 +173,7 @@ func TestHotBeforeStopped(t *testing.T) {
 // attributed is the fake SQS with the message attributes of what is sent one by one kept by
 // queue and body: the fake keeps a message's body alone.
 type attributed struct {
-	offers.SQS
+	awsapi.SQS
 	mu   sync.Mutex
 	sent map[string]map[string][]map[string]sqstypes.MessageAttributeValue // url → body → attributes of each send
 }

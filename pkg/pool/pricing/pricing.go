@@ -17,17 +17,8 @@ import (
 	pricingtypes "github.com/aws/aws-sdk-go-v2/service/pricing/types"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
-
-// SpotHistory reads the spot price history (the EC2 client).
-type SpotHistory interface {
-	DescribeSpotPriceHistory(ctx context.Context, params *ec2.DescribeSpotPriceHistoryInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
-}
-
-// PriceList reads the AWS Price List (the pricing client, whose endpoint is in us-east-1).
-type PriceList interface {
-	GetProducts(ctx context.Context, params *pricing.GetProductsInput, optFns ...func(*pricing.Options)) (*pricing.GetProductsOutput, error)
-}
 
 // Instance is what a price depends on.
 type Instance struct {
@@ -46,8 +37,8 @@ func (p Price) Known() bool { return p.Source != "" }
 
 // Pricer finds prices. It is safe for concurrent use.
 type Pricer struct {
-	EC2  SpotHistory
-	List PriceList
+	EC2  awsapi.EC2
+	List awsapi.PriceList
 	// Region is the region instances are launched in (the Price List's regionCode).
 	Region string
 	Log    *slog.Logger

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/stretchr/testify/require"
 
@@ -59,18 +58,18 @@ func TestPrices(t *testing.T) {
 // TestPricesUnavailable: a Price List or spot history that fails leaves the price unknown.
 func TestPricesUnavailable(t *testing.T) {
 	t.Parallel()
-	p := &pkgpricing.Pricer{EC2: failing{}, List: failing{}, Region: "us-east-1"}
+	ec2c := &fake.EC2{}
+	ec2c.Inject("DescribeSpotPriceHistory", fake.APIError("UnauthorizedOperation", "not allowed"))
+	p := &pkgpricing.Pricer{EC2: ec2c, List: failing{}, Region: "us-east-1"}
 	got := p.Prices(context.Background(), []pkgpricing.Instance{{Type: "c7i.large", AZ: "us-east-1a", UsageClass: state.UsageSpot},
 		{Type: "c7i.large", AZ: "us-east-1a", UsageClass: state.UsageOnDemand}})
 	require.False(t, got[0].Known())
 	require.False(t, got[1].Known())
 }
 
+// failing is a Price List that refuses every request (there is no fake of the Price List API: its
+// stand-in, pricefake, answers over HTTP).
 type failing struct{}
-
-func (failing) DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error) {
-	return nil, errors.New("UnauthorizedOperation")
-}
 
 func (failing) GetProducts(context.Context, *pricing.GetProductsInput, ...func(*pricing.Options)) (*pricing.GetProductsOutput, error) {
 	return nil, errors.New("AccessDeniedException")
