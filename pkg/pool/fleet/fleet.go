@@ -16,15 +16,10 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
-
-// EC2 is the part of the EC2 client launching uses.
-type EC2 interface {
-	CreateFleet(ctx context.Context, params *ec2.CreateFleetInput, optFns ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
-	DescribeInstanceTypes(ctx context.Context, params *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
-}
 
 // Instance is one launched instance.
 type Instance struct {
@@ -61,13 +56,8 @@ func (e *PermanentError) Error() string {
 	return fmt.Sprintf("EC2 refused to launch (%s: %s): %s", e.Code, e.Message, e.Hint)
 }
 
-// Tagger removes tags.
-type Tagger interface {
-	DeleteTags(ctx context.Context, params *ec2.DeleteTagsInput, optFns ...func(*ec2.Options)) (*ec2.DeleteTagsOutput, error)
-}
-
 // MarkRecorded removes TagUnrecorded from instances whose items now exist (one request).
-func MarkRecorded(ctx context.Context, ec2Client Tagger, ids []string) error {
+func MarkRecorded(ctx context.Context, ec2Client awsapi.EC2, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -84,7 +74,7 @@ var ErrNoCapacity = errors.New("no capacity")
 
 // Launcher launches instances. It is safe for concurrent use.
 type Launcher struct {
-	EC2 EC2
+	EC2 awsapi.EC2
 	Log *slog.Logger
 	// MaxBackoff caps the wait between rounds once every override is out of capacity (default 30s).
 	MaxBackoff time.Duration

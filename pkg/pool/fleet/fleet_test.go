@@ -14,6 +14,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
@@ -57,20 +58,20 @@ func TestPermanentErrorsFailAtOnce(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		ec2  func() (fleet.EC2, *fake.EC2)
+		ec2  func() (awsapi.EC2, *fake.EC2)
 		hint string
 	}{
-		{"bad AMI as an API error", func() (fleet.EC2, *fake.EC2) {
+		{"bad AMI as an API error", func() (awsapi.EC2, *fake.EC2) {
 			f := newEC2()
 			f.Inject("CreateFleet", fake.APIError("InvalidAMIID.NotFound", "The image id '[ami-1]' does not exist"))
 			return f, f
 		}, "update the pool's image"},
-		{"unauthorized per override", func() (fleet.EC2, *fake.EC2) {
+		{"unauthorized per override", func() (awsapi.EC2, *fake.EC2) {
 			f := newEC2()
 			f.NoCapacity("", "", "") // every override fails, and is reported refused
 			return refusedPerOverride{EC2: f, code: "UnauthorizedOperation", message: "You are not authorized"}, f
 		}, "the provision role may not launch instances"},
-		{"missing profile", func() (fleet.EC2, *fake.EC2) {
+		{"missing profile", func() (awsapi.EC2, *fake.EC2) {
 			f := newEC2()
 			f.Inject("CreateFleet", fake.APIError("InvalidIamInstanceProfile.Name", "Invalid IAM Instance Profile name"))
 			return f, f
