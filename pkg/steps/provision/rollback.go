@@ -57,7 +57,7 @@ func (p *provisioning) rollback(cause error) {
 	defer cancel()
 	items, err := p.d.Pool.Store.GetMany(ctx, ids)
 	if err != nil && !errors.Is(err, state.ErrBadItem) { // malformed items are left to refresh
-		p.d.Log.Error("rollback: read the items; refresh will expire them", "error", err)
+		p.d.Log.Error("read the items to give them back; refresh will expire them", "step", "rollback", "error", err)
 		return
 	}
 	var insts []state.Instance
@@ -79,7 +79,7 @@ func (p *provisioning) rollback(cause error) {
 	}
 	res := p.giveBack(ctx, insts)
 	for _, w := range res.Warnings {
-		p.d.Log.Warn("rollback: " + w)
+		p.d.Log.Warn(w, "step", "rollback")
 	}
 }
 
