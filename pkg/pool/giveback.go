@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
@@ -226,33 +225,18 @@ func (g *giving) giveBackUnacknowledged(ctx context.Context, insts []state.Insta
 	return acked
 }
 
-// backs is how insts go back to idle: each with its idle deadline, from its item (state.Home)
-// or, for an item that does not say, its pool's document. An instance whose document cannot be
-// read then is terminated instead (NotReusable).
+// backs is how insts go back to idle: each with the idle deadline its item says (state.Home).
+// An instance whose item does not say where it goes back is terminated instead (NotReusable).
 func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledged bool, reason string) []Back {
 	backs := make([]Back, 0, len(insts))
 	for _, in := range insts {
-		idle := in.IdleTimeout()
 		if !in.Known() {
-			doc, err := g.p.Queues.Pool(ctx, in.Pool)
-			if err != nil {
-				g.terminate(ctx, NotReusable(&in, nil, err), in)
-				continue
-			}
-			idle = doc.Timeout(state.Idle)
+			g.terminate(ctx, NotReusable(&in), in)
+			continue
 		}
-		backs = append(backs, Back{Instance: in, Idle: idle, RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
+		backs = append(backs, Back{Instance: in, Idle: in.IdleTimeout(), RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
 	}
 	return backs
-}
-
-// home is the pool document an instance's way back needs: none when its item says (state.Home),
-// else its pool's.
-func (g *giving) home(ctx context.Context, in *state.Instance) (*pooldoc.Document, error) {
-	if in.Known() {
-		return nil, nil
-	}
-	return g.p.Queues.Pool(ctx, in.Pool)
 }
 
 // toIdle moves instances to idle, all in one request, following each through a concurrent
@@ -371,13 +355,13 @@ func (g *giving) settle(ctx context.Context, w *releasing, it *state.Instance, r
 
 // offer puts deregistered instances back into their pools; those of a pool whose reuse is
 // never are terminated instead (their runners deregistered first, like any other): see
-// pool.Returner.OfferOrRetire. An offer that fails leaves the instance idle without a
+// Pool.OfferOrRetire. An offer that fails leaves the instance idle without a
 // message: refresh republishes or expires it.
 func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
 	if len(insts) == 0 {
 		return
 	}
-	res := g.p.OfferOrRetire(ctx, g.home, insts)
+	res := g.p.OfferOrRetire(ctx, insts)
 	for _, r := range res.Retired {
 		g.retired(r.Reason, r.Retired)
 	}

@@ -2,10 +2,8 @@ package pool
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -78,20 +76,18 @@ func (p *Pool) Offer(ctx context.Context, insts ...*state.Instance) error {
 	return p.Queues.Publish(ctx, insts...)
 }
 
-// NotReusable says why an instance that served a run may not be offered again ("" when it may):
-// its item is marked to retire (state.Home.Retire: drained while it served, or of a pool whose
-// reuse is never), its pool's document says so now (pooldoc.Document.Retire), or that document
-// cannot be read (docErr). A nil doc with no docErr leaves it to the item alone.
-func NotReusable(in *state.Instance, doc *pooldoc.Document, docErr error) string {
+// NotReusable says why an instance that served a run may not be offered again ("" when it may),
+// by its item alone (state.Home, written from its pool's document at its launch and every
+// claim): it is marked to retire (drained while it served, or of a pool whose reuse is never), or
+// its item does not say where it goes back.
+func NotReusable(in *state.Instance) string {
 	switch {
-	case in != nil && in.Retire != "":
+	case in.Retire != "":
 		return in.Retire
-	case docErr != nil:
-		return fmt.Sprintf("its pool document is unreadable (%v)", docErr)
-	case doc == nil:
-		return ""
+	case !in.Known():
+		return "its item does not say where it goes back"
 	}
-	return doc.Retire()
+	return ""
 }
 
 // Offered is what an OfferOrRetire did.
@@ -111,14 +107,12 @@ type Retirement struct {
 }
 
 // OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
-// have again (NotReusable, with each instance's document as pool returns it: nil, with no error,
-// when its item says enough) are retired instead, one by one, before the others are offered in
-// one request.
-func (p *Pool) OfferOrRetire(ctx context.Context, pool func(ctx context.Context, in *state.Instance) (*pooldoc.Document, error), insts []*state.Instance) Offered {
+// have again (NotReusable) are retired instead, one by one, before the others are offered in one
+// request.
+func (p *Pool) OfferOrRetire(ctx context.Context, insts []*state.Instance) Offered {
 	var out Offered
 	for _, in := range insts {
-		doc, err := pool(ctx, in)
-		why := NotReusable(in, doc, err)
+		why := NotReusable(in)
 		if why == "" {
 			out.Offered = append(out.Offered, in)
 			continue

@@ -1,8 +1,6 @@
 package pool_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -10,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
 )
@@ -27,7 +24,7 @@ func TestToIdleThenOffer(t *testing.T) {
 
 	out, err := w.Pool.ToIdle(ctx(t), pool.Back{Instance: in, Idle: w.Doc.Timeout(state.Idle), RunID: "42", At: at, Reason: "released by run 42"})
 	require.NoError(t, err)
-	res := w.Pool.OfferOrRetire(ctx(t), docIs(w.Doc), []*state.Instance{out})
+	res := w.Pool.OfferOrRetire(ctx(t), []*state.Instance{out})
 	require.NoError(t, res.Err)
 	require.Empty(t, res.Retired)
 	require.Equal(t, []string{in.ID}, []string{res.Offered[0].ID})
@@ -46,33 +43,22 @@ func TestToIdleThenOffer(t *testing.T) {
 	require.Zero(t, w.EC2.Calls("TerminateInstances"))
 }
 
-// TestOfferOrRetireWhatMayNotBeReused: an instance of a pool whose reuse is never, whose item was
-// marked to retire while it served the run (a drain), or whose pool document cannot be read, is
-// terminated (item and EC2), and not offered.
+// TestOfferOrRetireWhatMayNotBeReused: an instance whose item says it may not be offered again,
+// marked to retire while it served the run (a drain) or by its claim (a pool whose reuse is
+// never), or whose item does not say where it goes back, is terminated (item and EC2), and not
+// offered: the item decides alone, without the pool's document.
 func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 	t.Parallel()
+	never := "its pool's reuse is never: one run per instance"
 	tests := []struct {
 		name   string
-		doc    func(w *fake.World) func(context.Context, *state.Instance) (*pooldoc.Document, error)
 		mark   string // the reason the item is marked to retire with while it serves the run
+		home   func(*state.Home)
 		reason string
 	}{
-		{"reuse never", func(w *fake.World) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-			never := *w.Doc
-			never.Reuse = state.ReuseNever
-			return docIs(&never)
-		}, "", "its pool's reuse is never: one run per instance"},
-		{"marked while serving", func(w *fake.World) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-			return docIs(w.Doc)
-		}, "its pool is drained", "its pool is drained"},
-		{"marked, the item deciding alone", func(*fake.World) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-			return docIs(nil)
-		}, "its pool is drained", "its pool is drained"},
-		{"unreadable pool", func(*fake.World) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-			return func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-				return nil, errors.New("no such pool")
-			}
-		}, "", "its pool document is unreadable (no such pool)"},
+		{"marked while serving", "its pool is drained", nil, "its pool is drained"},
+		{"reuse never, as its claim wrote", "", func(h *state.Home) { h.Retire = never }, never},
+		{"no way back", "", func(h *state.Home) { *h = state.Home{} }, "its item does not say where it goes back"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,6 +66,12 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 			w := fake.NewWorld(t, nil)
 			w.Agent.Default = fake.Silent
 			in := claimed(t, w, 1, "42")[0]
+			if tc.home != nil {
+				it := *w.Store.Item(in.ID)
+				tc.home(&it.Home)
+				w.Store.Put(it)
+				in = *w.Store.Item(in.ID)
+			}
 			w.SQS.Reset()
 			back := pool.Back{Instance: in, Idle: w.Doc.Timeout(state.Idle), RunID: "42", Reason: "released by run 42"}
 			if tc.mark != "" {
@@ -96,8 +88,8 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 			}
 			out, err := w.Pool.ToIdle(ctx(t), back)
 			require.NoError(t, err)
-			require.Equal(t, tc.mark, out.Retire, "the mark outlives the move to idle")
-			res := w.Pool.OfferOrRetire(ctx(t), tc.doc(w), []*state.Instance{out})
+			require.Equal(t, in.Retire+tc.mark, out.Retire, "the mark outlives the move to idle")
+			res := w.Pool.OfferOrRetire(ctx(t), []*state.Instance{out})
 			require.NoError(t, res.Err)
 			require.Empty(t, res.Offered)
 			require.Len(t, res.Retired, 1)
@@ -109,6 +101,7 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 			require.Equal(t, tc.reason, it.StateReason)
 			require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
 			require.Empty(t, w.Offered(t), "no offer")
+			require.Zero(t, w.SSM.Calls("GetParameter")+w.SSM.Calls("GetParametersByPath"), "no pool document read")
 		})
 	}
 }

@@ -33,10 +33,9 @@ type Store interface {
 	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) (done bool, next time.Duration)) error
 }
 
-// Queues are the stack's pools by name (offers.Directory): their documents, the queue to claim
-// from, and offering instances on their own pools' queues.
+// Queues are the stack's pools' queues (offers.Directory): the queue to claim from, by pool, and
+// offering instances on the queues their items name.
 type Queues interface {
-	Pool(ctx context.Context, name string) (*pooldoc.Document, error)
 	Queue(ctx context.Context, name string) (*offers.Queue, error)
 	Publish(ctx context.Context, insts ...*state.Instance) error
 }

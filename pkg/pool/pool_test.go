@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
-	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -46,9 +45,4 @@ func instanceIDs(insts []state.Instance) []string {
 		out[i] = in.ID
 	}
 	return out
-}
-
-// docIs is an OfferOrRetire lookup that gives every instance doc.
-func docIs(doc *pooldoc.Document) func(context.Context, *state.Instance) (*pooldoc.Document, error) {
-	return func(context.Context, *state.Instance) (*pooldoc.Document, error) { return doc, nil }
 }

@@ -168,7 +168,7 @@ func (r *rig) addGhost(deadline time.Time) *state.Instance {
 	r.t.Helper()
 	id := fmt.Sprintf("i-%017x", 0x3a4d0000000+warmSeq.Add(1))
 	r.Store.Put(state.Instance{ID: id, Pool: r.deployed.Name, State: state.Created, Version: 1, Threshold: deadline,
-		LaunchedAt: time.Now().Add(-time.Hour), Bell: r.Bells.URL(id), StateReason: "warm pool",
+		LaunchedAt: time.Now().Add(-time.Hour), Bell: r.Bells.URL(id), StateReason: "warm pool", Home: r.deployed.Home(),
 		Spec: state.Spec{InstanceType: r.deployed.InstanceTypes[0], UsageClass: state.UsageSpot, AZ: r.deployed.Subnets[0].AZ, VCPU: 2, MemoryMiB: 4096,
 			SpecHash: r.deployed.SpecHash}})
 	return r.Store.Item(id)

@@ -199,6 +199,7 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 			t.Fatal(err)
 		}
 	}
+	item.Home = w.Doc.Home()
 	w.Store.Put(item)
 	out := w.Store.Item(id)
 	if err := w.Queue(t).Publish(context.Background(), out); err != nil {
@@ -217,8 +218,7 @@ type Held struct {
 	Unacked bool
 	// Agent is how the fake agent answers for it, set before the item exists.
 	Agent Behaviour
-	// Home is how it goes back, as a launch or claim writes it (nil: none, as an item written
-	// before state.Home, whose pool's document says instead).
+	// Home is how it goes back, as a launch or claim writes it (nil: its pool's document's).
 	Home *state.Home
 }
 
@@ -241,6 +241,7 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 		Assignment: state.Assignment{RunID: h.Run, RunAttempt: 1, Repo: repo, RunnerURL: "https://github.com/" + repo,
 			RunnerPrefix: state.RunnerNamesOf(Stack).Prefix(), ClaimID: "claim-" + id},
 		Report: state.Report{Signal: state.SignalRegistered, SignalRun: h.Run, SignalVersion: 5, HeartbeatAt: stored(now), AckVersion: 5}}
+	item.Home = w.Doc.Home()
 	if h.Home != nil {
 		item.Home = *h.Home
 	}

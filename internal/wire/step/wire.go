@@ -94,11 +94,11 @@ func (w *Wiring) Provision(ctx context.Context, poolName string) (provision.Deps
 }
 
 // ReleaseRun releases run's instances (release.Releaser.ReleaseRead), and returns the stack's
-// problems as warnings. When every item of the run says how it goes back (state.Home, written by
-// its launch or claim), the stack's pool documents are not read at all: the table is the stack's
-// by name (state.TableName), the account is the one the items' ARNs name, and the doorbells are
-// where the items' own are. Otherwise (items written before Home, a table named otherwise, a run
-// that holds nothing readable) it reads the documents and the run's items, as Release does.
+// problems as warnings. The items say how they go back (state.Home, written by every launch and
+// claim), so the stack's pool documents are not read at all: the table is the stack's by name
+// (state.TableName), the account is the one the items' ARNs name, and the doorbells are where the
+// items' own are. Only a run that holds nothing readable reads the documents (for the account and
+// the doorbells' place), and the run's items, as Release does.
 func (w *Wiring) ReleaseRun(ctx context.Context, cfg release.Config, run string) (*release.Result, []error, error) {
 	w.init()
 	insts, readErr := state.ReadRun(ctx, w.Clients.DynamoDB, state.TableName(w.Stack), run)
@@ -129,14 +129,14 @@ func (w *Wiring) ReleaseRun(ctx context.Context, cfg release.Config, run string)
 }
 
 // selfDescribing reports whether insts say all release needs without the pool documents: there
-// are some, each knows its way home, and all share one doorbell base (or none has a doorbell).
+// are some, and all share one doorbell base (or none has a doorbell).
 func selfDescribing(insts []state.Instance) bool {
 	if len(insts) == 0 {
 		return false
 	}
 	base := func(url string) string { return url[:strings.LastIndexByte(url, '/')+1] }
 	for _, in := range insts {
-		if !in.Known() || base(in.Bell) != base(insts[0].Bell) {
+		if base(in.Bell) != base(insts[0].Bell) {
 			return false
 		}
 	}

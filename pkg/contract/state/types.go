@@ -202,8 +202,8 @@ type Home struct {
 	HistoryDays int `dynamodbav:"historyDays,omitempty"`
 }
 
-// Known reports whether h says where and for how long the instance goes back; an item written
-// before Home existed does not, and its pool's document says instead.
+// Known reports whether h says where and for how long the instance goes back: an item the pool
+// wrote, at a launch or a claim, does.
 func (h Home) Known() bool { return h.IdleSecs > 0 && h.Queue != "" }
 
 // IdleTimeout is the idle deadline's length.

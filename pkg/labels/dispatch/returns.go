@@ -85,9 +85,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 // offer offers an instance that has served a job to its pool, or retires it when its pool may
 // not have it again (reuse never).
 func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
-	res := x.d.Pool.OfferOrRetire(ctx, func(ctx context.Context, in *state.Instance) (*pooldoc.Document, error) {
-		return x.pool(ctx, in.Pool)
-	}, []*state.Instance{it})
+	res := x.d.Pool.OfferOrRetire(ctx, []*state.Instance{it})
 	for _, r := range res.Retired {
 		if r.Err != nil {
 			return fmt.Errorf("retire %s (%s): %w", it.ID, r.Reason, r.Err)

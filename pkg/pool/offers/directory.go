@@ -49,9 +49,8 @@ func (d *Directory) Queue(ctx context.Context, name string) (*Queue, error) {
 	return q, nil
 }
 
-// Publish offers each instance on its own pool's queue (one batch per pool); see Queue.Publish.
-// An instance whose item names its pool's queue (state.Home) is offered there without reading
-// the pool's document; the others, on the queue their document names.
+// Publish offers each instance on the queue its item names (state.Home; one batch per queue),
+// without reading the pool's document; see Queue.Publish.
 func (d *Directory) Publish(ctx context.Context, insts ...*state.Instance) error {
 	type dest struct{ pool, url string }
 	byDest := map[dest][]*state.Instance{}
@@ -76,10 +75,10 @@ func (d *Directory) Publish(ctx context.Context, insts ...*state.Instance) error
 	return errors.Join(errs...)
 }
 
-// queueAt is pool's queue at url, or, when url is empty, at the URL its document names.
-func (d *Directory) queueAt(ctx context.Context, pool, url string) (*Queue, error) {
+// queueAt is pool's queue at url.
+func (d *Directory) queueAt(_ context.Context, pool, url string) (*Queue, error) {
 	if url == "" {
-		return d.Queue(ctx, pool)
+		return nil, fmt.Errorf("its items name no queue (state.Home): every launch and claim writes one")
 	}
 	return NewQueue(d.SQS, pool, url, "")
 }

@@ -37,6 +37,8 @@ func TestDirectoryRoutesOffersAndCountsThem(t *testing.T) {
 	require.ElementsMatch(t, []string{arm1.ID, arm2.ID}, armOffers)
 	require.Equal(t, 2, w.SQS.Calls("SendMessageBatch"), "one batch per pool")
 
-	err = dir.Publish(w.ctx, w.idleIn("missing", spotC7, false))
-	require.ErrorContains(t, err, "offer 1 instances to pool missing")
+	lost := *w.idleIn(w.pool, spotC7, false)
+	lost.Queue = "" // an item that does not say where it goes back is offered nowhere
+	err = dir.Publish(w.ctx, &lost)
+	require.ErrorContains(t, err, "offer 1 instances to pool linux: its items name no queue")
 }

@@ -56,7 +56,8 @@ func newWorld(t *testing.T) *world {
 // and, when offer is set, offers it on the world's queue.
 func (w *world) idleIn(pool string, spec state.Spec, offer bool) *state.Instance {
 	w.t.Helper()
-	in := &state.Instance{ID: newID(), Pool: pool, Threshold: time.Now().Add(10 * time.Minute), Spec: spec}
+	in := &state.Instance{ID: newID(), Pool: pool, Threshold: time.Now().Add(10 * time.Minute), Spec: spec,
+		Home: state.Home{IdleSecs: 1800, Queue: fake.QueueURLBase + fake.Stack + "-" + pool}}
 	require.NoError(w.t, w.Store.Create(w.ctx, []*state.Instance{in}))
 	out, err := w.Store.Transition(w.ctx, state.Change{InstanceID: in.ID, Pool: pool, From: state.Created, To: state.Idle,
 		Version: 1, Threshold: time.Now().Add(30 * time.Minute)})

@@ -58,8 +58,8 @@ type Request struct {
 	Exclude []string
 }
 
-// home is the Home the claims write: none when the request's says nowhere to go back (a document
-// without a queue), so that release reads the pool's document instead.
+// home is the Home the claims write (none when the request gives none that says where to go
+// back: a claim's Home is checked when it is written, state.Change.Validate).
 func (r Request) home() *state.Home {
 	if r.Home == nil || !r.Home.Known() {
 		return nil
