@@ -17,7 +17,7 @@ import (
 func TestToIdleThenOffer(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
-	w.Agent.Default = fake.Silent
+	w.Agent.SetDefault(fake.Silent)
 	in := claimed(t, w, 1, "42")[0]
 	w.SQS.Reset()
 	at := time.Now()
@@ -64,7 +64,7 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := fake.NewWorld(t, nil)
-			w.Agent.Default = fake.Silent
+			w.Agent.SetDefault(fake.Silent)
 			in := claimed(t, w, 1, "42")[0]
 			if tc.home != nil {
 				it := *w.Store.Item(in.ID)
@@ -111,7 +111,7 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 func TestToIdleLost(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
-	w.Agent.Default = fake.Silent
+	w.Agent.SetDefault(fake.Silent)
 	in := claimed(t, w, 1, "42")[0]
 	running, err := w.Store.Transition(ctx(t), state.Change{InstanceID: in.ID, Pool: in.Pool, From: state.Claimed, To: state.Running,
 		Version: in.Version, RunID: "42", Threshold: time.Now().Add(time.Hour)})

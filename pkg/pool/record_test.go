@@ -19,7 +19,7 @@ import (
 func TestRecordWritesItemsThenUntags(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
-	w.Agent.Default = fake.Silent
+	w.Agent.SetDefault(fake.Silent)
 	launched, err := w.Launcher.Launch(ctx(t), fleet.Request{Pool: w.Doc, Count: 2, Reserved: fleet.ForRun(fake.Stack, w.Doc.Name, "42", "octo/app")})
 	require.NoError(t, err)
 	cancelled, cancel := context.WithCancel(context.Background())
@@ -52,7 +52,7 @@ func TestRecordWritesItemsThenUntags(t *testing.T) {
 func TestRecordWithoutItsUntag(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
-	w.Agent.Default = fake.Silent
+	w.Agent.SetDefault(fake.Silent)
 	launched, err := w.Launcher.Launch(ctx(t), fleet.Request{Pool: w.Doc, Count: 1, Reserved: fleet.ForWarmPool(fake.Stack, w.Doc.Name)})
 	require.NoError(t, err)
 	w.EC2.Inject("DeleteTags", fake.APIError("RequestLimitExceeded", "slow down"))
@@ -69,7 +69,7 @@ func TestRecordWithoutItsUntag(t *testing.T) {
 func TestWarmLaunchesAndRecords(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
-	w.Agent.Default = fake.Silent
+	w.Agent.SetDefault(fake.Silent)
 	n, err := w.Pool.Warm(ctx(t), w.Doc, 2, time.Now(), "hangar-warm-test", time.Now().Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)

@@ -23,7 +23,7 @@ func bySize(vcpu, memory map[string]int) func(doc map[string]any) {
 func TestWarmPoolBySize(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, bySize(map[string]int{"min": 4, "max": 4}, map[string]int{"min": 8192, "max": 8192}), warm(2, 0))
-	r.Launcher.Fleet.EC2 = &fake.CatalogEC2{EC2: r.EC2, Types: fake.CatalogTypes()}
+	r.EC2.Catalog = fake.CatalogTypes()
 
 	rep := r.refresh(refresh.Config{})
 	require.Equal(t, 2, rep.Pools[0].Launched)

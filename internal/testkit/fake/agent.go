@@ -3,11 +3,13 @@ package fake
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
@@ -40,8 +42,12 @@ type Agent struct {
 	// (package doorbell) is there, as the agent registers only with the secret in hand. Nil: no
 	// hand-over is awaited.
 	SQS *SQS
-	// Default is the behaviour of instances without one of their own.
+	// Default is the behaviour of instances without one of their own; once instances exist, set
+	// it with SetDefault.
 	Default Behaviour
+	// GitHub, when set, holds the runners the agents register: online once REGISTERED, offline
+	// once DEREGISTERED (a runner stays registered until its release deletes it through the API).
+	GitHub *GitHub
 
 	mu    sync.Mutex
 	by    map[string]Behaviour
@@ -58,6 +64,13 @@ func (a *Agent) Behave(id string, b Behaviour) {
 		a.by = map[string]Behaviour{}
 	}
 	a.by[id] = b
+}
+
+// SetDefault sets the behaviour of instances without one of their own.
+func (a *Agent) SetDefault(b Behaviour) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Default = b
 }
 
 func (a *Agent) behaviour(id string) Behaviour {
@@ -157,7 +170,11 @@ func (a *Agent) act(in *state.Instance) {
 		sig := state.SignalRegistered
 		if b == FailRegister {
 			sig = state.SignalRegisterFailed
+		} else {
+			a.registered(in)
 		}
+		// A live agent heartbeats while it serves: its instance can be claimed again once given back.
+		_, _ = a.Store.AgentHeartbeat(in.ID, now)
 		_ = a.Store.AgentSignal(in.ID, state.Signal{Name: sig, Run: in.RunID, Version: in.Version, At: now,
 			Log: "runner " + string(sig)})
 	case in.State == state.Created && in.RunID == "" && in.Signal == "" && a.once(in, "ready"):
@@ -166,7 +183,44 @@ func (a *Agent) act(in *state.Instance) {
 	case in.State == state.Idle && in.LastRunID != "" && b != NoDeregister &&
 		!in.SignalFor(state.SignalDeregistered, in.LastRunID, in.Version) && in.Signal != state.SignalRegisterFailed &&
 		a.once(in, "deregister"):
-		_ = a.Store.AgentSignal(in.ID, state.Signal{Name: state.SignalDeregistered, Run: in.LastRunID, Version: in.Version, At: now})
+		a.deregistered(in.ID, in.LastRunID)
 		_, _ = a.Store.AgentHeartbeat(in.ID, now)
+		_ = a.Store.AgentSignal(in.ID, state.Signal{Name: state.SignalDeregistered, Run: in.LastRunID, Version: in.Version, At: now})
 	}
+}
+
+// registered puts the runner in's agent configured for its run on GitHub, online (again, when it
+// is there already: a runner restarted).
+func (a *Agent) registered(in *state.Instance) {
+	if a.GitHub == nil {
+		return
+	}
+	name := state.RunnerNamesOf(Stack).Name(in.ID, in.RunID)
+	g := a.GitHub
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := g.runnerIndex(name); i >= 0 {
+		g.runners[i].Status = "online"
+		return
+	}
+	g.nextID++
+	g.runners = append(g.runners, ghapi.Runner{ID: g.nextID, Name: name, Status: "online", Labels: append([]string{in.RunID}, in.Labels...)})
+}
+
+// deregistered stops the runner of run on instance id: offline, and idle.
+func (a *Agent) deregistered(id, run string) {
+	if a.GitHub == nil {
+		return
+	}
+	g := a.GitHub
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := g.runnerIndex(state.RunnerNamesOf(Stack).Name(id, run)); i >= 0 {
+		g.runners[i].Status, g.runners[i].Busy = "offline", false
+	}
+}
+
+// runnerIndex is the index of the runner named name, or -1; the caller holds g.mu.
+func (g *GitHub) runnerIndex(name string) int {
+	return slices.IndexFunc(g.runners, func(r ghapi.Runner) bool { return r.Name == name })
 }

@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -11,8 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-
-	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
 // InstanceType is one entry of an instance type catalogue.
@@ -67,37 +64,23 @@ func CatalogTypes() []InstanceType {
 	}
 }
 
-// CatalogEC2 is the fake EC2 with an instance type catalogue: DescribeInstanceTypes answers, as EC2
-// does, either the types named, all at once (an unknown one is InvalidInstanceType), or those
-// matching every filter, a page of PageSize at a time (100 when 0). Everything else is the EC2's.
-//
-// It honours every filter fleet.Launcher.Resolve sends, so that a resolution that dropped one
-// would be caught. It stands beside EC2 only because EC2.DescribeInstanceTypes (ec2.go) answers
-// named types alone, from Sizes; folded into it, CatalogEC2 would go.
-type CatalogEC2 struct {
-	*EC2
-	Types    []InstanceType
-	PageSize int
-}
-
-// DescribeInstanceTypes describes the catalogue's types, by name or by filters
-// (processor-info.supported-architecture, current-generation, bare-metal, supported-usage-class,
-// vcpu-info.default-vcpus, memory-info.size-in-mib, instance-type; any other is refused as EC2
-// refuses an unknown filter).
-func (c *CatalogEC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
-	if err := c.call("DescribeInstanceTypes"); err != nil {
-		return nil, err
-	}
+// describeCatalog describes Catalog's types as EC2 does: either the types named, all at once (an
+// unknown one is InvalidInstanceType), or those matching every filter, CatalogPage at a time (100
+// when 0). It honours every filter fleet.Launcher.Resolve sends (processor-info.supported-
+// architecture, current-generation, bare-metal, supported-usage-class, vcpu-info.default-vcpus,
+// memory-info.size-in-mib, instance-type) and refuses any other, as EC2 refuses an unknown
+// filter, so that a resolution that dropped one would be caught.
+func (e *EC2) describeCatalog(in *ec2.DescribeInstanceTypesInput) (*ec2.DescribeInstanceTypesOutput, error) {
 	out := &ec2.DescribeInstanceTypesOutput{}
 	if len(in.InstanceTypes) > 0 {
 		var missing []string
 		for _, name := range in.InstanceTypes {
-			i := slices.IndexFunc(c.Types, func(t InstanceType) bool { return t.Name == string(name) })
+			i := slices.IndexFunc(e.Catalog, func(t InstanceType) bool { return t.Name == string(name) })
 			if i < 0 {
 				missing = append(missing, string(name))
 				continue
 			}
-			out.InstanceTypes = append(out.InstanceTypes, c.Types[i].info())
+			out.InstanceTypes = append(out.InstanceTypes, e.Catalog[i].info())
 		}
 		if len(missing) > 0 {
 			return nil, APIError("InvalidInstanceType", "The following supplied instance types do not exist: ["+strings.Join(missing, ", ")+"]")
@@ -105,7 +88,7 @@ func (c *CatalogEC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeIn
 		return out, nil
 	}
 	var match []InstanceType
-	for _, t := range c.Types {
+	for _, t := range e.Catalog {
 		ok, err := t.matches(in.Filters)
 		if err != nil {
 			return nil, err
@@ -122,7 +105,7 @@ func (c *CatalogEC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeIn
 		}
 		start = n
 	}
-	size := c.PageSize
+	size := e.CatalogPage
 	if size <= 0 {
 		size = 100
 	}
@@ -187,5 +170,3 @@ func (t InstanceType) matches(filters []ec2types.Filter) (bool, error) {
 	}
 	return true, nil
 }
-
-var _ awsapi.EC2 = (*CatalogEC2)(nil)

@@ -23,6 +23,10 @@ type EC2 struct {
 	Subnets map[string]string
 	// Sizes gives instance types' vCPU and memory; unknown types are 2 vCPU, 4096 MiB.
 	Sizes map[string][2]int
+	// Catalog, when set, is the region's instance type catalogue DescribeInstanceTypes answers
+	// from instead, by name or by filters, CatalogPage types a page (100 when 0): CatalogTypes.
+	Catalog     []InstanceType
+	CatalogPage int
 	// SpotPrices gives the spot price history's latest hourly price per "type/zone".
 	SpotPrices map[string]float64
 
@@ -184,10 +188,14 @@ func (e *EC2) Fleets() []*ec2.CreateFleetInput {
 	return slices.Clone(e.fleets)
 }
 
-// DescribeInstanceTypes returns each type's size (Sizes, or 2 vCPU and 4096 MiB).
+// DescribeInstanceTypes returns each type's size (Sizes, or 2 vCPU and 4096 MiB), or, with a
+// Catalog, describes its types as EC2 does (describeCatalog).
 func (e *EC2) DescribeInstanceTypes(_ context.Context, in *ec2.DescribeInstanceTypesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
 	if err := e.call("DescribeInstanceTypes"); err != nil {
 		return nil, err
+	}
+	if e.Catalog != nil {
+		return e.describeCatalog(in)
 	}
 	out := &ec2.DescribeInstanceTypesOutput{}
 	for _, t := range in.InstanceTypes {

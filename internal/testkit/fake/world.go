@@ -107,7 +107,7 @@ func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	w.Launcher.Fleet.Log = quiet
 	w.Pool = &pool.Pool{Stack: Stack, Store: w.Store, EC2: w.EC2, Queues: w.Pools, Launcher: w.Launcher, Bells: w.Bells, Log: quiet}
-	w.Agent = &Agent{Store: w.Store, SQS: w.SQS}
+	w.Agent = &Agent{Store: w.Store, SQS: w.SQS, GitHub: w.GitHub}
 	w.Agent.Start(context.Background())
 	t.Cleanup(w.Agent.Stop)
 	return w

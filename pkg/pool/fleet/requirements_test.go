@@ -45,7 +45,7 @@ func TestResolve(t *testing.T) {
 			}
 			req := tc.req
 			doc := &pooldoc.Document{Name: "p", Market: market, InstanceRequirements: &req}
-			ec := &fake.CatalogEC2{EC2: &fake.EC2{}, Types: fake.CatalogTypes(), PageSize: 3}
+			ec := &fake.EC2{Catalog: fake.CatalogTypes(), CatalogPage: 3}
 			l := &fleet.Launcher{EC2: ec, Log: quiet}
 			err := l.Resolve(ctx, doc)
 			if tc.err != "" {

@@ -36,7 +36,7 @@ func TestRollbackLeavesTheOtherProvisionAlone(t *testing.T) {
 	// Every registration fails but that of the pooled instance the first job claims: the second
 	// job, on another pool, fails. (Default is set before any item exists, so before the agent
 	// reads it.)
-	w.Agent.Default = fake.FailRegister
+	w.Agent.SetDefault(fake.FailRegister)
 	pooled := w.AddIdle(t, fake.Idle{Served: []string{fakeRepo}, LastRun: "7900"})
 	w.Agent.Behave(pooled.ID, fake.Register)
 	big := addPool(t, w, "linux-big")

@@ -48,16 +48,14 @@ func fakeRun(t *testing.T, w *fake.World, cfg provision.Config) (*provision.Resu
 	return provision.Run(ctx, cfg, fakeDeps(t, w))
 }
 
-// mustRun provisions n instances for run and, once their agents have registered, has GitHub hold
-// their runners (fake.World.SyncRunners) and the agents heartbeat, as live agents do while they
-// serve (fake.World.Heartbeat): the instances can be claimed again once released.
+// mustRun provisions n instances for run: their agents have registered their runners on the
+// fake GitHub, and heartbeat while they serve, so that the instances can be claimed again once
+// released.
 func mustRun(t *testing.T, w *fake.World, run string, n int) *provision.Result {
 	t.Helper()
 	res, err := fakeRun(t, w, fakeConfig(w, run, n))
 	require.NoError(t, err)
 	require.Len(t, res.Instances, n)
-	w.SyncRunners()
-	w.Heartbeat()
 	return res
 }
 
@@ -69,10 +67,8 @@ func fakeRelease(t *testing.T, w *fake.World, run string) *release.Result {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w.SyncRunners()
 	res, err := r.Release(ctx, run)
 	require.NoError(t, err)
-	w.SyncRunners()
 	return res
 }
 

@@ -43,7 +43,6 @@ func TestOrgScopeNeedsARunnerGroup(t *testing.T) {
 	it := w.Store.Item(res.Instances[0].ID)
 	require.Equal(t, "hangar-app", it.RunnerGroup, "the agent registers its runner in the pool's group")
 	require.Equal(t, "https://github.com/octo", it.RunnerURL, "an organisation runner")
-	w.SyncRunners()
 	require.Equal(t, []string{state.RunnerNamesOf(fake.Stack).Name(it.ID, "7921")}, w.GitHub.RunnerNames())
 
 	rel := fakeRelease(t, w, "7921")

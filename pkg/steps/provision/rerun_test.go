@@ -25,7 +25,6 @@ func TestReRunReplacesEarlierAttempt(t *testing.T) {
 	cfg.RunAttempt = 2
 	second, err := fakeRun(t, w, cfg)
 	require.NoError(t, err)
-	w.SyncRunners()
 	require.Empty(t, second.Warnings)
 	require.Len(t, second.Instances, 1)
 	require.Equal(t, 1, second.Reused, "attempt 2 took one of attempt 1's instances from the pool")

@@ -19,7 +19,7 @@ func TestPoolBySize(t *testing.T) {
 		delete(doc, "instanceTypes")
 		doc["instanceRequirements"] = req
 	}))
-	w.Launcher.Fleet.EC2 = &fake.CatalogEC2{EC2: w.EC2, Types: fake.CatalogTypes()}
+	w.EC2.Catalog = fake.CatalogTypes()
 	require.Empty(t, w.Doc.InstanceTypes, "the published document names no types")
 
 	res := mustRun(t, w, "8101", 3)
