@@ -22,14 +22,13 @@ type history struct {
 	cursors map[string]time.Time
 }
 
-// histories holds each Store's history. It lives beside the Store rather than in it only so that
-// it could be added without touching store.go (whose Reset therefore keeps it); it is the
-// store's all the same.
-var histories sync.Map // *Store → *history
-
 func (s *Store) history() *history {
-	h, _ := histories.LoadOrStore(s, &history{cursors: map[string]time.Time{}})
-	return h.(*history)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hist == nil {
+		s.hist = &history{cursors: map[string]time.Time{}}
+	}
+	return s.hist
 }
 
 // PutRunRecord writes the record of a run that ended, as state.Store writes it with the transition

@@ -29,6 +29,7 @@ type Store struct {
 	leases  map[string]lease
 	events  map[string]string // "<job>/<action>" → body: the webhook's records
 	thefts  []*theft          // StealBefore
+	hist    *history          // run records and cursors
 	changed chan struct{}     // closed and replaced on every write, for Wait
 }
 
@@ -42,10 +43,10 @@ func NewStore(account state.Account) *Store {
 	return &Store{account: account, items: map[string]*state.Instance{}, leases: map[string]lease{}, changed: make(chan struct{})}
 }
 
-// Reset forgets every item, lease, theft, recorded call and injected error.
+// Reset forgets every item, lease, run record, cursor, theft, recorded call and injected error.
 func (s *Store) Reset() {
 	s.mu.Lock()
-	s.items, s.leases, s.events, s.thefts = map[string]*state.Instance{}, map[string]lease{}, nil, nil
+	s.items, s.leases, s.events, s.thefts, s.hist = map[string]*state.Instance{}, map[string]lease{}, nil, nil, nil
 	s.mu.Unlock()
 	s.resetCalls()
 	s.notify()
