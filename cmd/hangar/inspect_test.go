@@ -70,7 +70,11 @@ func newWorld(t *testing.T) *world {
 	unpriced := spec
 	unpriced.Price, unpriced.PriceSource = 0, ""
 	create := func(pool string, spec state.Spec, run string) *state.Instance {
-		in := &state.Instance{ID: nextID(), Pool: pool, Threshold: deadline, LaunchedAt: time.Now().Add(-time.Hour), Spec: spec}
+		home := e.Doc.Home()
+		if pool == w.arm.Name {
+			home = w.arm.Home()
+		}
+		in := &state.Instance{ID: nextID(), Pool: pool, Threshold: deadline, LaunchedAt: time.Now().Add(-time.Hour), Spec: spec, Home: home}
 		if run != "" {
 			in.Assignment = state.Assignment{RunID: run, RunAttempt: 1, Repo: localenv.Repo}
 		}

@@ -75,6 +75,7 @@ func (w *world) baseItem(run string) map[string]ddbtypes.AttributeValue {
 		"repo": s("octo/app"), "runnerUrl": s(w.RunnerURL()), "runnerPrefix": s(w.RunnerNames().Prefix()),
 		"instanceType": s("c7i.large"), "usageClass": s(state.UsageOnDemand), "az": s("us-east-1a"), "vcpu": n(2), "memoryMiB": n(4096),
 		"specHash": s("local"), "launchedAt": n(now.UnixMilli()), "updatedAt": n(now.UnixMilli()),
+		"idleSecs": n(w.Doc.Home().IdleSecs), "offerTo": s(w.Doc.QueueURL),
 	}
 }
 

@@ -542,7 +542,7 @@ func (e *Env) Launch(ctx context.Context, deadline time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = e.Store.Create(ctx, []*state.Instance{{ID: id, Pool: e.Pool, Threshold: deadline, Bell: bells.URL(id),
+	err = e.Store.Create(ctx, []*state.Instance{{ID: id, Pool: e.Pool, Threshold: deadline, Bell: bells.URL(id), Home: e.Doc.Home(),
 		Spec: state.Spec{InstanceType: "c7i.large", UsageClass: state.UsageOnDemand, AZ: "us-east-1a", VCPU: 2, MemoryMiB: 4096}}})
 	if err != nil {
 		return id, err
