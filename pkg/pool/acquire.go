@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,6 +209,9 @@ func (a *acquiring) claim(ctx context.Context) {
 	sel := &offers.Selector{Queue: queue, Store: a.p.Store, Log: a.p.Log}
 	home := doc.Home()
 	a.failed = make([]atomic.Bool, len(a.req.Groups))
+	// An instance one group won is never another's to claim: a second offer of it (SQS delivers at
+	// least once) would otherwise have a later group make an assignment for it, and lose.
+	exclude := slices.Clone(a.req.Fit.Exclude)
 	var errs []error
 	for i, g := range a.req.Groups {
 		if g.Count == 0 {
@@ -225,7 +229,7 @@ func (a *acquiring) claim(ctx context.Context) {
 		}
 		res, tidy, err := sel.ClaimAsync(ctx, offers.Request{Count: g.Count, UsageClass: a.req.Fit.UsageClass,
 			InstanceTypes: a.req.Fit.InstanceTypes, MinVCPU: a.req.Fit.MinVCPU, MinMemoryMiB: a.req.Fit.MinMemoryMiB,
-			Exclude: a.req.Fit.Exclude, Assign: g.Assign, Personalize: personalize, Unused: a.req.Unused, Home: &home,
+			Exclude: exclude, Assign: g.Assign, Personalize: personalize, Unused: a.req.Unused, Home: &home,
 			Reuse: doc.Reuse, AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: a.req.ClaimDeadline})
 		// The pool's messages are tidied (the unneeded given back, the used deleted) while the
 		// hand-overs go out; Wait waits for it.
@@ -234,6 +238,9 @@ func (a *acquiring) claim(ctx context.Context) {
 			errs = append(errs, err)
 		}
 		a.rest[i] -= len(res.Instances)
+		for _, in := range res.Instances {
+			exclude = append(exclude, in.ID)
+		}
 		a.claimed(ctx, res)
 	}
 	a.out.ClaimErr = errors.Join(errs...)

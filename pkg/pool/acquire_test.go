@@ -464,3 +464,54 @@ func TestAcquireRefusesBadRequests(t *testing.T) {
 	require.Zero(t, w.SQS.Calls("ReceiveMessage"))
 	require.Len(t, w.Offered(t), 1, "the warm instance still offered")
 }
+
+// TestAcquireSecondOfferOfAClaimedInstance: SQS delivers at least once, so an instance may be
+// offered twice; one group claims it, and the next never makes an assignment for it (no runner
+// minted, no secret of its handed to the instance): it creates its own instead.
+func TestAcquireSecondOfferOfAClaimedInstance(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, nil)
+	fresh := w.AddIdle(t, fake.Idle{})
+	require.NoError(t, w.Queue(t).Publish(ctx(t), fresh)) // the same offer, again
+	req, _ := labelsDoor.ask(t, w, 2, "octo/app")
+	var mu sync.Mutex
+	personalized := map[string][]string{} // instance → the repositories it was completed for
+	secrets := map[string]string{}
+	req.Groups = []pool.Group{{Count: 1, Assign: state.Assignment{Repo: "octo/app", ClaimID: "c"}}, {Count: 1, Assign: state.Assignment{Repo: "octo/other", ClaimID: "c"}}}
+	req.Personalize = func(_ context.Context, id string, as *state.Assignment) error {
+		mu.Lock()
+		defer mu.Unlock()
+		personalized[id] = append(personalized[id], as.Repo)
+		as.RunID = map[string]string{"octo/app": "j11", "octo/other": "j12"}[as.Repo]
+		secrets[id+"/"+as.RunID] = "JIT-" + as.RunID
+		return nil
+	}
+	req.Unused = func(id string, as state.Assignment) {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(secrets, id+"/"+as.RunID)
+	}
+	req.Secret = func(in *state.Instance) (pool.Secret, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		s, ok := secrets[in.ID+"/"+in.RunID]
+		return pool.Secret{Kind: pool.KindJIT, Value: s}, ok
+	}
+	req.Held = nil
+
+	acq := acquire(t, w, req)
+	require.NoError(t, errors.Join(acq.ClaimErr, acq.StartErr, acq.CreateErr))
+	require.Equal(t, []string{fresh.ID}, ids(acq.Claimed))
+	require.Equal(t, "j11", w.Store.Item(fresh.ID).RunID, "the first group's")
+	require.Equal(t, []string{"octo/app"}, personalized[fresh.ID], "nothing made for it by the second group")
+	require.Len(t, acq.Created, 1, "the second group creates its own")
+	require.Equal(t, "j12", w.Store.Item(acq.Created[0].ID).RunID)
+	var handed []string
+	for _, body := range w.SQS.Bodies(w.Bells.URL(fresh.ID)) {
+		var h doorbell.HandOver
+		if json.Unmarshal([]byte(body), &h) == nil && h.Secret != "" {
+			handed = append(handed, h.Secret)
+		}
+	}
+	require.Equal(t, []string{"JIT-j11"}, handed, "the claimed instance is handed its own job's runner only")
+}

@@ -184,6 +184,36 @@ func TestFakePlacement(t *testing.T) {
 	require.Len(t, w.sent(jobs.KindCheck), 3, "each job's check is sent")
 }
 
+// TestFakeSecondOfferAcrossRepositories: a fresh instance offered twice (SQS delivers at least
+// once) is claimed for one repository's job; the other repository's job, placed in the same
+// batch, never has a runner made for that instance or handed to it: it gets an instance of its
+// own, and neither job's message fails.
+func TestFakeSecondOfferAcrossRepositories(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	fresh := w.AddIdle(t, fake.Idle{})
+	require.NoError(t, w.Queue(t).Publish(context.Background(), fresh)) // the same offer, again
+	require.Empty(t, w.handle(queued(w.job(11, "octo/app"), w.job(12, "octo/other"))...), "both jobs placed")
+
+	app := w.holder(11)
+	require.Equal(t, fresh.ID, app.ID, "the fresh instance serves the first repository's job")
+	other := w.holder(12)
+	require.NotEqual(t, fresh.ID, other.ID)
+	require.Len(t, w.EC2.Fleets(), 1, "the other repository's job gets an instance of its own")
+	var got []doorbell.HandOver
+	for _, body := range w.SQS.Bodies(app.Bell) {
+		var h doorbell.HandOver
+		require.NoError(t, json.Unmarshal([]byte(body), &h))
+		got = append(got, h)
+	}
+	require.Len(t, got, 1, "one hand-over to the claimed instance")
+	require.Equal(t, "j11", got[0].Run)
+	require.Equal(t, []string{
+		state.RunnerNamesOf(fake.Stack).Name(fresh.ID, "j11"), state.RunnerNamesOf(fake.Stack).Name(other.ID, "j12"),
+	}, w.GitHub.RunnerNames(), "no runner of the second job was made for the first job's instance")
+	require.Len(t, w.sent(jobs.KindCheck), 2, "each job's check is sent")
+}
+
 // TestFakeGitHubDown: when GitHub fails to make runners, no claim is written, nothing is created,
 // and the jobs' messages fail (to be delivered again).
 func TestFakeGitHubDown(t *testing.T) {

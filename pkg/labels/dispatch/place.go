@@ -226,7 +226,10 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 		byRepo[r].jobs = append(byRepo[r].jobs, q)
 		groups[index[r]].Count++
 	}
-	var jobOf sync.Map // instance id → the queuedJob it was given
+	// made is what each assignment completed for an instance holds: the job and its runner's
+	// configuration (in memory only), by instance and job key, so that one instance's claims for
+	// two jobs (a second offer of it) never mix.
+	var made sync.Map // assignmentKey → assigned
 	acq, err := x.d.Pool.Acquire(ctx, pool.Request{
 		Doc: doc, Groups: groups,
 		Launch: pool.Launch{Token: createToken(doc.Name, list), Deadline: now.Add(x.cfg.CreateWait), Reason: "created for label-routed jobs"},
@@ -239,28 +242,30 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 			if !ok {
 				return pool.ErrNoneLeft
 			}
-			if err := x.personalize(ctx, doc, clients, q.job, id, a); err != nil {
+			config, err := x.personalize(ctx, doc, clients, q.job, id, a)
+			if err != nil {
 				p.push(q)
 				return err
 			}
-			jobOf.Store(id, q)
+			made.Store(assignmentKey(id, a.RunID), assigned{q: q, config: config})
 			return nil
 		},
 		Unused: func(id string, a state.Assignment) {
-			q, ok := jobOf.LoadAndDelete(id)
+			v, ok := made.LoadAndDelete(assignmentKey(id, a.RunID))
 			if !ok {
 				return
 			}
-			x.unmint(ctx, clients, q.(queuedJob).job, doc, a.RunnerID)
-			clients.configs.Delete(id)
-			byRepo[strings.ToLower(a.Repo)].push(q.(queuedJob))
+			q := v.(assigned).q
+			x.unmint(ctx, clients, q.job, doc, a.RunnerID)
+			byRepo[strings.ToLower(a.Repo)].push(q)
 		},
+		// An instance is handed only the configuration made for the job its item holds.
 		Secret: func(in *state.Instance) (pool.Secret, bool) {
-			config, ok := clients.configs.LoadAndDelete(in.ID)
+			v, ok := made.Load(assignmentKey(in.ID, in.RunID))
 			if !ok {
 				return pool.Secret{}, false
 			}
-			return pool.Secret{Kind: pool.KindJIT, Value: config.(string)}, true
+			return pool.Secret{Kind: pool.KindJIT, Value: v.(assigned).config}, true
 		},
 	})
 	if err != nil {
@@ -269,13 +274,13 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 	defer acq.Wait() // the hand-overs sent and the pool's messages tidied before the batch ends
 	var placed []placement
 	for _, in := range acq.Claimed {
-		if q, ok := jobOf.Load(in.ID); ok {
-			placed = append(placed, placement{job: q.(queuedJob).job, instance: in, reused: true})
+		if v, ok := made.Load(assignmentKey(in.ID, in.RunID)); ok {
+			placed = append(placed, placement{job: v.(assigned).q.job, instance: in, reused: true})
 		}
 	}
 	for _, in := range acq.Created {
-		if q, ok := jobOf.Load(in.ID); ok && in.RunID == q.(queuedJob).job.Key() {
-			placed = append(placed, placement{job: q.(queuedJob).job, instance: in})
+		if v, ok := made.Load(assignmentKey(in.ID, in.RunID)); ok {
+			placed = append(placed, placement{job: v.(assigned).q.job, instance: in})
 		}
 	}
 	return placed, acq, nil
@@ -289,24 +294,32 @@ func (x *Dispatcher) base(doc *pooldoc.Document, j jobs.Job, claimID string) sta
 }
 
 // personalize completes the assignment of job j to instance id: the job's key, and a just-in-time
-// runner made for that instance, whose configuration is kept in memory (clients.configs) until
-// it is handed to the instance alone through its doorbell (the pool's hand-over): never in the table.
-func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, clients *clientCache, j jobs.Job, id string, a *state.Assignment) error {
+// runner made for that instance, whose configuration it returns, to be kept in memory until it is
+// handed to the instance alone through its doorbell (the pool's hand-over): never in the table.
+func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, clients *clientCache, j jobs.Job, id string, a *state.Assignment) (string, error) {
 	*a = x.base(doc, j, a.ClaimID)
 	a.RunID, a.Installation = j.Key(), j.Installation
 	gh, group, err := clients.get(ctx, doc, j)
 	if err != nil {
-		return err
+		return "", err
 	}
 	name := x.names.Name(id, j.Key())
 	jit, err := x.mint(ctx, gh, ghapi.JITRequest{Name: name, Labels: doc.Jobs.RunnerLabels(), GroupID: group})
 	if err != nil {
-		return err
+		return "", err
 	}
-	clients.configs.Store(id, jit.Config)
 	a.RunnerID = jit.RunnerID
-	return nil
+	return jit.Config, nil
 }
+
+// assigned is a job given to an instance, with the configuration of the runner made for it.
+type assigned struct {
+	q      queuedJob
+	config string
+}
+
+// assignmentKey keys what was made for one instance and one job.
+func assignmentKey(instanceID, key string) string { return instanceID + "/" + key }
 
 // mint makes a just-in-time runner. A runner of the same name exists only when an earlier attempt
 // at this very assignment (this instance, this job) made it and died before the claim was written:
@@ -351,13 +364,11 @@ func scopeOf(doc *pooldoc.Document, repo string) ghapi.Scope {
 }
 
 // clientCache keeps one batch's GitHub clients, by installation and scope, with the scope's
-// runner group id, and the just-in-time configurations made with them until they are handed over.
+// runner group id.
 type clientCache struct {
 	x       *Dispatcher
 	mu      sync.Mutex
 	clients map[string]Runners
-	// configs maps an instance id to the configuration made for it (in memory only).
-	configs sync.Map
 }
 
 func (c *clientCache) get(ctx context.Context, doc *pooldoc.Document, j jobs.Job) (Runners, int64, error) {
