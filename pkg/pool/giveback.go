@@ -231,7 +231,7 @@ func (g *giving) backs(ctx context.Context, insts []state.Instance, unacknowledg
 	backs := make([]Back, 0, len(insts))
 	for _, in := range insts {
 		if !in.Known() {
-			g.terminate(ctx, NotReusable(&in), in)
+			g.terminate(ctx, NotReusable(&in, nil), in)
 			continue
 		}
 		backs = append(backs, Back{Instance: in, Idle: in.IdleTimeout(), RunID: g.run, Unacknowledged: unacknowledged, Reason: reason})
@@ -361,7 +361,7 @@ func (g *giving) offer(ctx context.Context, insts []*state.Instance) {
 	if len(insts) == 0 {
 		return
 	}
-	res := g.p.OfferOrRetire(ctx, insts)
+	res := g.p.OfferOrRetire(ctx, nil, insts)
 	for _, r := range res.Retired {
 		g.retired(r.Reason, r.Retired)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -57,8 +58,10 @@ func (p *Pool) ToIdleAll(ctx context.Context, backs []Back) []state.Written {
 	out := p.Store.TransitionAll(ctx, changes, befores)
 	var bells []string
 	for i, b := range backs {
-		if out[i].Err == nil && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged {
-			bells = append(bells, out[i].Item.Bell)
+		// The doorbell rung is the one the pool names, never the item's own: whoever may write
+		// items could rewrite that.
+		if out[i].Err == nil && out[i].Item.Bell != "" && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged {
+			bells = append(bells, p.Bells.URL(out[i].Item.ID))
 		}
 	}
 	if err := p.Bells.Ring(ctx, bells...); err != nil {
@@ -76,16 +79,18 @@ func (p *Pool) Offer(ctx context.Context, insts ...*state.Instance) error {
 	return p.Queues.Publish(ctx, insts...)
 }
 
-// NotReusable says why an instance that served a run may not be offered again ("" when it may),
-// by its item alone (state.Home, written from its pool's document at its launch and every
-// claim): it is marked to retire (drained while it served, or of a pool whose reuse is never), or
-// its item does not say where it goes back.
-func NotReusable(in *state.Instance) string {
+// NotReusable says why an instance that served a run may not be offered again ("" when it may):
+// its item says so (state.Home, written from its pool's document at its launch and every claim:
+// marked to retire, drained while it served or of a pool whose reuse is never, or no way back),
+// or doc, its pool's document as the caller has it now (nil: the item alone), does.
+func NotReusable(in *state.Instance, doc *pooldoc.Document) string {
 	switch {
 	case in.Retire != "":
 		return in.Retire
 	case !in.Known():
 		return "its item does not say where it goes back"
+	case doc != nil:
+		return doc.Retire()
 	}
 	return ""
 }
@@ -107,12 +112,12 @@ type Retirement struct {
 }
 
 // OfferOrRetire offers idle instances that served a run to their pools; those their pool may not
-// have again (NotReusable) are retired instead, one by one, before the others are offered in one
-// request.
-func (p *Pool) OfferOrRetire(ctx context.Context, insts []*state.Instance) Offered {
+// have again (NotReusable, with doc, their pool's document as the caller has it now, or nil) are
+// retired instead, one by one, before the others are offered in one request.
+func (p *Pool) OfferOrRetire(ctx context.Context, doc *pooldoc.Document, insts []*state.Instance) Offered {
 	var out Offered
 	for _, in := range insts {
-		why := NotReusable(in)
+		why := NotReusable(in, doc)
 		if why == "" {
 			out.Offered = append(out.Offered, in)
 			continue

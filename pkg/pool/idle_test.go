@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
 )
@@ -24,7 +25,7 @@ func TestToIdleThenOffer(t *testing.T) {
 
 	out, err := w.Pool.ToIdle(ctx(t), pool.Back{Instance: in, Idle: w.Doc.Timeout(state.Idle), RunID: "42", At: at, Reason: "released by run 42"})
 	require.NoError(t, err)
-	res := w.Pool.OfferOrRetire(ctx(t), []*state.Instance{out})
+	res := w.Pool.OfferOrRetire(ctx(t), w.Doc, []*state.Instance{out})
 	require.NoError(t, res.Err)
 	require.Empty(t, res.Retired)
 	require.Equal(t, []string{in.ID}, []string{res.Offered[0].ID})
@@ -46,7 +47,8 @@ func TestToIdleThenOffer(t *testing.T) {
 // TestOfferOrRetireWhatMayNotBeReused: an instance whose item says it may not be offered again,
 // marked to retire while it served the run (a drain) or by its claim (a pool whose reuse is
 // never), or whose item does not say where it goes back, is terminated (item and EC2), and not
-// offered: the item decides alone, without the pool's document.
+// offered, by its item alone; so is one whose pool's document, as the caller has it now, says
+// so (a pool made reuse never since the claim).
 func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 	t.Parallel()
 	never := "its pool's reuse is never: one run per instance"
@@ -59,6 +61,7 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 		{"marked while serving", "its pool is drained", nil, "its pool is drained"},
 		{"reuse never, as its claim wrote", "", func(h *state.Home) { h.Retire = never }, never},
 		{"no way back", "", func(h *state.Home) { *h = state.Home{} }, "its item does not say where it goes back"},
+		{"reuse never since the claim, as the caller's document says", "", nil, never},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +92,13 @@ func TestOfferOrRetireWhatMayNotBeReused(t *testing.T) {
 			out, err := w.Pool.ToIdle(ctx(t), back)
 			require.NoError(t, err)
 			require.Equal(t, in.Retire+tc.mark, out.Retire, "the mark outlives the move to idle")
-			res := w.Pool.OfferOrRetire(ctx(t), []*state.Instance{out})
+			var doc *pooldoc.Document // the item alone
+			if tc.mark == "" && tc.home == nil {
+				now := *w.Doc
+				now.Reuse = state.ReuseNever
+				doc = &now
+			}
+			res := w.Pool.OfferOrRetire(ctx(t), doc, []*state.Instance{out})
 			require.NoError(t, res.Err)
 			require.Empty(t, res.Offered)
 			require.Len(t, res.Retired, 1)

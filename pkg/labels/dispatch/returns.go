@@ -75,17 +75,18 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 		if err != nil {
 			return false, err
 		}
-		return false, x.offer(ctx, out)
+		return false, x.offer(ctx, doc, out)
 	case gaveBack && wiped:
-		return false, x.offer(ctx, it)
+		return false, x.offer(ctx, doc, it)
 	}
 	return false, nil
 }
 
-// offer offers an instance that has served a job to its pool, or retires it when its pool may
-// not have it again (reuse never).
-func (x *Dispatcher) offer(ctx context.Context, it *state.Instance) error {
-	res := x.d.Pool.OfferOrRetire(ctx, []*state.Instance{it})
+// offer offers an instance that has served a job to its pool, or retires it when its item or its
+// pool's document, doc, as the dispatcher has it now, says the pool may not have it again
+// (drained, or reuse never).
+func (x *Dispatcher) offer(ctx context.Context, doc *pooldoc.Document, it *state.Instance) error {
+	res := x.d.Pool.OfferOrRetire(ctx, doc, []*state.Instance{it})
 	for _, r := range res.Retired {
 		if r.Err != nil {
 			return fmt.Errorf("retire %s (%s): %w", it.ID, r.Reason, r.Err)
@@ -117,7 +118,7 @@ func (x *Dispatcher) notStarted(ctx context.Context, it *state.Instance, doc *po
 		if err != nil {
 			return err
 		}
-		if err := x.offer(ctx, out); err != nil {
+		if err := x.offer(ctx, doc, out); err != nil {
 			return err
 		}
 	}

@@ -25,7 +25,7 @@ func (p *provisioning) drop(ctx context.Context, it *state.Instance, reason stri
 	registerFailed := it.State == state.Claimed && it.Signal == state.SignalRegisterFailed
 	if registerFailed && it.RegisterFailures+1 >= state.MaxRegisterFailures {
 		reason = fmt.Sprintf("%s (%d registrations in a row failed)", reason, it.RegisterFailures+1)
-	} else if registerFailed && pool.NotReusable(it) == "" {
+	} else if registerFailed && pool.NotReusable(it, p.d.Doc) == "" {
 		out, err := p.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: p.d.Doc.Timeout(state.Idle), RunID: p.cfg.RunID, Reason: reason, RegisterFailed: true})
 		if err == nil {
 			if err := p.d.Pool.Offer(ctx, out); err != nil {
