@@ -283,6 +283,10 @@ func (r *run) unfit(doc *pooldoc.Document, in state.Instance, gone map[string]st
 		return "spot interruption"
 	case in.State == state.Idle && in.Signal == state.SignalRegisterFailed:
 		return "its last runner registration failed: " + state.LastLine(in.SignalLog)
+	case doc.Drained && (in.State == state.Idle || in.State == state.Stopped):
+		// Trimming to the drained target ends only the instances that never served a run; one
+		// that did and slipped past the drain's mark must not wait out its idle deadline.
+		return pooldoc.DrainedReason
 	case in.SpecHash != "" && in.SpecHash != doc.SpecHash && in.State != state.Created:
 		return fmt.Sprintf("outdated spec %s (the pool's is %s)", in.SpecHash, doc.SpecHash)
 	case in.State == state.Idle && !in.HeartbeatAt.IsZero() && now.Sub(in.HeartbeatAt) > r.cfg.HeartbeatStale:

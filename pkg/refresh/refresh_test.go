@@ -400,10 +400,17 @@ func TestDrainedPoolKeepsNothingWarm(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, warm(2, 0), func(doc map[string]any) { doc["drained"] = true })
 	idle := r.AddIdle(t, fake.Idle{})
+	served := r.AddIdle(t, fake.Idle{Served: []string{"octo/app"}, LastRun: "100"}) // slipped past the drain's mark
+	stopped := r.AddIdle(t, fake.Idle{Stopped: true, Served: []string{"octo/app"}, LastRun: "101"})
 
 	rep := r.refresh(refresh.Config{})
 	require.Zero(t, rep.Pools[0].Launched, "nothing is kept warm")
 	require.Equal(t, pooldoc.Target{Schedule: "drained"}, rep.Pools[0].Target)
 	require.Equal(t, state.Terminated, r.Store.Item(idle.ID).State)
+	for _, in := range []*state.Instance{served, stopped} {
+		it := r.Store.Item(in.ID)
+		require.Equal(t, state.Terminated, it.State, "one that served a run is ended too, not left to its idle deadline")
+		require.Equal(t, pooldoc.DrainedReason, it.StateReason)
+	}
 	require.Empty(t, r.Offered(t), "nothing of a drained pool is offered")
 }
