@@ -53,7 +53,7 @@ func (r *roles) grantJobs(h *hangar) {
 	}
 
 	// The dispatcher: besides the control plane (claims, launches, doorbells, starting and
-	// terminating the stack's instances, sealing for one instance), the App's private key, to
+	// terminating the stack's instances), the App's private key, to
 	// make just-in-time runners; its own delayed checks on the jobs queue (SendMessageBatch is
 	// authorized as sqs:SendMessage); and what Lambda's event source mappings need of the two
 	// queues that feed it, as its role (receive, delete, read the attributes).

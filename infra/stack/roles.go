@@ -229,7 +229,8 @@ func startAndTerminate(h *hangar) awsiam.PolicyStatement {
 // launches are the statements that let the workflows, refresh and the dispatcher launch
 // instances: an instant EC2 Fleet (pkg/pool/fleet) from one of the stack's launch templates, and
 // nothing else, so that no trusted repository can run a machine of its own with the instance
-// profile (which opens every token sealed for that machine, docs/security.md).
+// profile (which receives from that instance's doorbell: every secret handed to it,
+// docs/security.md).
 //
 //   - ec2:CreateFleet on the stack's templates only, on instances only from them
 //     (ec2:LaunchTemplate) and tagged as the stack's; images only the pools' AMIs (a fleet's

@@ -16,7 +16,7 @@ type Documents interface {
 	SetDrained(ctx context.Context, pool string, drained bool) (*pooldoc.Document, error)
 }
 
-// Retirer ends instances, item first, then EC2 (pool.Retirer).
+// Retirer ends instances, item first, then EC2 (pool.Pool).
 type Retirer interface {
 	Retire(ctx context.Context, insts []state.Instance, reason pool.Reason) pool.Retired
 }

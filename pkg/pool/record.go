@@ -29,7 +29,7 @@ type Launched struct {
 }
 
 // recordTimeout bounds the writes of one Record, which outlive the caller's context;
-// assignTimeout bounds the assignments' completion (sealing, minting) within it.
+// assignTimeout bounds the assignments' completion (making jobs' runners) within it.
 const (
 	recordTimeout = 30 * time.Second
 	assignTimeout = 10 * time.Second

@@ -17,7 +17,7 @@ import (
 // in its pool, with the run the state machine requires (state.Change.RunMustMatch and
 // RunMustBeAbsent), within the reuse scope (state.Claimable), with a fresh enough heartbeat
 // (AliveSince) and, when asked, unacknowledged; a lost condition returns *state.ConflictError
-// carrying the item as it was. Reads leave out the sealed token, as state.Store's do.
+// carrying the item as it was.
 type Store struct {
 	recorder
 	account state.Account
@@ -126,7 +126,7 @@ func (s *Store) Put(in state.Instance) {
 	s.notify()
 }
 
-// Item returns a copy of instance id's whole item (the sealed token too), or nil.
+// Item returns a copy of instance id's whole item, or nil.
 func (s *Store) Item(id string) *state.Instance {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,7 +147,7 @@ func (s *Store) Items() map[string]*state.Instance {
 	return out
 }
 
-// Get returns the item of instance id without its sealed token, or state.ErrNotFound.
+// Get returns the item of instance id, or state.ErrNotFound.
 func (s *Store) Get(_ context.Context, id string) (*state.Instance, error) {
 	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (s *Store) Get(_ context.Context, id string) (*state.Instance, error) {
 	return clone(in), nil
 }
 
-// GetMany returns the items of ids that exist, without their sealed tokens.
+// GetMany returns the items of ids that exist.
 func (s *Store) GetMany(_ context.Context, ids []string) (map[string]*state.Instance, error) {
 	for _, id := range ids {
 		if err := names.ValidateInstanceID(id); err != nil {

@@ -75,7 +75,7 @@ type Job struct {
 
 type token struct {
 	scope   Scope
-	kind    string // registration or remove
+	kind    string // registration
 	expires time.Time
 }
 
@@ -292,7 +292,7 @@ func (s *Server) Registrations() int {
 	return s.registered
 }
 
-// Secrets returns every runner secret the stand-in ever issued: registration and remove tokens,
+// Secrets returns every runner secret the stand-in ever issued: registration tokens,
 // just-in-time configurations as encoded_jit_config carries them, and the credentials inside
 // them. A test looks for them where they must never be (the table, a log).
 func (s *Server) Secrets() []string {
@@ -301,7 +301,7 @@ func (s *Server) Secrets() []string {
 	return slices.Clone(s.secrets)
 }
 
-// Minted returns how many tokens of kind were ever issued: registration or remove (runner
+// Minted returns how many tokens of kind were ever issued: registration (runner
 // tokens), installation (the App's installation tokens) or jitconfig (just-in-time runner
 // configurations).
 func (s *Server) Minted(kind string) int {

@@ -67,7 +67,7 @@ func (s *Store) key(id string) map[string]types.AttributeValue {
 }
 
 // Get returns the item of instance id, read strongly consistently, or ErrNotFound. Like every
-// control-plane read it leaves out the sealed tokens (readProjection).
+// control-plane read it reads the attributes Instance names, and no other (readProjection).
 func (s *Store) Get(ctx context.Context, id string) (*Instance, error) {
 	if err := names.ValidateInstanceID(id); err != nil {
 		return nil, err

@@ -45,7 +45,7 @@ func checkJob(it *state.Instance, server string) error {
 }
 
 // serveJob serves a label-routed job: it starts a just-in-time runner with the configuration
-// sealed for this instance, as the runner user, in the job's cgroup, with the job-started hook
+// handed to this instance alone (its doorbell), as the runner user, in the job's cgroup, with the job-started hook
 // that refuses jobs of other repositories. The runner takes one job and exits; the agent then
 // ends the job on the instance exactly as it ends a run after release (kill, clear, check),
 // signals DEREGISTERED (FAILED when cleaning fails) and says so on the returns queue. When the

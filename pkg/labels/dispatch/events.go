@@ -64,7 +64,7 @@ func (x *Dispatcher) pool(ctx context.Context, name string) (*pooldoc.Document, 
 }
 
 // started moves the instance whose runner took a job to running, deadline the pool's running
-// timeout, and takes the sealed configuration off its item. When the runner took a job it was not
+// timeout. When the runner took a job it was not
 // made for, and not one of its pool's (GitHub hands a job to any runner that has all its labels),
 // the job it was made for has lost its runner and is placed again.
 func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {

@@ -1,7 +1,8 @@
 // Package awsapi is every AWS SDK call Hangar makes, one interface per service, in one place:
 // the packages that call AWS take these, the wiring passes the SDK's clients (checked at compile
 // time below), and internal/testkit/fake implements them in memory for the tests that run
-// without the emulators. The agent's are narrower: what an instance's role may do.
+// without the emulators. The agent's are narrower: what the agent asks on its instance (its
+// item, its doorbell, the returns queue, its own termination), within what its role allows.
 package awsapi
 
 import (

@@ -22,11 +22,6 @@ type Directory struct {
 	queues map[string]*Queue
 }
 
-// Pool returns a pool's document.
-func (d *Directory) Pool(ctx context.Context, name string) (*pooldoc.Document, error) {
-	return d.Loader.Get(ctx, name)
-}
-
 // Queue returns a pool's queue.
 func (d *Directory) Queue(ctx context.Context, name string) (*Queue, error) {
 	d.mu.Lock()

@@ -36,9 +36,8 @@ type Request struct {
 	// the repository they will serve, whose reuse scope decides which instances fit.
 	Assign state.Assignment
 	// Personalize, when set, completes a copy of Assign for one instance just before its claim
-	// is written: its registration token sealed for it (by its id: the caller builds the ARN from
-	// its own account, never from a message), or, for label-routed jobs, the job it gets and its
-	// runner's configuration. A claim whose assignment cannot be completed is not made.
+	// is written: for label-routed jobs, the job it gets and the runner made for it. A claim whose
+	// assignment cannot be completed is not made.
 	Personalize func(ctx context.Context, instanceID string, a *state.Assignment) error
 	// Unused, when set, is told of each assignment Personalize completed whose claim was not won
 	// (the instance had moved on), so that what was made for it can be undone.

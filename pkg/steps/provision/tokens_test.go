@@ -29,9 +29,8 @@ import (
 
 // TestNoTokenReachesTheTable: a provision that claims one instance and creates another, and the
 // release after it, send every DynamoDB request through a recording proxy; no request carries a
-// registration token the GitHub stand-in issued, and no item holds one (nor any attribute where
-// earlier versions sealed one). The tokens reached the agents through their doorbells alone:
-// both registered. Release hands out no remove token: it deletes the runners itself.
+// registration token the GitHub stand-in issued, and no item holds one (nor any attribute named
+// for a secret). The tokens reached the agents through their doorbells alone: both registered.
 func TestNoTokenReachesTheTable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, localenv.Options{})
