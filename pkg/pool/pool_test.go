@@ -9,6 +9,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // The pool's tests run on the in-memory fakes (internal/testkit/fake): the real pool, selector,
@@ -45,4 +46,19 @@ func instanceIDs(insts []state.Instance) []string {
 		out[i] = in.ID
 	}
 	return out
+}
+
+// TestValidate: a pool missing what a door needs is refused before anything happens, naming
+// each missing part.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, nil)
+	require.NoError(t, w.Pool.Validate("Queues", "Launcher", "Bells"))
+	var none *pool.Pool
+	require.ErrorContains(t, none.Validate(), "pool: not set")
+	bare := &pool.Pool{Store: w.Store}
+	require.ErrorContains(t, bare.Validate(), "pool: Pool.EC2 not set")
+	require.NoError(t, (&pool.Pool{Store: w.Store, EC2: w.EC2}).Validate(), "release needs no launcher, queue or doorbells")
+	require.EqualError(t, (&pool.Pool{Store: w.Store, EC2: w.EC2}).Validate("Queues", "Launcher", "Bells"),
+		"pool: Pool.Queues, Pool.Launcher, Pool.Bells not set")
 }

@@ -1,6 +1,8 @@
 package ghapi_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,4 +28,28 @@ func TestParseScope(t *testing.T) {
 	}
 	_, err = ghapi.ParseScope("octo/app", "team")
 	require.ErrorIs(t, err, ghapi.ErrScopeKind)
+}
+
+// TestErrorClasses: the answers callers tell apart are classified by status, wrapped or not; a
+// rate limit, a server error and no answer at all are worth asking again, a refusal is not.
+func TestErrorClasses(t *testing.T) {
+	t.Parallel()
+	answer := func(status int, limited bool) error {
+		return fmt.Errorf("delete runner 7 of octo/app: %w", &ghapi.Error{Status: status, RateLimited: limited, Err: errors.New("answer")})
+	}
+	require.True(t, ghapi.IsNotFound(answer(404, false)))
+	require.True(t, ghapi.IsBusy(answer(422, false)))
+	require.True(t, ghapi.IsConflict(answer(409, false)))
+	require.True(t, ghapi.IsUnauthorized(answer(401, false)))
+	require.False(t, ghapi.IsNotFound(answer(403, false)))
+	for _, tc := range []struct {
+		err   error
+		retry bool
+	}{
+		{answer(403, true), true}, {answer(429, false), true}, {answer(502, false), true},
+		{errors.New("dial tcp: connection refused"), true},
+		{answer(403, false), false}, {answer(404, false), false}, {answer(422, false), false}, {nil, false},
+	} {
+		require.Equal(t, tc.retry, ghapi.IsRetryable(tc.err), "%v", tc.err)
+	}
 }
