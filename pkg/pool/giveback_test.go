@@ -19,18 +19,6 @@ func giveBack(ctx context.Context, w *fake.World, run string, insts ...state.Ins
 		DeregisterTimeout: 30 * time.Second, PollInterval: 10 * time.Millisecond})
 }
 
-func requireOutcome(t *testing.T, outcomes []pool.Outcome, id, result string) pool.Outcome {
-	t.Helper()
-	for _, o := range outcomes {
-		if o.ID == id {
-			require.Equal(t, result, o.Result, "%s: %s", id, o.Reason)
-			return o
-		}
-	}
-	t.Fatalf("no outcome for %s in %+v", id, outcomes)
-	return pool.Outcome{}
-}
-
 // TestGiveBackOnlyItsOwnRunners: a give-back of some of a run's instances deletes their runners,
 // not those of the run's other instances (another provision of the same run keeps its own).
 func TestGiveBackOnlyItsOwnRunners(t *testing.T) {
@@ -40,7 +28,7 @@ func TestGiveBackOnlyItsOwnRunners(t *testing.T) {
 	theirs := w.AddHeld(t, fake.Held{Run: "300"})
 
 	res := giveBack(ctx(t), w, "300", *mine)
-	requireOutcome(t, res.Instances, mine.ID, pool.Returned)
+	fake.RequireOutcome(t, res.Instances, mine.ID, pool.Returned)
 	require.Equal(t, 1, res.RunnersDeleted)
 	require.Equal(t, []string{state.RunnerNamesOf(fake.Stack).Name(theirs.ID, "300")}, w.GitHub.RunnerNames(),
 		"the other instance's runner stays; this one's is gone")
@@ -63,7 +51,7 @@ func TestGiveBackLeavesWhatMovedOn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res := giveBack(ctx, w, "300", *in)
-	requireOutcome(t, res.Instances, in.ID, pool.Already)
+	fake.RequireOutcome(t, res.Instances, in.ID, pool.Already)
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Running, it.State, "left to the run that holds it")
 	require.Equal(t, "301", it.RunID)
@@ -96,11 +84,11 @@ func TestGiveBackTenInOneWrite(t *testing.T) {
 		want := make([]string, 0, len(held))
 		for i, in := range held {
 			if lose && i == 4 {
-				requireOutcome(t, res.Instances, in.ID, pool.Already)
+				fake.RequireOutcome(t, res.Instances, in.ID, pool.Already)
 				require.Equal(t, "301", w.Store.Item(in.ID).RunID, "left to the run that holds it")
 				continue
 			}
-			requireOutcome(t, res.Instances, in.ID, pool.Returned)
+			fake.RequireOutcome(t, res.Instances, in.ID, pool.Returned)
 			it := w.Store.Item(in.ID)
 			require.Equal(t, state.Idle, it.State)
 			require.Equal(t, "300", it.LastRunID)

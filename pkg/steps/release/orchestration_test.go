@@ -37,25 +37,13 @@ func fakeRelease(t *testing.T, w *fake.World, run string) *release.Result {
 	return res
 }
 
-func requireOutcome(t *testing.T, outcomes []pool.Outcome, id, result string) pool.Outcome {
-	t.Helper()
-	for _, o := range outcomes {
-		if o.ID == id {
-			require.Equal(t, result, o.Result, "%s: %s", id, o.Reason)
-			return o
-		}
-	}
-	t.Fatalf("no outcome for %s in %+v", id, outcomes)
-	return pool.Outcome{}
-}
-
 func TestFakeReleasedInstanceIsIdleAndOffered(t *testing.T) {
 	t.Parallel()
 	w := fake.NewWorld(t, nil)
 	in := w.AddHeld(t, fake.Held{Run: "300"})
 
 	res := fakeRelease(t, w, "300")
-	requireOutcome(t, res.Instances, in.ID, pool.Returned)
+	fake.RequireOutcome(t, res.Instances, in.ID, pool.Returned)
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Idle, it.State)
 	require.Empty(t, it.RunID)
@@ -79,7 +67,7 @@ func TestFakeReuseNeverTerminates(t *testing.T) {
 	res := fakeRelease(t, w, "300")
 	require.Len(t, res.Instances, 2)
 	for _, in := range held {
-		o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
+		o := fake.RequireOutcome(t, res.Instances, in.ID, pool.Terminated)
 		require.Contains(t, o.Reason, "reuse is never")
 		it := w.Store.Item(in.ID)
 		require.Equal(t, state.Terminated, it.State)
@@ -113,7 +101,7 @@ func TestFakeReleaseByItemAlone(t *testing.T) {
 			start := time.Now()
 
 			res := fakeRelease(t, w, "300")
-			o := requireOutcome(t, res.Instances, in.ID, tc.result)
+			o := fake.RequireOutcome(t, res.Instances, in.ID, tc.result)
 			require.Zero(t, w.SSM.Calls("GetParametersByPath")+w.SSM.Calls("GetParameter"), "no pool document read")
 			require.Empty(t, res.Warnings)
 			require.Equal(t, 1, res.RunnersDeleted)
@@ -143,7 +131,7 @@ func TestFakeAgentNotDeregisteringInTimeIsTerminated(t *testing.T) {
 	defer cancel()
 	res, err := fakeReleaser(t, w, time.Second).Release(ctx, "300")
 	require.NoError(t, err)
-	o := requireOutcome(t, res.Instances, in.ID, pool.Terminated)
+	o := fake.RequireOutcome(t, res.Instances, in.ID, pool.Terminated)
 	require.Contains(t, o.Reason, "did not deregister within 1s")
 	require.Equal(t, state.Terminated, w.Store.Item(in.ID).State)
 	require.Equal(t, ec2types.InstanceStateNameTerminated, w.EC2.State(in.ID))
@@ -163,7 +151,7 @@ func TestFakeUnacknowledgedClaimIsOfferedAtOnce(t *testing.T) {
 	defer cancel()
 	res, err := fakeReleaser(t, w, 2*time.Minute).Release(ctx, "300")
 	require.NoError(t, err)
-	requireOutcome(t, res.Instances, in.ID, pool.Returned)
+	fake.RequireOutcome(t, res.Instances, in.ID, pool.Returned)
 	require.Less(t, res.Took, time.Minute, "not waited on for a deregistration")
 	it := w.Store.Item(in.ID)
 	require.Equal(t, state.Idle, it.State)

@@ -53,11 +53,11 @@ func TestStragglerTerminated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{good.ID: true, stuck.ID: true}, givenBack, "both were given back: the run ended there")
 
-	o := requireOutcome(t, res.Instances, good.ID, pool.Returned)
+	o := fake.RequireOutcome(t, res.Instances, good.ID, pool.Returned)
 	require.InDelta(t, time.Minute.Seconds(), o.HeldSeconds, 30, "how long the run held it")
 	require.False(t, o.PriceKnown, "launched without a price: unknown, not guessed")
 	require.Zero(t, o.Cost)
-	o = requireOutcome(t, res.Instances, stuck.ID, pool.Terminated)
+	o = fake.RequireOutcome(t, res.Instances, stuck.ID, pool.Terminated)
 	require.Contains(t, o.Reason, "did not deregister within 1s")
 	require.Equal(t, 2, res.RunnersDeleted, "both runners are deleted through the API, the stuck instance's too")
 	require.Empty(t, w.GitHub.RunnerNames())
