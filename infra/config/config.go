@@ -32,7 +32,9 @@ type Config struct {
 	App *App `json:"app,omitempty"`
 	// History is how long the stack keeps what the operator's command reads after the fact.
 	History History `json:"history,omitempty"`
-	Pools   []Pool  `json:"pools"`
+	// Alarms says who is told when one of the stack's alarms fires.
+	Alarms Alarms `json:"alarms,omitempty"`
+	Pools  []Pool `json:"pools"`
 }
 
 // History says how long run records and ended instances' items are kept (docs/design.md §12).
@@ -41,11 +43,24 @@ type History struct {
 	Days int `json:"days,omitempty"`
 }
 
+// Alarms says where the stack's alarms go: every alarm notifies one SNS topic, the stack's own
+// (<stack>-alarms) or TopicARN, to which Emails are subscribed.
+type Alarms struct {
+	// Emails are subscribed to the topic (each confirms by the link SNS mails it).
+	Emails []string `json:"emails,omitempty"`
+	// TopicARN is an existing SNS topic to notify instead of a topic of the stack's own.
+	TopicARN string `json:"topicArn,omitempty"`
+}
+
 // GitHub says who may use the stack.
 type GitHub struct {
 	// Repositories may assume the control-plane role through GitHub OIDC: owner/name, or owner/*
 	// for every repository of an owner.
 	Repositories []string `json:"repositories"`
+	// Installations are the GitHub App installations whose label-routed jobs the stack serves
+	// (ids); empty: any installation, and the repository alone decides. Together with
+	// Repositories they are the stack's trust set (docs/security.md).
+	Installations []int64 `json:"installations,omitempty"`
 	// OIDCProviderARN imports the account's existing GitHub OIDC provider (an account has at most
 	// one per URL); empty creates it.
 	OIDCProviderARN string `json:"oidcProviderArn,omitempty"`
@@ -204,6 +219,8 @@ var (
 	sgRe       = regexp.MustCompile(`^sg-[0-9a-f]{8,17}$`)
 	vpcRe      = regexp.MustCompile(`^vpc-[0-9a-f]{8,17}$`)
 	ssmNameRe  = regexp.MustCompile(`^/[A-Za-z0-9_./-]+$`)
+	topicArnRe = regexp.MustCompile(`^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}$`)
+	emailRe    = regexp.MustCompile(`^[^@\s]+@[^@\s]+\.[^@\s]+$`)
 	oidcArnRe  = regexp.MustCompile(`^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/token\.actions\.githubusercontent\.com$`)
 )
 
@@ -224,11 +241,24 @@ func (c *Config) Validate() error {
 			bad("github.repositories", "%v", err)
 		}
 	}
+	for i, id := range c.GitHub.Installations {
+		if id <= 0 || slices.Contains(c.GitHub.Installations[:i], id) {
+			bad("github.installations", "%d: want distinct App installation ids (positive numbers, from the installation's settings page URL)", id)
+		}
+	}
 	if c.GitHub.OIDCProviderARN != "" && !oidcArnRe.MatchString(c.GitHub.OIDCProviderARN) {
 		bad("github.oidcProviderArn", "%q: want the ARN of the token.actions.githubusercontent.com OIDC provider, or leave it out to create one", c.GitHub.OIDCProviderARN)
 	}
 	if err := ghurl.CheckServer(c.GitHub.ServerURL); err != nil {
 		bad("github.serverUrl", "%v (the GitHub server whose workflows use the stack)", err)
+	}
+	if a := c.Alarms.TopicARN; a != "" && !topicArnRe.MatchString(a) {
+		bad("alarms.topicArn", "%q: want an SNS topic's ARN (arn:aws:sns:<region>:<account>:<name>), or leave it out for a topic of the stack's own", a)
+	}
+	for i, e := range c.Alarms.Emails {
+		if !emailRe.MatchString(e) || slices.Contains(c.Alarms.Emails[:i], e) {
+			bad("alarms.emails", "%q: want distinct email addresses (name@example.com)", e)
+		}
 	}
 	if !scheduleRe.MatchString(c.Refresh.Schedule) {
 		bad("refresh.schedule", "%q: want an EventBridge rate(N minutes) or cron(...) expression", c.Refresh.Schedule)
@@ -316,6 +346,10 @@ func (p *Pool) validate(i int, gh GitHub, stackLabel string) []error {
 	placeholders := Placeholders
 	placeholders.GitHubURL = gh.ServerURL
 	placeholders.StackLabel = stackLabel
+	placeholders.Installations = gh.Installations
+	if len(gh.Repositories) > 0 { // none is reported once, at github.repositories
+		placeholders.Repositories = gh.Repositories
+	}
 	if _, err := p.Document(placeholders).Parsed(); err != nil {
 		errs = append(errs, documentProblems(err, i, p.Name)...)
 	}

@@ -75,6 +75,32 @@ func TestServerPinned(t *testing.T) {
 	}
 }
 
+// TestTrustSetInDocuments: a pool that names no allowedRepositories gets github.repositories in
+// its document, one that names some keeps them, and every jobs section carries the stack's
+// installations.
+func TestTrustSetInDocuments(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load("../hangar.example.yaml")
+	require.NoError(t, err)
+	d := Placeholders
+	d.Repositories, d.Installations = []string{"octo/*", "acme/api"}, []int64{11}
+	p := cfg.Pools[0]
+	p.AllowedRepositories = nil
+	p.Jobs = &Jobs{Labels: []string{"linux-x64"}}
+	doc, err := p.Document(d).Parsed()
+	require.NoError(t, err)
+	require.Equal(t, []string{"octo/*", "acme/api"}, doc.AllowedRepositories)
+	require.Equal(t, []int64{11}, doc.Jobs.Installations)
+	require.NoError(t, doc.Admits("acme/api", 11))
+	require.Error(t, doc.Admits("acme/web", 11))
+	require.Error(t, doc.Admits("octo/app", 12))
+
+	p.AllowedRepositories = []string{"octo/app"}
+	doc, err = p.Document(d).Parsed()
+	require.NoError(t, err)
+	require.Equal(t, []string{"octo/app"}, doc.AllowedRepositories)
+}
+
 // pool0 is the first pool of a config read as a map.
 func pool0(m map[string]any) map[string]any { return m["pools"].([]any)[0].(map[string]any) }
 
@@ -116,6 +142,12 @@ func TestConfigErrors(t *testing.T) {
 			`github.serverUrl: "https://ghe.example.com/octo": want the server alone`},
 		{"server plain http", func(m map[string]any) { m["github"].(map[string]any)["serverUrl"] = "http://ghe.example.com" },
 			`github.serverUrl: "http://ghe.example.com": want an https URL`},
+		{"installation", func(m map[string]any) { m["github"].(map[string]any)["installations"] = []any{11, 0} },
+			"github.installations: 0: want distinct App installation ids"},
+		{"installation twice", func(m map[string]any) { m["github"].(map[string]any)["installations"] = []any{11, 11} },
+			"github.installations: 11"},
+		{"alarm topic", func(m map[string]any) { m["alarms"] = map[string]any{"topicArn": "ci-alarms"} }, `alarms.topicArn: "ci-alarms": want an SNS topic's ARN`},
+		{"alarm email", func(m map[string]any) { m["alarms"] = map[string]any{"emails": []any{"oncall"}} }, `alarms.emails: "oncall": want distinct email addresses`},
 		{"schedule", func(m map[string]any) { m["refresh"] = map[string]any{"schedule": "every minute"} }, `refresh.schedule: "every minute"`},
 		{"no pools", func(m map[string]any) { m["pools"] = []any{} }, "pools: empty"},
 		{"history days", func(m map[string]any) { m["history"] = map[string]any{"days": -1} }, "history.days: -1: want 1 to 3650"},

@@ -25,6 +25,10 @@ type Deployed struct {
 	StackLabel, ReturnsQueueURL string
 	// HistoryDays is the config's history.days, in every document.
 	HistoryDays int
+	// Repositories (the config's github.repositories) are the allowedRepositories of a pool
+	// that names none; Installations (github.installations) go into every jobs section.
+	Repositories  []string
+	Installations []int64
 }
 
 // Placeholders are well-formed deployed values, for validating a pool before anything exists.
@@ -35,6 +39,7 @@ var Placeholders = Deployed{
 	Subnets:         []pooldoc.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
 	StackLabel:      "hangar",
 	ReturnsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
+	Repositories:    []string{"placeholder/placeholder"},
 }
 
 // Doc is a pool document as the stack publishes it.
@@ -62,8 +67,13 @@ func (p *Pool) Document(d Deployed) Doc {
 	var jobs *pooldoc.Jobs
 	returns := ""
 	if j := p.Jobs; j != nil {
-		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup}
+		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup,
+			Installations: d.Installations}
 		returns = d.ReturnsQueueURL
+	}
+	allowed := p.AllowedRepositories
+	if len(allowed) == 0 {
+		allowed = d.Repositories
 	}
 	return Doc{
 		SchemaVersion: pooldoc.SchemaVersion, Name: p.Name,
@@ -71,7 +81,7 @@ func (p *Pool) Document(d Deployed) Doc {
 		QueueURL: d.QueueURL, DeadLetterQueueURL: d.DeadLetterURL, GitHubURL: d.GitHubURL,
 		LaunchTemplate: pooldoc.LaunchTemplate{ID: d.TemplateID, Version: d.TemplateVer},
 		SpecHash:       d.SpecHash, InstanceTypes: p.InstanceTypes, InstanceRequirements: p.InstanceRequirements, Subnets: subnets, Market: p.Market,
-		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: p.AllowedRepositories,
+		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: allowed,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
 		Jobs: jobs, ReturnsQueueURL: returns, HistoryDays: d.HistoryDays,
 	}

@@ -323,18 +323,23 @@ func TestDeployJobsIntoEmulators(t *testing.T) {
 	}}})
 	require.NoError(t, err)
 	const job = 424242
-	body := []byte(fmt.Sprintf(`{"action":"queued","workflow_job":{"id":%d,"run_id":7,"run_attempt":1,"labels":["self-hosted","hangar","linux-x64"]},`+
-		`"repository":{"full_name":"octo-org/app"},"installation":{"id":99}}`, job))
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	headers := http.Header{}
-	headers.Set(webhook.HeaderEvent, "workflow_job")
-	headers.Set(webhook.HeaderDelivery, "d-1")
-	headers.Set(webhook.HeaderSignature, "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	deliver := func() webhook.Response {
-		return h.Handle(ctx, webhook.Request{Method: http.MethodPost, Body: body, Headers: headers})
+	// installation is the delivery's: 11 is the config's github.installations.
+	delivery := func(installation int) webhook.Request {
+		body := []byte(fmt.Sprintf(`{"action":"queued","workflow_job":{"id":%d,"run_id":7,"run_attempt":1,"labels":["self-hosted","hangar","linux-x64"]},`+
+			`"repository":{"full_name":"octo-org/app"},"installation":{"id":%d}}`, job, installation))
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		headers := http.Header{}
+		headers.Set(webhook.HeaderEvent, "workflow_job")
+		headers.Set(webhook.HeaderDelivery, "d-1")
+		headers.Set(webhook.HeaderSignature, "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		return webhook.Request{Method: http.MethodPost, Body: body, Headers: headers}
 	}
-	r := deliver()
+	// The trust set reached the deployed documents: another installation's delivery is refused.
+	r := h.Handle(ctx, delivery(99))
+	require.Equal(t, http.StatusForbidden, r.Status, r.Body)
+	deliver := func() webhook.Response { return h.Handle(ctx, delivery(11)) }
+	r = deliver()
 	require.Equal(t, http.StatusAccepted, r.Status, r.Body)
 	msgs, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(jobsURL), WaitTimeSeconds: 5, MaxNumberOfMessages: 10})
 	require.NoError(t, err)

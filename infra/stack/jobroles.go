@@ -3,11 +3,13 @@ package stack
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // webhookItems matches the partition keys of the webhook events the stack records
-// (webhook/<job id>/<action>, pkg/contract/state's eventPrefix): no instance's ARN is among them.
-const webhookItems = "webhook/*"
+// (webhook/<job id>/<action>, state.EventPrefix): no instance's ARN is among them.
+const webhookItems = state.EventPrefix + "*"
 
 // newJobRoles makes the two label-routed jobs' functions' roles, one each, so that each holds only
 // its own secret: the webhook function's (ingress) the webhook secret, the dispatcher's the App's

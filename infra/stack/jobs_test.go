@@ -99,8 +99,20 @@ func roleID(t *testing.T, tpl map[string]any, prefix string) string {
 
 // allows returns the statements of ss that allow action (named, or by a wildcard).
 func allows(ss []map[string]any, action string) []map[string]any {
+	return matching(ss, "Allow", action)
+}
+
+// denies returns the statements of ss that deny action (named, or by a wildcard).
+func denies(ss []map[string]any, action string) []map[string]any {
+	return matching(ss, "Deny", action)
+}
+
+func matching(ss []map[string]any, effect, action string) []map[string]any {
 	var out []map[string]any
 	for _, s := range ss {
+		if e, _ := s["Effect"].(string); e != effect {
+			continue
+		}
 		for _, a := range actions(s) {
 			service, _, _ := strings.Cut(action, ":")
 			if a == action || a == "*" || a == service+":*" {
@@ -194,6 +206,57 @@ func TestJobsQueues(t *testing.T) {
 	require.Equal(t, "GreaterThanThreshold", alarm["ComparisonOperator"])
 	require.EqualValues(t, 0, alarm["Threshold"])
 	require.Contains(t, js(alarm["Dimensions"]), `"Fn::GetAtt":["`+byName["hangar-jobs-jobs-dlq"]+`","QueueName"]`)
+}
+
+// TestAlarmsNotify: every alarm tells the alarm topic when it fires and when it clears: the
+// stack's own topic, or the config's existing one, to which the config's emails are subscribed;
+// label-routed jobs add alarms on failed and unrouted jobs and on refused deliveries over a rate.
+func TestAlarmsNotify(t *testing.T) {
+	own := idOf(t, template, "AWS::SNS::Topic", "TopicName", "hangar-alarms")
+	require.Empty(t, resourcesIn(template, "AWS::SNS::Subscription"), "no emails in the example")
+	existing := "arn:aws:sns:us-east-1:123456789012:ci-alarms"
+	require.Empty(t, resourcesIn(jobsTemplate, "AWS::SNS::Topic"), "the existing topic is used, none made")
+	for _, tc := range []struct {
+		tpl   map[string]any
+		topic string
+	}{{template, `[{"Ref":"` + own + `"}]`}, {jobsTemplate, `["` + existing + `"]`}} {
+		alarms := resourcesIn(tc.tpl, "AWS::CloudWatch::Alarm")
+		require.NotEmpty(t, alarms)
+		for id, a := range alarms {
+			require.JSONEq(t, tc.topic, js(a["AlarmActions"]), id)
+			require.JSONEq(t, tc.topic, js(a["OKActions"]), id)
+		}
+	}
+	subs := resourcesIn(jobsTemplate, "AWS::SNS::Subscription")
+	require.Len(t, subs, 1)
+	for _, s := range subs {
+		require.Equal(t, "email", s["Protocol"])
+		require.Equal(t, "ci-oncall@example.com", s["Endpoint"])
+		require.Equal(t, existing, s["TopicArn"])
+	}
+	named := map[string]map[string]any{}
+	for _, a := range resourcesIn(jobsTemplate, "AWS::CloudWatch::Alarm") {
+		if n, ok := a["AlarmName"].(string); ok {
+			named[n] = a
+		}
+	}
+	unrouted := named["hangar-jobs-jobs-unrouted"]
+	require.NotNil(t, unrouted)
+	require.EqualValues(t, 0, unrouted["Threshold"])
+	require.Contains(t, js(unrouted["Metrics"]), `"Reason","Value":"ambiguous"`)
+	refused := named["hangar-jobs-webhooks-refused"]
+	require.NotNil(t, refused)
+	require.EqualValues(t, 10, refused["Threshold"])
+	for _, r := range []string{"signature", "repository", "installation"} {
+		require.Contains(t, js(refused["Metrics"]), `"Reason","Value":"`+r+`"`)
+	}
+	failed := 0
+	for _, a := range resourcesIn(jobsTemplate, "AWS::CloudWatch::Alarm") {
+		if a["MetricName"] == "JobsFailed" {
+			failed++
+		}
+	}
+	require.Equal(t, 2, failed, "one per pool serving label-routed jobs")
 }
 
 // TestJobsEventSources: the dispatcher is fed by the jobs queue (the config's batching) and the
@@ -340,6 +403,24 @@ func TestJobsIngressRole(t *testing.T) {
 	}
 }
 
+// TestLabelRecordsOutOfReach: the workflow and refresh roles may read or write no item keyed
+// webhook/…: every DynamoDB item action on them is denied, whatever else allows.
+func TestLabelRecordsOutOfReach(t *testing.T) {
+	all := grants(jobsTemplate)
+	table := idOf(t, jobsTemplate, "AWS::DynamoDB::Table", "TableName", "hangar-jobs-instances")
+	for _, role := range []string{"WorkflowRole", "RefreshRole"} {
+		ss := all[roleID(t, jobsTemplate, role)]
+		for _, action := range []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:UpdateItem",
+			"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:PartiQLUpdate"} {
+			d := denies(ss, action)
+			require.Len(t, d, 1, "%s: %s of webhook items is denied", role, action)
+			require.JSONEq(t, `{"Fn::GetAtt":["`+table+`","Arn"]}`, js(d[0]["Resource"]), role)
+			require.JSONEq(t, `{"ForAnyValue:StringLike":{"dynamodb:LeadingKeys":["webhook/*"]}}`, js(d[0]["Condition"]), role)
+		}
+	}
+	require.Empty(t, denies(all[roleID(t, jobsTemplate, "DispatchRole")], "dynamodb:BatchGetItem"), "the dispatcher reads the records")
+}
+
 // TestJobsDispatchRole: the dispatcher holds the same control-plane statements as the workflow
 // role (claims, launches from the stack's templates, doorbells and the hand-overs they carry,
 // starting and terminating the stack's instances), the App's secret, and what the event source
@@ -354,6 +435,9 @@ func TestJobsDispatchRole(t *testing.T) {
 	for _, s := range all[roleID(t, jobsTemplate, "WorkflowRole")] {
 		if slices.Contains(actions(s), "lambda:InvokeFunction") {
 			continue // refresh by hand is the workflows' alone
+		}
+		if s["Effect"] == "Deny" {
+			continue // the label door's records, which the dispatcher reads
 		}
 		require.True(t, have[js(s)], "the dispatcher lacks the workflow role's %s", js(s))
 	}
@@ -375,8 +459,9 @@ func TestJobsDispatchRole(t *testing.T) {
 	require.True(t, checks, "the dispatcher sends its checks to the jobs queue")
 }
 
-// TestJobsPoolDocuments: the documents of pools with jobs carry them with the stack label, and
-// the returns queue's URL; the other pool's carries neither.
+// TestJobsPoolDocuments: the documents of pools with jobs carry them with the stack label and
+// installations, and the returns queue's URL; the other pool's carries neither; every document
+// carries the trust set's repositories.
 func TestJobsPoolDocuments(t *testing.T) {
 	returns := idOf(t, jobsTemplate, "AWS::SQS::Queue", "QueueName", "hangar-jobs-returns")
 	docs := map[string]string{}
@@ -384,15 +469,17 @@ func TestJobsPoolDocuments(t *testing.T) {
 		docs[p["Name"].(string)] = js(p["Value"])
 	}
 	for pool, want := range map[string]string{
-		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\"}`,
-		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"runnerGroup\":\"hangar-octo-org\"}`,
+		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\",\"installations\":[11]}`,
+		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"runnerGroup\":\"hangar-octo-org\",\"installations\":[11]}`,
 	} {
 		doc := docs[pooldoc.ParameterName("hangar-jobs", pool)]
 		require.Contains(t, doc, want, pool)
 		require.Contains(t, doc, `\"returnsQueueUrl\":\"",{"Ref":"`+returns+`"}`, pool)
+		require.Contains(t, doc, `\"allowedRepositories\":[\"octo-org/*\"]`, pool)
 	}
 	steps := docs[pooldoc.ParameterName("hangar-jobs", "steps-only")]
 	require.NotEmpty(t, steps)
+	require.Contains(t, steps, `\"allowedRepositories\":[\"octo-org/*\"]`)
 	require.NotContains(t, steps, "jobs")
 	require.NotContains(t, steps, "returnsQueueUrl")
 }

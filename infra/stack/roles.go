@@ -71,6 +71,11 @@ func newRoles(h *hangar) *roles {
 	return r
 }
 
+// itemActions are every DynamoDB action that reads or writes an item by its key.
+var itemActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
+	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem",
+	"dynamodb:PartiQLSelect", "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"}
+
 func statement(actions []string, resources []*string, conditions map[string]interface{}) awsiam.PolicyStatement {
 	s := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources})
 	if conditions != nil {
@@ -121,6 +126,14 @@ func (r *roles) grant(h *hangar) {
 	for _, role := range r.claimers() {
 		role.AddToPolicy(startAndTerminate(h))
 	}
+	// The label door's records of accepted webhook events are the webhook's and the
+	// dispatcher's alone: a workflow or refresh that wrote one could make a job look handled
+	// (it is never placed) or forge its events.
+	labelRecords := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Effect: awsiam.Effect_DENY,
+		Actions: jsii.Strings(itemActions...), Resources: &[]*string{tableArn}})
+	labelRecords.AddCondition(jsii.String("ForAnyValue:StringLike"), map[string]interface{}{"dynamodb:LeadingKeys": []string{webhookItems}})
+	r.workflow.AddToPolicy(labelRecords)
+	r.refresh.AddToPolicy(labelRecords)
 	// Refresh by hand (the action's mode: refresh): the workflows may run the stack's refresh
 	// function, and no other: not the events function, so they cannot forge EC2's events.
 	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+pooldoc.RefreshFunction(h.cfg.Stack))}, nil))

@@ -28,7 +28,8 @@ var Account = state.Account{Partition: "aws", Region: "us-east-1", ID: "12345678
 const Stack = "hangar"
 
 // Pool returns a valid pool document named name: types c7i.large then c6i.large, two subnets
-// (us-east-1a, us-east-1b), market spot-fallback, reuse repository, no warm pool; change
+// (us-east-1a, us-east-1b), market spot-fallback, the repositories of octo and acme, reuse
+// repository, no warm pool; change
 // applies changes to its JSON form (a map) before it is parsed and validated.
 func Pool(t testing.TB, name string, change func(doc map[string]any)) *pooldoc.Document {
 	t.Helper()
@@ -41,7 +42,8 @@ func Pool(t testing.TB, name string, change func(doc map[string]any)) *pooldoc.D
 		"instanceTypes":      []string{"c7i.large", "c6i.large"},
 		"subnets": []map[string]string{{"id": "subnet-0000000000000000a", "az": "us-east-1a"},
 			{"id": "subnet-0000000000000000b", "az": "us-east-1b"}},
-		"market": "spot-fallback",
+		"market":              "spot-fallback",
+		"allowedRepositories": []string{"octo/*", "acme/*"},
 		"runner": map[string]any{"version": "2.321.0", "baseUrl": "https://github.com/actions/runner/releases/download",
 			"sha256": map[string]string{"x64": "ba46ba7ce3a4d7236b16fbe44419fb453bc08f866b24f04d549ec89f1722a29e"}},
 	}

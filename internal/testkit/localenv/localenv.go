@@ -55,6 +55,7 @@ const (
 	AdminToken    = "admin-token"
 	RunnerVersion = "2.321.0"
 	Repo          = "octo/app"
+	Owner         = "octo"         // Repo's owner: the pools allow its repositories
 	Account       = "123456789012" // moto's account
 	AMI           = "ami-12c6146b" // one of moto's stock images
 )
@@ -366,7 +367,8 @@ func (e *Env) publishPool(ctx context.Context, o Options, runnerURL, sum string)
 		QueueURL: queueURL, DeadLetterQueueURL: dlqURL,
 		LaunchTemplate: pooldoc.LaunchTemplate{ID: template, Version: "1"},
 		SpecHash:       "local", InstanceTypes: types, InstanceRequirements: o.Requirements, Subnets: subnets, Market: market, Labels: []string{"linux"},
-		Runner: pooldoc.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
+		AllowedRepositories: []string{Owner + "/*"},
+		Runner:              pooldoc.Runner{Version: RunnerVersion, BaseURL: runnerURL, SHA256: map[string]string{"x64": sum}, PreRunnerScript: o.PreRunner},
 	}, true)
 	return err
 }

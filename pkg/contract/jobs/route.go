@@ -12,10 +12,19 @@ import (
 
 // Why a job is not routed, as the JobsUnrouted metric's Reason dimension names it.
 const (
-	ReasonUnknown    = "unknown"    // its labels name no pool
-	ReasonAmbiguous  = "ambiguous"  // they name two or more pools equally
-	ReasonRepository = "repository" // the pool does not allow the job's repository
+	ReasonUnknown      = "unknown"      // its labels name no pool
+	ReasonAmbiguous    = "ambiguous"    // they name two or more pools equally
+	ReasonRepository   = "repository"   // the pool does not allow the job's repository
+	ReasonInstallation = "installation" // the delivery came through an installation the stack does not serve
 )
+
+// AdmitReason is the Reason dimension of a pooldoc.Document.Admits refusal.
+func AdmitReason(err error) string {
+	if errors.Is(err, pooldoc.ErrInstallation) {
+		return ReasonInstallation
+	}
+	return ReasonRepository
+}
 
 // ErrNotOurs is returned by Route for a job without the stack label: it is meant for other
 // runners, and is ignored without a word.
@@ -73,6 +82,19 @@ func NewRouter(pools []*pooldoc.Document) (*Router, error) {
 
 // Serves reports whether any pool serves label-routed jobs.
 func (r *Router) Serves() bool { return len(r.pools) > 0 }
+
+// Trusted says why no pool of the stack admits a job of repository repo delivered through
+// installation (pooldoc.Document.Admits): nil when one does. It judges the deliveries of jobs
+// that are not routed by their labels (a runner of the stack's took them).
+func (r *Router) Trusted(repo string, installation int64) error {
+	err := fmt.Errorf("%w: no pool serves label-routed jobs", pooldoc.ErrRepository)
+	for _, p := range r.pools {
+		if err = p.doc.Admits(repo, installation); err == nil {
+			return nil
+		}
+	}
+	return err
+}
 
 // StackLabel is the label every job of the stack carries.
 func (r *Router) StackLabel() string { return r.stackLabel }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,6 +105,29 @@ type Jobs struct {
 	// RunnerGroup is the organisation runner group of organisation-scoped runners (default: the
 	// pool's runnerGroup).
 	RunnerGroup string `json:"runnerGroup,omitempty"`
+	// Installations are the App installations the stack serves (the stack's
+	// github.installations, the same in every pool document); empty: any installation, the
+	// repository alone decides (Admits).
+	Installations []int64 `json:"installations,omitempty"`
+}
+
+// Why Admits refuses a job: errors.Is tells them apart.
+var (
+	ErrInstallation = errors.New("installation outside the stack's github.installations")
+	ErrRepository   = errors.New("repository outside the pool's allowedRepositories")
+)
+
+// Admits says why a label-routed job of repository repo, delivered through App installation
+// installation, may not use the pool: nil when it may. The webhook asks before recording a
+// delivery, and the dispatcher again before placing the job.
+func (d *Document) Admits(repo string, installation int64) error {
+	if d.Jobs != nil && len(d.Jobs.Installations) > 0 && !slices.Contains(d.Jobs.Installations, installation) {
+		return fmt.Errorf("%w: %d", ErrInstallation, installation)
+	}
+	if !d.RepoAllowed(repo) {
+		return fmt.Errorf("%w of pool %s: %s", ErrRepository, d.Name, repo)
+	}
+	return nil
 }
 
 // OrgScope reports whether the pool's just-in-time runners belong to the organisation.

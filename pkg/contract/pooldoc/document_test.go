@@ -87,6 +87,10 @@ func TestParseRefusesBadFields(t *testing.T) {
 		{"allocation", func(m map[string]any) { m["allocationStrategy"] = "cheapest" }, `allocationStrategy: "cheapest"`},
 		{"label", func(m map[string]any) { m["labels"] = []string{"has space"} }, `labels: "has space"`},
 		{"repo", func(m map[string]any) { m["allowedRepositories"] = []string{"*/*"} }, `allowedRepositories: "*/*"`},
+		{"no repos", func(m map[string]any) { delete(m, "allowedRepositories") }, "allowedRepositories: empty"},
+		{"installation", func(m map[string]any) {
+			m["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux"}, "installations": []int{11, -3}}
+		}, "jobs.installations: -3"},
 		{"reserved tag", func(m map[string]any) { m["tags"] = map[string]string{"hangar:pool": "x"} }, `tags: "hangar:pool": the hangar: prefix is reserved`},
 		{"reserved tag any case", func(m map[string]any) { m["tags"] = map[string]string{"Hangar:Run": "x"} }, "reserved"},
 		{"timeout", func(m map[string]any) { m["timeouts"] = map[string]any{"idle": "-5m"} }, "timeouts.idle: -5m0s"},
@@ -209,7 +213,20 @@ func TestRepoAllowed(t *testing.T) {
 	require.False(t, d.RepoAllowed("someone/other"))
 	require.False(t, d.RepoAllowed("octo-org-evil/api"))
 	d.AllowedRepositories = nil
-	require.True(t, d.RepoAllowed("anyone/any"))
+	require.False(t, d.RepoAllowed("someone/app"), "a document without allowed repositories admits none")
+}
+
+func TestAdmits(t *testing.T) {
+	t.Parallel()
+	d, err := Parse(sample(t))
+	require.NoError(t, err)
+	d.Jobs = &Jobs{StackLabel: "hangar", Labels: []string{"linux"}}
+	require.NoError(t, d.Admits("octo-org/api", 1), "no installations: the repository alone decides")
+	require.ErrorIs(t, d.Admits("evil/api", 1), ErrRepository)
+	d.Jobs.Installations = []int64{11, 12}
+	require.NoError(t, d.Admits("octo-org/api", 12))
+	require.ErrorIs(t, d.Admits("octo-org/api", 424242), ErrInstallation)
+	require.ErrorIs(t, d.Admits("evil/api", 11), ErrRepository)
 }
 
 func TestWarmTargetAt(t *testing.T) {

@@ -101,6 +101,9 @@ func (d *Document) Validate() error {
 			bad("labels", "%v", err)
 		}
 	}
+	if len(d.AllowedRepositories) == 0 {
+		bad("allowedRepositories", "empty: want the repositories (owner/name or owner/*) that may use the pool; the stack writes its github.repositories when the pool names none")
+	}
 	for _, r := range d.AllowedRepositories {
 		if err := names.ValidateRepoPattern(r); err != nil {
 			bad("allowedRepositories", "%v", err)
@@ -168,6 +171,16 @@ func (j *Jobs) problems(poolGroup string) []problem {
 			out = append(out, problem{"labels", fmt.Sprintf("%q twice (labels compare without regard to case)", l)})
 		}
 		seen[strings.ToLower(l)] = true
+	}
+	seenInst := map[int64]bool{}
+	for _, id := range j.Installations {
+		switch {
+		case id <= 0:
+			out = append(out, problem{"installations", fmt.Sprintf("%d: want the App's installation ids (positive numbers)", id)})
+		case seenInst[id]:
+			out = append(out, problem{"installations", fmt.Sprintf("%d twice", id)})
+		}
+		seenInst[id] = true
 	}
 	switch j.Scope {
 	case "", JobScopeRepository:
@@ -276,12 +289,9 @@ func isLoopback(host string) bool {
 	return host == "localhost" || host == "::1" || strings.HasPrefix(host, "127.")
 }
 
-// RepoAllowed reports whether repository owner/name may use the pool. No allowed repositories
-// means any repository the deployment's OIDC role trusts.
+// RepoAllowed reports whether repository owner/name may use the pool: whether one of its
+// allowedRepositories matches it. A document without any admits no repository.
 func (d *Document) RepoAllowed(repo string) bool {
-	if len(d.AllowedRepositories) == 0 {
-		return true
-	}
 	for _, p := range d.AllowedRepositories {
 		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(repo)); ok {
 			return true

@@ -14,10 +14,10 @@ import (
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
-// eventPrefix keys the records of the webhook events a stack accepted: webhook/<job id>/<action>.
+// EventPrefix keys the records of the webhook events a stack accepted: webhook/<job id>/<action>.
 // Like leases they carry no index attribute (no query returns them) and no instance's ARN (no
 // instance role can touch them).
-const eventPrefix = "webhook/"
+const EventPrefix = "webhook/"
 
 // EventRetention is how long an accepted webhook event is remembered: longer than GitHub keeps a
 // job queued (24 hours) and than anyone redelivers a webhook by hand.
@@ -27,7 +27,7 @@ const EventRetention = 3 * 24 * time.Hour
 const attrEventBody = "body"
 
 func eventKey(job int64, action string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: eventPrefix + strconv.FormatInt(job, 10) + "/" + action}}
+	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: EventPrefix + strconv.FormatInt(job, 10) + "/" + action}}
 }
 
 // RecordEvent records, with one conditional write, that the webhook accepted action for job,
@@ -96,7 +96,7 @@ func (s *Store) Events(ctx context.Context, action string, jobs []int64) (map[in
 				}
 				var job int64
 				var act string
-				if _, err := fmt.Sscanf(key.Value, eventPrefix+"%d/%s", &job, &act); err == nil && body != nil {
+				if _, err := fmt.Sscanf(key.Value, EventPrefix+"%d/%s", &job, &act); err == nil && body != nil {
 					out[job] = body.Value
 				}
 			}

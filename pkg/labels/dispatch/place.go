@@ -142,13 +142,15 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		x.count(name, "JobsFailed", len(list))
 		return nil
 	}
-	// The webhook function routed each job and checked its repository; the pools may have
-	// changed since, and a job is placed only where its pool allows it now.
+	// The webhook function routed each job and checked its repository and installation; the
+	// pools may have changed since, and a job is placed only where its pool admits it now.
 	list = slices.DeleteFunc(list, func(q queuedJob) bool {
-		if doc.RepoAllowed(q.job.Repo) {
+		err := doc.Admits(q.job.Repo, q.job.Installation)
+		if err == nil {
 			return false
 		}
-		x.d.Log.Error("the pool no longer allows the job's repository; dropped", "job", q.job.ID, "repository", q.job.Repo, "pool", name)
+		x.d.Log.Error("the pool does not admit the job; dropped", "job", q.job.ID, "repository", q.job.Repo,
+			"installation", q.job.Installation, "pool", name, "error", err)
 		x.count(name, "JobsFailed", 1)
 		return true
 	})

@@ -41,6 +41,20 @@ type outcome struct {
 	action string
 }
 
+// Why a delivery is refused, as the WebhooksRefused metric's Reason dimension names it; the
+// trust set's refusals are jobs.ReasonRepository and jobs.ReasonInstallation.
+const (
+	ReasonMethod    = "method"    // not a POST
+	ReasonSize      = "size"      // a body over MaxBody
+	ReasonSignature = "signature" // unsigned, or not signed with the webhook secret
+	ReasonMalformed = "malformed" // not a workflow_job payload
+	ReasonAction    = "action"    // an action GitHub does not send
+)
+
+// RefusalReasons are every Reason of WebhooksRefused: the stack's alarm sums them.
+var RefusalReasons = []string{ReasonMethod, ReasonSize, ReasonSignature, ReasonMalformed, ReasonAction,
+	jobs.ReasonRepository, jobs.ReasonInstallation}
+
 // Handle answers one delivery. It reads nothing of the body before the signature is checked.
 func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	start := h.d.Now()
@@ -65,7 +79,7 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	h.d.Log.Log(ctx, o.level, o.msg, attrs...)
 	switch {
 	case o.status == http.StatusUnauthorized || o.status == http.StatusRequestEntityTooLarge || o.status == http.StatusBadRequest ||
-		o.status == http.StatusMethodNotAllowed:
+		o.status == http.StatusMethodNotAllowed || o.status == http.StatusForbidden:
 		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"WebhooksRefused": 1})
 	case o.reason != "" && o.job != nil:
 		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"JobsUnrouted": 1})
@@ -79,10 +93,10 @@ func refuse(status int, reason, format string, a ...any) outcome {
 
 func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	if req.Method != http.MethodPost {
-		return refuse(http.StatusMethodNotAllowed, "method", "method %s: want POST (GitHub's webhook deliveries)", req.Method)
+		return refuse(http.StatusMethodNotAllowed, ReasonMethod, "method %s: want POST (GitHub's webhook deliveries)", req.Method)
 	}
 	if len(req.Body) > h.cfg.MaxBody {
-		return refuse(http.StatusRequestEntityTooLarge, "size", "body of %d bytes: want at most %d (a workflow_job delivery is a few KiB)", len(req.Body), h.cfg.MaxBody)
+		return refuse(http.StatusRequestEntityTooLarge, ReasonSize, "body of %d bytes: want at most %d (a workflow_job delivery is a few KiB)", len(req.Body), h.cfg.MaxBody)
 	}
 	if o, ok := h.verify(ctx, req); !ok {
 		return o
@@ -97,7 +111,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	}
 	var ev github.WorkflowJobEvent
 	if err := json.Unmarshal(req.Body, &ev); err != nil {
-		return refuse(http.StatusBadRequest, "malformed", "body is not a workflow_job payload (JSON): %v", err)
+		return refuse(http.StatusBadRequest, ReasonMalformed, "body is not a workflow_job payload (JSON): %v", err)
 	}
 	action := ev.GetAction()
 	var kind jobs.Kind
@@ -111,13 +125,13 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	case "waiting":
 		return outcome{status: http.StatusAccepted, msg: "waiting ignored: the job is not queued yet", level: slog.LevelInfo, action: action}
 	default:
-		o := refuse(http.StatusBadRequest, "action", "action %q: want queued, in_progress, completed or waiting", action)
+		o := refuse(http.StatusBadRequest, ReasonAction, "action %q: want queued, in_progress, completed or waiting", action)
 		o.action = action
 		return o
 	}
 	job, err := jobOf(&ev, req.Headers.Get(HeaderDelivery))
 	if err != nil {
-		o := refuse(http.StatusBadRequest, "malformed", "workflow_job payload: %v", err)
+		o := refuse(http.StatusBadRequest, ReasonMalformed, "workflow_job payload: %v", err)
 		o.action = action
 		return o
 	}
@@ -146,10 +160,8 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 			return o
 		}
 		job.Pool = pool.Name
-		if !pool.RepoAllowed(job.Repo) {
-			o.status, o.msg, o.level, o.reason = http.StatusAccepted,
-				fmt.Sprintf("job left alone: pool %s does not allow repository %s (allowedRepositories)", pool.Name, job.Repo), slog.LevelWarn, jobs.ReasonRepository
-			return o
+		if err := pool.Admits(job.Repo, job.Installation); err != nil {
+			return untrusted(o, err)
 		}
 	} else {
 		// A job of the stack's, or any job a runner of the stack's took (a job of the same
@@ -158,13 +170,16 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job or runner: ignored", slog.LevelDebug
 			return o
 		}
+		if err := router.Trusted(job.Repo, job.Installation); err != nil {
+			return untrusted(o, err)
+		}
 		if pool, err := router.Route(job.Labels); err == nil {
 			job.Pool = pool.Name
 		}
 	}
 	body, err := jobs.Message{Kind: kind, Job: job}.Encode()
 	if err != nil {
-		return refuse(http.StatusBadRequest, "malformed", "workflow_job payload: %v", err)
+		return refuse(http.StatusBadRequest, ReasonMalformed, "workflow_job payload: %v", err)
 	}
 	send := func() error {
 		_, err := h.d.Queue.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(h.cfg.JobsQueueURL), MessageBody: &body})
@@ -217,16 +232,23 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	return o
 }
 
+// untrusted refuses, before anything is recorded, a delivery of the stack's from outside the trust
+// set (err from pooldoc.Document.Admits): 403, which the lost-delivery sweep never redelivers.
+func untrusted(o outcome, err error) outcome {
+	o.status, o.msg, o.level, o.reason = http.StatusForbidden, "job refused: "+err.Error(), slog.LevelWarn, jobs.AdmitReason(err)
+	return o
+}
+
 // verify checks the delivery's signature: HMAC-SHA-256 of the body with the webhook secret,
 // compared in constant time (github.ValidateSignature). A mismatch reads the secret again (at
 // most every secretRereadEvery) in case it was rotated.
 func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 	sig := req.Headers.Get(HeaderSignature)
 	if sig == "" {
-		return refuse(http.StatusUnauthorized, "signature", "no %s header: deliveries must be signed with the webhook secret", HeaderSignature), false
+		return refuse(http.StatusUnauthorized, ReasonSignature, "no %s header: deliveries must be signed with the webhook secret", HeaderSignature), false
 	}
 	if !strings.HasPrefix(sig, "sha256=") {
-		return refuse(http.StatusUnauthorized, "signature", "%s %q: want sha256=<hex>", HeaderSignature, truncate(sig, 16)), false
+		return refuse(http.StatusUnauthorized, ReasonSignature, "%s %q: want sha256=<hex>", HeaderSignature, truncate(sig, 16)), false
 	}
 	secret, err := h.d.Secret(ctx, false)
 	if err == nil && len(secret) == 0 {
@@ -250,7 +272,7 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 			return outcome{}, true
 		}
 	}
-	return refuse(http.StatusUnauthorized, "signature", "%s does not match the body: wrong webhook secret, or a forged or altered delivery", HeaderSignature), false
+	return refuse(http.StatusUnauthorized, ReasonSignature, "%s does not match the body: wrong webhook secret, or a forged or altered delivery", HeaderSignature), false
 }
 
 // jobOf reads the job out of a workflow_job payload; delivery is the delivery's id.

@@ -47,16 +47,19 @@ func (w *world) queued(t *testing.T) []jobs.Message {
 	return out
 }
 
-// pools is the stack's documents: two pools serving jobs, one allowing octo/* only.
+// pools is the stack's documents: the stack serves installation 11 and the repositories of octo
+// and other; pool small allows octo/* only.
 type pools struct{ table string }
 
 func (p pools) LoadStack(context.Context) (*pooldoc.Stack, error) {
+	stack := []string{"octo/*", "other/*"}
 	mk := func(name string, allowed []string, labels ...string) *pooldoc.Document {
-		return &pooldoc.Document{Name: name, AllowedRepositories: allowed, Jobs: &pooldoc.Jobs{StackLabel: "hangar", Labels: labels}}
+		return &pooldoc.Document{Name: name, AllowedRepositories: allowed,
+			Jobs: &pooldoc.Jobs{StackLabel: "hangar", Labels: labels, Installations: []int64{11}}}
 	}
 	return &pooldoc.Stack{Name: "hangar", Table: p.table, Account: state.Account{Partition: "aws", Region: "us-east-1", ID: testbed.Account},
-		Pools: []*pooldoc.Document{mk("small", []string{"octo/*"}, "linux-x64"), mk("large", nil, "linux-x64", "large"),
-			mk("gpu-a", nil, "gpu", "a"), mk("gpu-b", nil, "gpu", "b")}}, nil
+		Pools: []*pooldoc.Document{mk("small", []string{"octo/*"}, "linux-x64"), mk("large", stack, "linux-x64", "large"),
+			mk("gpu-a", stack, "gpu", "a"), mk("gpu-b", stack, "gpu", "b")}}, nil
 }
 
 // noDB fails every request: refused deliveries must make none.
@@ -109,14 +112,19 @@ func sign(body []byte) string {
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// payload is a workflow_job delivery's body as GitHub sends it.
+// payload is a workflow_job delivery's body as GitHub sends it, through installation 11.
 func payload(action string, job int64, repo string, labels []string, runner string) []byte {
+	return payloadVia(11, action, job, repo, labels, runner)
+}
+
+// payloadVia is payload through another installation.
+func payloadVia(installation int64, action string, job int64, repo string, labels []string, runner string) []byte {
 	wj := map[string]any{"id": job, "run_id": 900 + job, "run_attempt": 1, "status": action, "labels": labels}
 	if runner != "" {
 		wj["runner_name"], wj["runner_id"] = runner, 77
 	}
 	b, _ := json.Marshal(map[string]any{"action": action, "workflow_job": wj,
-		"repository": map[string]any{"full_name": repo, "name": repo[strings.Index(repo, "/")+1:]}, "installation": map[string]any{"id": 11}})
+		"repository": map[string]any{"full_name": repo, "name": repo[strings.Index(repo, "/")+1:]}, "installation": map[string]any{"id": installation}})
 	return b
 }
 
@@ -172,6 +180,44 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestTrustSet: a signed delivery of the stack's from a repository or an installation outside the
+// trust set is refused with 403 before anything is recorded or queued, whatever its action, and
+// counted; one of another runner's job is left alone.
+func TestTrustSet(t *testing.T) {
+	t.Parallel()
+	ours := []string{"self-hosted", "hangar", "linux-x64"}
+	runner := "hangar-hangar-i-0123456789abcdef0-j5"
+	tests := []struct {
+		name   string
+		body   []byte
+		status int
+		reason string
+	}{
+		{"queued, outside repository", payload("queued", 1, "someone-else/fork-playground", ours, ""), 403, jobs.ReasonRepository},
+		{"queued, outside repository of a wider pool", payload("queued", 1, "evil/app", []string{"hangar", "large"}, ""), 403, jobs.ReasonRepository},
+		{"queued, outside installation", payloadVia(424242, "queued", 1, "octo/app", ours, ""), 403, jobs.ReasonInstallation},
+		{"in progress on our runner, outside repository", payload("in_progress", 1, "evil/app", []string{"self-hosted"}, runner), 403, jobs.ReasonRepository},
+		{"completed, outside installation", payloadVia(424242, "completed", 1, "octo/app", ours, runner), 403, jobs.ReasonInstallation},
+		{"another runner's job, outside repository", payload("queued", 1, "evil/app", []string{"self-hosted", "linux"}, ""), 202, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db := &noDB{}
+			w := newWorld(t, db, "t")
+			resp := w.h.Handle(context.Background(), request(tc.body, nil))
+			require.Equal(t, tc.status, resp.Status, resp.Body)
+			require.Zero(t, db.calls.Load(), "nothing recorded")
+			require.Empty(t, w.queued(t), "nothing queued")
+			if tc.reason != "" {
+				require.Contains(t, resp.Body, "job refused")
+				require.Contains(t, w.metrics.String(), fmt.Sprintf(`"Reason":"%s"`, tc.reason))
+				require.Contains(t, w.metrics.String(), `"WebhooksRefused":1`)
+			}
+		})
+	}
+}
+
 // TestRouting: the stack's jobs are recorded once and queued for their pool; others are left
 // alone, the ones that name no pool or two with a log line and a metric, and nothing queued.
 func TestRouting(t *testing.T) {
@@ -204,7 +250,7 @@ func TestRouting(t *testing.T) {
 		{"not ours", "queued", "octo/app", []string{"self-hosted", "linux-x64"}, "", want{202, "", ""}},
 		{"ambiguous", "queued", "octo/app", []string{"hangar", "gpu"}, "", want{202, "", jobs.ReasonAmbiguous}},
 		{"unknown", "queued", "octo/app", []string{"hangar", "windows"}, "", want{202, "", jobs.ReasonUnknown}},
-		{"repository not allowed", "queued", "other/app", []string{"hangar", "linux-x64"}, "", want{202, "", jobs.ReasonRepository}},
+		{"repository not allowed", "queued", "other/app", []string{"hangar", "linux-x64"}, "", want{403, "", jobs.ReasonRepository}},
 		{"in progress on our runner", "in_progress", "octo/app", []string{"self-hosted"}, "hangar-hangar-i-0123456789abcdef0-j5", want{202, "-", ""}},
 		{"in progress elsewhere", "in_progress", "octo/app", []string{"self-hosted"}, "someone-elses", want{202, "", ""}},
 		{"completed, ours", "completed", "octo/app", []string{"hangar", "linux-x64"}, "", want{202, "small", ""}},
