@@ -1,8 +1,10 @@
 // Package ghapp authenticates Hangar as a GitHub App, for label-routed jobs: the App's JWT and
 // its installation tokens come from github.com/bradleyfalzon/ghinstallation/v2 (no JWT code of
-// our own), one token per installation, kept in memory for its hour. A 401 answer drops the
-// installation's token (and reads the App's credentials again: the key may have been rotated)
-// and the request is sent once more with a fresh one. Tokens are never written anywhere.
+// our own), one token per installation, kept in memory for its hour. Any failure to
+// authenticate (a 401 answer, a token GitHub would not mint for the App's JWT, a key that does
+// not parse) drops the installation's token and reads the App's credentials again, at most once
+// per credentialRereadEvery (the key may have been rotated), and the request is sent once more
+// with a fresh token. Tokens are never written anywhere.
 package ghapp
 
 import (
@@ -45,6 +47,11 @@ func ParseCredentials(secret string) (Credentials, error) {
 	return c, nil
 }
 
+// credentialRereadEvery bounds how often failures to authenticate read the App's credentials
+// again: a burst of refused requests costs one Secrets Manager read, and a rotated key is taken
+// up within it.
+const credentialRereadEvery = 10 * time.Second
+
 // Source returns the App's current credentials (Secrets Manager, in a deployment); fresh asks it
 // to read them again rather than answer from a cache.
 type Source func(ctx context.Context, fresh bool) (Credentials, error)
@@ -55,11 +62,16 @@ type App struct {
 	source Source
 	base   http.RoundTripper
 
+	// Now is the clock of the re-read bound (time.Now when nil).
+	Now func() time.Time
+
 	mu       sync.Mutex
 	creds    Credentials
 	apps     *ghinstallation.AppsTransport
 	installs map[int64]*ghinstallation.Transport
-	tokens   int // installation tokens asked for (a transport each)
+	tokens   int       // installation tokens asked for (a transport each)
+	stale    bool      // the credentials failed: the next ones are read afresh
+	reread   time.Time // when the credentials were last read afresh
 }
 
 // New returns an App for the GitHub API at apiURL, whose credentials come from source, sending
@@ -96,16 +108,19 @@ func (a *App) transport(ctx context.Context, id int64) (*ghinstallation.Transpor
 		return t, nil
 	}
 	if a.apps == nil {
-		creds, err := a.source(ctx, false)
+		fresh := a.stale && a.rereadDue()
+		creds, err := a.source(ctx, fresh)
 		if err != nil {
+			a.stale = true
 			return nil, fmt.Errorf("the GitHub App's credentials: %w", err)
 		}
 		apps, err := ghinstallation.NewAppsTransport(a.base, creds.AppID, []byte(creds.PrivateKey))
 		if err != nil {
+			a.stale = true
 			return nil, fmt.Errorf("the GitHub App's private key (app %d): %w", creds.AppID, err)
 		}
 		apps.BaseURL = a.apiURL
-		a.apps, a.creds = apps, creds
+		a.apps, a.creds, a.stale = apps, creds, false
 	}
 	t := ghinstallation.NewFromAppsTransport(a.apps, id)
 	t.BaseURL = a.apiURL
@@ -114,21 +129,52 @@ func (a *App) transport(ctx context.Context, id int64) (*ghinstallation.Transpor
 	return t, nil
 }
 
-// forget drops the installation's token after a 401, and the App's credentials with it when
-// they have changed (a rotated key), so that the next request starts afresh.
+// rereadDue reports whether the credentials may be read afresh now, and if so notes it; a.mu is
+// held.
+func (a *App) rereadDue() bool {
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	if !a.reread.IsZero() && now().Sub(a.reread) < credentialRereadEvery {
+		return false
+	}
+	a.reread = now()
+	return true
+}
+
+// forget drops the installation's token after a failure to authenticate, and the App's
+// credentials with it when they have changed (a rotated key), so that the next request starts
+// afresh; within credentialRereadEvery of the last re-read it drops the token alone.
 func (a *App) forget(ctx context.Context, id int64) {
+	a.mu.Lock()
+	delete(a.installs, id)
+	due := a.rereadDue()
+	a.mu.Unlock()
+	if !due {
+		return
+	}
 	fresh, err := a.source(ctx, true)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	delete(a.installs, id)
 	if err == nil && fresh != a.creds {
 		a.apps, a.installs = nil, map[int64]*ghinstallation.Transport{}
 	}
 }
 
+// authFailed reports whether a request failed to authenticate: GitHub answered 401, or refused
+// the installation token the App's JWT asked for (ghinstallation's error, 401 or 403).
+func authFailed(resp *http.Response, err error) bool {
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) {
+		return he.Response != nil && (he.Response.StatusCode == http.StatusUnauthorized || he.Response.StatusCode == http.StatusForbidden)
+	}
+	return err == nil && resp.StatusCode == http.StatusUnauthorized
+}
+
 // installationTransport authenticates requests as one installation, and sends a request that
-// got 401 once more after dropping the token: an installation token can be revoked, or expire
-// early by the server's clock.
+// failed to authenticate once more after dropping the token: an installation token can be
+// revoked or expire early by the server's clock, and the App's key can be rotated or deleted.
 type installationTransport struct {
 	app *App
 	id  int64
@@ -144,16 +190,27 @@ func (t *installationTransport) RoundTrip(req *http.Request) (*http.Response, er
 		return nil, err
 	}
 	resp, err := tr.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized || retry == nil {
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) && he.Response != nil {
+		discard(he.Response) // ghinstallation leaves a refused token request's body open
+	}
+	if !authFailed(resp, err) || retry == nil {
 		return resp, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
+	if resp != nil {
+		discard(resp)
+	}
 	t.app.forget(req.Context(), t.id)
 	if tr, err = t.app.transport(req.Context(), t.id); err != nil {
 		return nil, err
 	}
 	return tr.RoundTrip(retry)
+}
+
+// discard reads and closes a response's body.
+func discard(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 }
 
 // replayable returns a copy of req to send again, or nil when its body cannot be read twice.

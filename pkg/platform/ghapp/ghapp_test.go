@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -42,6 +43,8 @@ func TestInstallationTokens(t *testing.T) {
 	src := &source{creds: ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))}}
 	installation := gh.Install("octo")
 	app := ghapp.New(gh.URL(), src.get, nil)
+	now := time.Unix(1_800_000_000, 0)
+	app.Now = func() time.Time { return now }
 	c, err := app.Client(installation, ghapi.Scope{Owner: "octo", Repo: "app"})
 	require.NoError(t, err)
 
@@ -58,7 +61,8 @@ func TestInstallationTokens(t *testing.T) {
 	require.Equal(t, 2, gh.Minted("installation"))
 
 	// The key is rotated on GitHub and in the secret: the old key's JWT is refused, the new one
-	// read and used.
+	// read and used (past the bound on re-reads the expired token's read started).
+	now = now.Add(time.Minute)
 	src.set(ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))})
 	gh.ExpireInstallationTokens()
 	reads := src.reads
@@ -66,6 +70,97 @@ func TestInstallationTokens(t *testing.T) {
 	require.NoError(t, err, "the rotated key is read again")
 	require.Greater(t, src.reads, reads)
 	require.Equal(t, 3, gh.Minted("installation"))
+}
+
+// cachedSource is the App secret as the dispatcher reads it: a cached value, and the secret's
+// current one when asked afresh.
+type cachedSource struct {
+	mu            sync.Mutex
+	secret, cache ghapp.Credentials
+	cached        bool
+	fresh         int // reads afresh
+}
+
+func (s *cachedSource) get(_ context.Context, fresh bool) (ghapp.Credentials, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh {
+		s.fresh++
+	}
+	if fresh || !s.cached {
+		s.cache, s.cached = s.secret, true
+	}
+	return s.cache, nil
+}
+
+func (s *cachedSource) set(c ghapp.Credentials) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.secret = c
+}
+
+func (s *cachedSource) reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh
+}
+
+// TestRotation: a key rotated or deleted on GitHub fails the token request itself (not only an
+// API call) for an installation without a token yet; that too reads the credentials afresh, at
+// most once per ten seconds however many requests fail, and the rotated key is taken up as soon
+// as the secret holds it. A secret that held no valid key is read afresh too.
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	gh := ghfake.New("admin")
+	defer gh.Close()
+	src := &cachedSource{secret: ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))}}
+	first, second := gh.Install("octo"), gh.Install("acme")
+	now := time.Unix(1_800_000_000, 0)
+	app := ghapp.New(gh.URL(), src.get, nil)
+	app.Now = func() time.Time { return now }
+	c1, err := app.Client(first, ghapi.Scope{Owner: "octo", Repo: "app"})
+	require.NoError(t, err)
+	_, err = c1.Runners(t.Context())
+	require.NoError(t, err)
+
+	// The key is rotated on GitHub; the secret still holds the old one (not yet updated).
+	rotated := gh.EnableApp(42)
+	c2, err := app.Client(second, ghapi.Scope{Owner: "acme", Repo: "app"})
+	require.NoError(t, err)
+	for range 20 {
+		_, err = c2.Runners(t.Context())
+		require.Error(t, err, "the old key's JWT is refused")
+	}
+	require.Equal(t, 1, src.reads(), "a burst of failures reads the secret once")
+
+	// The secret is updated: within the bound the failures go on without another read; after
+	// it, the next request reads the new key and works, for every installation.
+	src.set(ghapp.Credentials{AppID: 42, PrivateKey: string(rotated)})
+	now = now.Add(5 * time.Second)
+	_, err = c2.Runners(t.Context())
+	require.Error(t, err)
+	require.Equal(t, 1, src.reads())
+	now = now.Add(6 * time.Second)
+	_, err = c2.Runners(t.Context())
+	require.NoError(t, err, "the token request failed, the key was read again, and the request sent once more")
+	require.Equal(t, 2, src.reads())
+	gh.ExpireInstallationTokens()
+	_, err = c1.Runners(t.Context())
+	require.NoError(t, err, "the other installation gets a token with the new key")
+
+	// A secret whose key does not parse fails without a request to GitHub, and is read afresh
+	// once the bound has passed.
+	bad := &cachedSource{secret: ghapp.Credentials{AppID: 42, PrivateKey: "-----BEGIN RSA PRIVATE KEY-----\nnot a key\n-----END RSA PRIVATE KEY-----"}}
+	app = ghapp.New(gh.URL(), bad.get, nil)
+	app.Now = func() time.Time { return now }
+	c, err := app.Client(first, ghapi.Scope{Owner: "octo", Repo: "app"})
+	require.NoError(t, err)
+	_, err = c.Runners(t.Context())
+	require.ErrorContains(t, err, "private key")
+	bad.set(ghapp.Credentials{AppID: 42, PrivateKey: string(rotated)})
+	now = now.Add(11 * time.Second)
+	_, err = c.Runners(t.Context())
+	require.NoError(t, err, "the fixed secret is read afresh")
 }
 
 // TestParseCredentials: the App secret is JSON with the App's id and its PEM key; anything else
