@@ -142,8 +142,8 @@ func newJobsMonitoring(h *hangar, dash awscloudwatch.Dashboard, alarm func(strin
 			Period: awscdk.Duration_Minutes(jsii.Number(5)),
 		})
 	}
-	alarm("JobsUnroutedAlarm", sum("JobsUnrouted", []string{jobmsg.ReasonUnknown, jobmsg.ReasonAmbiguous}), 0,
-		"label-routed jobs whose labels name no pool, or two: the webhook's log lines name them", h.cfg.Stack+"-jobs-unrouted")
+	alarm("JobsUnroutedAlarm", sum("JobsUnrouted", []string{jobmsg.ReasonUnknown, jobmsg.ReasonAmbiguous, webhook.ReasonPools}), 0,
+		"label-routed jobs whose labels name no pool, or two, or whose pools could not be read: the webhook's log lines name them", h.cfg.Stack+"-jobs-unrouted")
 	// A few refusals are the internet's background noise; more than refusedPerFiveMinutes is a
 	// wrong webhook secret (every delivery), a repository outside the trust set, or a flood.
 	alarm("WebhooksRefusedAlarm", sum("WebhooksRefused", webhook.RefusalReasons), refusedPerFiveMinutes,

@@ -51,6 +51,10 @@ const (
 	ReasonAction    = "action"    // an action GitHub does not send
 )
 
+// ReasonPools is the JobsUnrouted Reason of a job the handler could not route because the stack's
+// pool documents could not be read (answered 503).
+const ReasonPools = "pools"
+
 // RefusalReasons are every Reason of WebhooksRefused: the stack's alarm sums them.
 var RefusalReasons = []string{ReasonMethod, ReasonSize, ReasonSignature, ReasonMalformed, ReasonAction,
 	jobs.ReasonRepository, jobs.ReasonInstallation}
@@ -139,7 +143,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	router, store, err := h.stack(ctx)
 	if err != nil {
 		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the stack's pools cannot be read; GitHub will show this delivery failed: redeliver it", slog.LevelError
-		o.reason = "pools"
+		o.reason = ReasonPools
 		h.d.Log.Error("pools", "error", err)
 		return o
 	}
@@ -148,6 +152,11 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 		if !ours {
 			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job (no stack label): left for other runners", slog.LevelDebug
 			return o
+		}
+		// Judged before routing: a job from outside the trust set is refused whatever its labels,
+		// and never counted as unrouted (an alarm the outside must not be able to set off).
+		if err := router.Trusted(job.Repo, job.Installation); err != nil {
+			return untrusted(o, err)
 		}
 		pool, err := router.Route(job.Labels)
 		var re *jobs.RouteError
@@ -166,11 +175,14 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	} else {
 		// A job of the stack's, or any job a runner of the stack's took (a job of the same
 		// repository whose labels its runner happened to carry).
-		if !ours && !strings.HasPrefix(job.RunnerName, h.prefix) {
+		// One its runner took is passed on whoever took it: the dispatcher must learn that the job
+		// the runner was made for lost it, and place that job again.
+		ourRunner := strings.HasPrefix(job.RunnerName, h.prefix)
+		if !ours && !ourRunner {
 			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job or runner: ignored", slog.LevelDebug
 			return o
 		}
-		if err := router.Trusted(job.Repo, job.Installation); err != nil {
+		if err := router.Trusted(job.Repo, job.Installation); err != nil && !ourRunner {
 			return untrusted(o, err)
 		}
 		if pool, err := router.Route(job.Labels); err == nil {

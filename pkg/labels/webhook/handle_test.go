@@ -181,12 +181,12 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestTrustSet: a signed delivery of the stack's from a repository or an installation outside the
-// trust set is refused with 403 before anything is recorded or queued, whatever its action, and
-// counted; one of another runner's job is left alone.
+// trust set is refused with 403 before anything is recorded or queued, whatever its action or
+// labels, and counted; one of another runner's job is left alone. (A job outside the set that
+// took one of the stack's runners is passed on: TestRouting.)
 func TestTrustSet(t *testing.T) {
 	t.Parallel()
 	ours := []string{"self-hosted", "hangar", "linux-x64"}
-	runner := "hangar-hangar-i-0123456789abcdef0-j5"
 	tests := []struct {
 		name   string
 		body   []byte
@@ -196,8 +196,9 @@ func TestTrustSet(t *testing.T) {
 		{"queued, outside repository", payload("queued", 1, "someone-else/fork-playground", ours, ""), 403, jobs.ReasonRepository},
 		{"queued, outside repository of a wider pool", payload("queued", 1, "evil/app", []string{"hangar", "large"}, ""), 403, jobs.ReasonRepository},
 		{"queued, outside installation", payloadVia(424242, "queued", 1, "octo/app", ours, ""), 403, jobs.ReasonInstallation},
-		{"in progress on our runner, outside repository", payload("in_progress", 1, "evil/app", []string{"self-hosted"}, runner), 403, jobs.ReasonRepository},
-		{"completed, outside installation", payloadVia(424242, "completed", 1, "octo/app", ours, runner), 403, jobs.ReasonInstallation},
+		{"queued, outside repository, labels of no pool", payload("queued", 1, "evil/app", []string{"hangar", "junk"}, ""), 403, jobs.ReasonRepository},
+		{"in progress elsewhere, outside repository", payload("in_progress", 1, "evil/app", ours, "someone-elses"), 403, jobs.ReasonRepository},
+		{"completed, outside installation", payloadVia(424242, "completed", 1, "octo/app", ours, "someone-elses"), 403, jobs.ReasonInstallation},
 		{"another runner's job, outside repository", payload("queued", 1, "evil/app", []string{"self-hosted", "linux"}, ""), 202, ""},
 	}
 	for _, tc := range tests {
@@ -209,6 +210,7 @@ func TestTrustSet(t *testing.T) {
 			require.Equal(t, tc.status, resp.Status, resp.Body)
 			require.Zero(t, db.calls.Load(), "nothing recorded")
 			require.Empty(t, w.queued(t), "nothing queued")
+			require.NotContains(t, w.metrics.String(), "JobsUnrouted", "the outside sets off no unrouted alarm")
 			if tc.reason != "" {
 				require.Contains(t, resp.Body, "job refused")
 				require.Contains(t, w.metrics.String(), fmt.Sprintf(`"Reason":"%s"`, tc.reason))
@@ -252,6 +254,7 @@ func TestRouting(t *testing.T) {
 		{"unknown", "queued", "octo/app", []string{"hangar", "windows"}, "", want{202, "", jobs.ReasonUnknown}},
 		{"repository not allowed", "queued", "other/app", []string{"hangar", "linux-x64"}, "", want{403, "", jobs.ReasonRepository}},
 		{"in progress on our runner", "in_progress", "octo/app", []string{"self-hosted"}, "hangar-hangar-i-0123456789abcdef0-j5", want{202, "-", ""}},
+		{"in progress on our runner, outside repository", "in_progress", "evil/app", []string{"self-hosted"}, "hangar-hangar-i-0123456789abcdef1-j6", want{202, "-", ""}},
 		{"in progress elsewhere", "in_progress", "octo/app", []string{"self-hosted"}, "someone-elses", want{202, "", ""}},
 		{"completed, ours", "completed", "octo/app", []string{"hangar", "linux-x64"}, "", want{202, "small", ""}},
 	}
