@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
@@ -14,12 +15,16 @@ import (
 // finished, an instance that vanished. Both doors run it for their scope, so that a leftover is
 // gone by the next step or job of the repository (or organisation).
 //
-// A runner is a leftover when its name is one of the stack's (names), it is offline and not
-// busy, and its instance has no item, is terminated, or no longer holds the runner's run. Any
-// other runner, another stack's above all, is never touched; those of run keep (the caller's own,
-// which it deals with itself) neither. It returns how many it deleted and a warning per problem;
-// a problem never stops the caller.
-func (p *Pool) RemoveLeftovers(ctx context.Context, gh Runners, names state.RunnerNames, keep string) (int, []string) {
+// A runner is a leftover when its name is one of the stack's (runnerNames) for a workflow run, it is
+// offline and not busy, and its instance has no item, is terminated, or no longer holds the
+// runner's run. Any other runner, another stack's above all, is never touched; those of run keep
+// (the caller's own, which it deals with itself) neither, nor any label-routed job's: a
+// just-in-time runner is minted before its claim or its new instance's item is written, so no
+// item read can tell it from a leftover. The labels door removes its own (a claim it lost, a
+// runner its job's check finds waiting, a lost return), and GitHub removes an ephemeral runner
+// that has not connected for a day; until then an offline runner takes no job. It returns how
+// many it deleted and a warning per problem; a problem never stops the caller.
+func (p *Pool) RemoveLeftovers(ctx context.Context, gh Runners, runnerNames state.RunnerNames, keep string) (int, []string) {
 	runners, err := gh.Runners(ctx)
 	if err != nil {
 		return 0, []string{fmt.Sprintf("list runners for leftovers: %v", err)}
@@ -33,8 +38,8 @@ func (p *Pool) RemoveLeftovers(ctx context.Context, gh Runners, names state.Runn
 		ids        []string
 	)
 	for _, r := range runners {
-		id, run, ok := names.Parse(r.Name)
-		if !ok || r.Status != "offline" || r.Busy || run == keep {
+		id, run, ok := runnerNames.Parse(r.Name)
+		if !ok || r.Status != "offline" || r.Busy || run == keep || names.IsJobKey(run) {
 			continue
 		}
 		candidates = append(candidates, candidate{r, id, run})

@@ -26,6 +26,11 @@ func TestRemoveLeftovers(t *testing.T) {
 		"the caller's own run's":        names.Name("i-0000000000000c0de", "600"),
 		"online (registering just now)": names.Name("i-0000000000000beef", "401"),
 		"busy":                          names.Name("i-0000000000000feed", "402"),
+		// Just-in-time runners are minted before their claim or their new instance's item is
+		// written: the items cannot tell them from leftovers, so no sweep touches them.
+		"a job's runner minted for an idle instance":             names.Name(given.ID, "j7001"),
+		"a job's runner minted for an instance not yet recorded": names.Name("i-0000000000000b0b0", "j7002"),
+		"a job's runner whose claim another job won":             names.Name(serving.ID, "j7003r1"),
 	}
 	for what, name := range keep {
 		status, busy := "offline", false

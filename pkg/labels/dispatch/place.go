@@ -191,7 +191,6 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		}
 	}
 	x.scheduleChecks(ctx, doc, placed)
-	x.sweepAfterRetries(ctx, doc, list)
 	for _, q := range failed {
 		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)
@@ -341,8 +340,9 @@ func (x *Dispatcher) mint(ctx context.Context, gh Runners, r ghapi.JITRequest) (
 	return gh.GenerateJITConfig(ctx, r)
 }
 
-// unmint deletes a runner made for a claim that was not won; should that fail, the leftover sweep
-// deletes it (offline, named for an instance that does not hold its job).
+// unmint deletes a runner made for a claim that was not won; should that fail, the runner stays
+// offline, takes no job, and GitHub removes it within a day (an ephemeral runner that never
+// connected). No sweep may: it cannot tell it from one whose claim is on its way.
 func (x *Dispatcher) unmint(ctx context.Context, clients *clientCache, j jobs.Job, doc *pooldoc.Document, runnerID int64) {
 	if runnerID == 0 {
 		return
@@ -352,7 +352,7 @@ func (x *Dispatcher) unmint(ctx context.Context, clients *clientCache, j jobs.Jo
 		err = gh.DeleteRunner(context.WithoutCancel(ctx), runnerID)
 	}
 	if err != nil {
-		x.d.Log.Warn("delete the runner of a claim that was lost; the leftover sweep deletes it", "job", j.ID, "runner", runnerID, "error", err)
+		x.d.Log.Warn("delete the runner of a claim that was lost; GitHub removes it within a day", "job", j.ID, "runner", runnerID, "error", err)
 	}
 }
 
@@ -410,33 +410,6 @@ func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string) 
 	}
 	x.groups[key] = id
 	return id, nil
-}
-
-// sweepAfterRetries deletes the stack's runners left behind in the scopes of jobs delivered
-// again (pool.RemoveLeftovers): an attempt that died between making a runner and writing its claim
-// left it registered, offline, named for an instance that does not hold its job. Once per scope.
-func (x *Dispatcher) sweepAfterRetries(ctx context.Context, doc *pooldoc.Document, list []queuedJob) {
-	clients := &clientCache{x: x, clients: map[string]Runners{}}
-	swept := map[string]bool{}
-	for _, q := range list {
-		scope := strings.ToLower(scopeOf(doc, q.job.Repo).String())
-		if q.msg.Receives < 2 || swept[scope] {
-			continue
-		}
-		swept[scope] = true
-		gh, _, err := clients.get(ctx, doc, q.job)
-		if err != nil {
-			x.d.Log.Warn("sweep leftovers", "scope", scope, "error", err)
-			continue
-		}
-		n, warnings := x.d.Pool.RemoveLeftovers(ctx, gh, x.names, "")
-		for _, w := range warnings {
-			x.d.Log.Warn("" + w)
-		}
-		if n > 0 {
-			x.d.Log.Info("deleted runners left behind", "scope", scope, "count", n)
-		}
-	}
 }
 
 // createToken is the idempotency token of the CreateFleet of a pool's jobs of a batch, on one
