@@ -150,7 +150,8 @@ func (m Message) Validate() error {
 	return errors.Join(errs...)
 }
 
-// MaxRedispatch bounds how often one job is placed again after other jobs took its runners.
+// MaxRedispatch bounds how often one job is placed again after other jobs took its runners, or
+// its runners ended without taking it.
 const MaxRedispatch = 9
 
 // Return is what an agent puts on the returns queue when it has finished a label-routed job:

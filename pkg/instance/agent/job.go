@@ -69,7 +69,7 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	dir := a.runDir(key, 0)
 	onHost, err := a.host.OpenRun(dir)
 	if err != nil {
-		a.jobFailed(ctx, item, dir, err)
+		a.jobFailed(ctx, item, dir, "", err)
 		return nil
 	}
 	defer onHost.Close()
@@ -78,16 +78,16 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case err != nil:
-		a.jobFailed(ctx, item, dir, fmt.Errorf("the runner configuration: %w", err))
+		a.jobFailed(ctx, item, dir, "", fmt.Errorf("the runner configuration: %w", err))
 		return nil
 	}
 	if err := onHost.Make(a.cfg.RunnerDir); err != nil {
-		a.jobFailed(ctx, item, dir, err)
+		a.jobFailed(ctx, item, dir, "", err)
 		return nil
 	}
 	proc, err := startRunner(onHost, "", item.Repo, config)
 	if err != nil {
-		a.jobFailed(ctx, item, dir, err)
+		a.jobFailed(ctx, item, dir, "", err)
 		return nil
 	}
 	// The runner's exit is waited on with the item: it rings, so that the next read is now.
@@ -103,7 +103,17 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	default:
 		log.Warn("could not signal REGISTERED", "error", err)
 	}
-	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != key || exited(proc) }, nil)
+	latest, err := a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != key || exited(proc) }, nil)
+	if exited(proc) && err == nil && latest.RunID == key && latest.State != state.Running && !proc.took.Load() {
+		// The runner ended without ever taking its job (removed from GitHub before it
+		// connected, or dead on start): the job was not served, and is placed again.
+		cause := errors.New("the just-in-time runner exited before it took a job")
+		if proc.err != nil {
+			cause = fmt.Errorf("the just-in-time runner exited before it took a job: %w", proc.err)
+		}
+		a.jobFailed(ctx, item, dir, proc.out.String(), cause)
+		return nil
+	}
 	if exited(proc) {
 		log.Info("runner exited after its job", "error", proc.err, "output", lastLines(proc.out.String(), 5))
 	} else if stopErr := onHost.Stop(a.cfg.StopTimeout); stopErr != nil {
@@ -144,8 +154,8 @@ func (a *Agent) returnInterrupted(ctx context.Context, key string) {
 
 // jobFailed reports a job the agent could not start a runner for (REGISTER_FAILED, after cleaning
 // up), and returns the instance: the dispatcher gives it back; the job waits for another runner.
-func (a *Agent) jobFailed(ctx context.Context, item *state.Instance, dir string, cause error) {
-	_, _ = a.registerFailed(ctx, item, dir, "", cause)
+func (a *Agent) jobFailed(ctx context.Context, item *state.Instance, dir, out string, cause error) {
+	_, _ = a.registerFailed(ctx, item, dir, out, cause)
 	a.returning = returning{ret: jobs.Return{InstanceID: a.cfg.Identity.InstanceID, Key: item.RunID, Version: item.Version}}
 	a.sendReturn(ctx)
 }

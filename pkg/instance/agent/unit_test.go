@@ -213,3 +213,30 @@ func TestReadIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestJobWatch: the runner's word that it took a job is seen however its output is cut into
+// writes, and only that word; the output reaches the tail unchanged.
+func TestJobWatch(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		took   bool
+	}{
+		{"took a job", []string{"√ Connected to GitHub\n", "2026-11-29 10:00:00Z: Running job: build\n"}, true},
+		{"line split across writes", []string{"2026-11-29 10:00:00Z: Runn", "ing jo", "b: build\n"}, true},
+		{"one byte at a time", strings.Split("x: Running job: build\n", ""), true},
+		{"deleted before it took one", []string{"Listening for Jobs\n", "Error: the runner registration has been deleted\n"}, false},
+		{"nothing", nil, false},
+	} {
+		p := &runnerProc{out: newTail(1024)}
+		w := &jobWatch{p: p}
+		for _, s := range tc.writes {
+			n, err := w.Write([]byte(s))
+			require.NoError(t, err)
+			require.Equal(t, len(s), n)
+		}
+		require.Equal(t, tc.took, p.took.Load(), tc.name)
+		require.Equal(t, strings.Join(tc.writes, ""), p.out.String(), tc.name)
+	}
+}

@@ -174,3 +174,36 @@ func deliveryStatuses(w *world, job int64, action string) []int {
 	}
 	return slices.Clip(out)
 }
+
+// TestRunnerDeletedBeforeItsJob: a job's runner removed from GitHub before it took its job (by a
+// sweep, an operator, or GitHub) does not strand the job: the agent tells a runner that never
+// took a job from one that finished it and says so (REGISTER_FAILED), the job is placed again on
+// a fresh runner and runs, and the instance goes back to the pool.
+func TestRunnerDeletedBeforeItsJob(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 6*time.Minute, localenv.JobsOptions{})
+	release := w.GH.Hold("/next") // the runners come online but take no job yet
+	defer release()
+	job := w.queue(localenv.Repo, 1, "echo survived")[0]
+	first := names.JobKey(job, 0)
+	var victim ghfake.Runner
+	require.NoError(t, localenv.Eventually(w.ctx, 3*time.Minute, "the job's runner online", func(context.Context) (bool, error) {
+		for _, r := range w.GH.Runners("") {
+			if strings.HasSuffix(r.Name, "-"+first) && r.Status == "online" {
+				victim = r
+				return true, nil
+			}
+		}
+		return false, nil
+	}))
+	owner, repo, _ := strings.Cut(localenv.Repo, "/")
+	_, err := w.GitHub.Actions.RemoveRunner(w.ctx, owner, repo, victim.ID)
+	require.NoError(t, err)
+	release()
+
+	j := w.ran([]int64{job}, 3*time.Minute)[0]
+	require.Equal(t, "success", j.Conclusion, j.Output)
+	require.True(t, strings.HasSuffix(j.RunnerName, "-"+names.JobKey(job, 1)), "ran on the runner made when the job was placed again: %s", j.RunnerName)
+	idle := w.settled(1, 2*time.Minute)
+	require.Zero(t, idle[0].RegisterFailures, "the run that followed cleared the failure")
+}

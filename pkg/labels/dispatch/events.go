@@ -120,8 +120,9 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return fmt.Errorf("the queued event of job %d: %w", made, err)
 	}
 	if n+1 > jobs.MaxRedispatch {
-		x.d.Log.Error("job lost its runner to another job once too often; not placed again", "job", made,
+		x.d.Log.Error("job lost its runner once too often; not placed again", "job", made,
 			"repository", msg.Job.Repo, "took", took.ID)
+		x.count(msg.Job.Pool, "JobsFailed", 1) // the pool's JobsFailed alarm
 		return nil
 	}
 	msg.Job.Redispatch = n + 1
