@@ -250,6 +250,10 @@ func TestAlarmsNotify(t *testing.T) {
 	for _, r := range []string{"signature", "repository", "installation"} {
 		require.Contains(t, js(refused["Metrics"]), `"Reason","Value":"`+r+`"`)
 	}
+	app := named["hangar-jobs-app-errors"]
+	require.NotNil(t, app)
+	require.Equal(t, "AppErrors", app["MetricName"])
+	require.JSONEq(t, `[{"Name":"Stack","Value":"hangar-jobs"}]`, js(app["Dimensions"]))
 	failed := 0
 	for _, a := range resourcesIn(jobsTemplate, "AWS::CloudWatch::Alarm") {
 		if a["MetricName"] == "JobsFailed" {

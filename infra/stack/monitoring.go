@@ -144,6 +144,11 @@ func newJobsMonitoring(h *hangar, dash awscloudwatch.Dashboard, alarm func(strin
 	}
 	alarm("JobsUnroutedAlarm", sum("JobsUnrouted", []string{jobmsg.ReasonUnknown, jobmsg.ReasonAmbiguous, webhook.ReasonPools}), 0,
 		"label-routed jobs whose labels name no pool, or two, or whose pools could not be read: the webhook's log lines name them", h.cfg.Stack+"-jobs-unrouted")
+	appDims := map[string]*string{"Stack": jsii.String(h.cfg.Stack)}
+	alarm("AppErrorsAlarm", awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String("AppErrors"),
+		DimensionsMap: &appDims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}), 0,
+		"the GitHub App cannot make runners (a key GitHub refuses, a permission the installation lacks): jobs wait, nothing is launched; the dispatcher's log lines say why",
+		h.cfg.Stack+"-app-errors")
 	// A few refusals are the internet's background noise; more than refusedPerFiveMinutes is a
 	// wrong webhook secret (every delivery), a repository outside the trust set, or a flood.
 	alarm("WebhooksRefusedAlarm", sum("WebhooksRefused", webhook.RefusalReasons), refusedPerFiveMinutes,

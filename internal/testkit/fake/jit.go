@@ -31,6 +31,10 @@ func (g *GitHub) GenerateJITConfig(_ context.Context, r ghapi.JITRequest) (ghapi
 	return ghapi.JIT{RunnerID: g.nextID, Config: fmt.Sprintf("JITCONFIG-%d-%s", g.nextID, r.Name)}, nil
 }
 
+// CanMakeRunners answers as an installation that may make runners, unless an error is injected
+// for it (a refused token, a missing permission).
+func (g *GitHub) CanMakeRunners(context.Context) error { return g.call("CanMakeRunners") }
+
 // RunnerGroupID returns 1 for Default and 2 for any other group.
 func (g *GitHub) RunnerGroupID(_ context.Context, name string) (int64, error) {
 	if err := g.call("RunnerGroupID"); err != nil {

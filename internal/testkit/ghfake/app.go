@@ -34,6 +34,35 @@ type installation struct {
 	id    int64
 	owner string
 	repos []string // owner/name; nil when the installation covers every repository of the owner
+	// withheld are permissions the installation has not been granted (WithholdPermission).
+	withheld map[string]bool
+}
+
+// WithholdPermission makes the App's installation on owner lack permission (administration,
+// organization_self_hosted_runners, …): its tokens do not list it, and the runner endpoints that
+// need it answer 403, as GitHub does for an installation that has not accepted it.
+func (s *Server) WithholdPermission(owner, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.installs[strings.ToLower(owner)]
+	if in == nil {
+		panic("ghfake: WithholdPermission: the App is not installed on " + owner)
+	}
+	if in.withheld == nil {
+		in.withheld = map[string]bool{}
+	}
+	in.withheld[permission] = true
+}
+
+// permissions are what the installation's tokens say they may do.
+func (in *installation) permissions() map[string]string {
+	out := map[string]string{}
+	for k, v := range installationPermissions {
+		if !in.withheld[k] {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // covers reports whether the installation may act in scope: the owner's organisation, or one of
@@ -183,7 +212,7 @@ func (s *Server) createInstallationToken(w http.ResponseWriter, r *http.Request)
 		selection = "selected"
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{"token": tok, "expires_at": exp.Format(time.RFC3339),
-		"permissions": installationPermissions, "repository_selection": selection})
+		"permissions": in.permissions(), "repository_selection": selection})
 }
 
 // jwtSkew is the clock drift GitHub tolerates in an App's JWT.

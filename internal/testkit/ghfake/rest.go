@@ -74,8 +74,17 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope) 
 		writeError(w, http.StatusUnauthorized, "Bad credentials")
 		return false
 	}
-	if in := s.installationByID(t.installation); in == nil || !in.covers(scope) {
+	in := s.installationByID(t.installation)
+	if in == nil || !in.covers(scope) {
 		writeError(w, http.StatusUnauthorized, "Resource not accessible by integration")
+		return false
+	}
+	need := "administration" // a repository's self-hosted runners
+	if !scope.IsRepo() {
+		need = "organization_self_hosted_runners"
+	}
+	if in.withheld[need] {
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration")
 		return false
 	}
 	return true

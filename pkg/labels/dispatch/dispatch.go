@@ -119,6 +119,10 @@ type Pools interface {
 
 // Runners is what the dispatcher does on GitHub in one scope (ghclient.Client).
 type Runners interface {
+	// CanMakeRunners says why the installation cannot make and delete runners in the scope (its
+	// token refused, or without the permission): nil when it can. It asks GitHub nothing beyond
+	// the installation token the other calls need anyway.
+	CanMakeRunners(ctx context.Context) error
 	GenerateJITConfig(ctx context.Context, r ghapi.JITRequest) (ghapi.JIT, error)
 	RunnerGroupID(ctx context.Context, name string) (int64, error)
 	Runners(ctx context.Context) ([]ghapi.Runner, error)

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,12 +19,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/metrics"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
@@ -35,9 +38,10 @@ const (
 // fakeWorld is the dispatcher on the fakes: one pool serving label-routed jobs.
 type fakeWorld struct {
 	*fake.World
-	t   *testing.T
-	x   *dispatch.Dispatcher
-	seq int
+	t       *testing.T
+	x       *dispatch.Dispatcher
+	seq     int
+	metrics *testbed.Buffer
 }
 
 func newFakeWorld(t *testing.T) *fakeWorld {
@@ -46,11 +50,11 @@ func newFakeWorld(t *testing.T) *fakeWorld {
 		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}}
 		d["returnsQueueUrl"] = returns
 	})
-	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
 		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
-		SQS:    w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SQS:    w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: &metrics.Writer{Out: w.metrics},
 	})
 	require.NoError(t, err)
 	w.x = x
@@ -230,6 +234,26 @@ func TestFakeGitHubDown(t *testing.T) {
 
 	require.Empty(t, w.handle(queued(w.job(21, ""))...), "delivered again, it is placed")
 	require.Equal(t, idle.ID, w.holder(21).ID)
+}
+
+// TestFakeAppCannotMakeRunners: while the App cannot make runners (a permission the
+// installation lacks, a key GitHub refuses), nothing is claimed or launched: the job's message
+// fails (it waits on the queue), AppErrors counts it for the alarm, and once the App can, the
+// delivery again is placed.
+func TestFakeAppCannotMakeRunners(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	idle := w.AddIdle(t, fake.Idle{})
+	w.GitHub.Inject("CanMakeRunners", errors.New("installation 7 may not make runners in octo/app: its Administration permission is none, want write"))
+	failed := w.handle(queued(w.job(31, ""), w.job(32, ""))...)
+	require.Len(t, failed, 2, "both messages fail")
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State, "no claim")
+	require.Empty(t, w.EC2.Fleets(), "nothing launched")
+	require.Empty(t, w.GitHub.RunnerNames())
+	require.Contains(t, w.metrics.String(), `"AppErrors":1`)
+
+	require.Empty(t, w.handle(queued(w.job(31, ""))...), "delivered again once the App can, it is placed")
+	require.Equal(t, idle.ID, w.holder(31).ID)
 }
 
 // TestFakeCompletedFirst: a job whose completed event is recorded before its queued message is
@@ -456,7 +480,7 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 		d["returnsQueueUrl"] = returns
 		d["allowedRepositories"] = []string{"octo/app"}
 	})
-	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
 		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS,
@@ -480,7 +504,7 @@ func TestFakeOrganizationScope(t *testing.T) {
 		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}, "scope": "organization", "runnerGroup": "hangar-ci"}
 		d["returnsQueueUrl"] = returns
 	})
-	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t}
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
 	var (
 		mu     sync.Mutex // the placements of a batch make their clients at once
 		scopes []ghapi.Scope

@@ -217,6 +217,31 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 	byRepo := map[string]*pending{}
 	var groups []pool.Group
 	index := map[string]int{}
+	// The App must be able to make each job's runner before anything is claimed or launched for
+	// it: a job it cannot serve (a key GitHub refuses, a permission the installation lacks) waits
+	// on the queue, and nothing is launched that would then idle without a runner.
+	can := map[Runners]error{} // asked once per installation and scope
+	list = slices.DeleteFunc(slices.Clone(list), func(q queuedJob) bool {
+		gh, _, err := clients.get(ctx, doc, q.job)
+		if err == nil {
+			checked, ok := can[gh]
+			if !ok {
+				checked = gh.CanMakeRunners(ctx)
+				can[gh] = checked
+			}
+			err = checked
+		}
+		if err == nil {
+			return false
+		}
+		x.d.Log.Error("the GitHub App cannot make the job's runner; nothing launched, the job waits", "job", q.job.ID,
+			"repository", q.job.Repo, "installation", q.job.Installation, "error", err)
+		x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack}, map[string]int{"AppErrors": 1})
+		return true
+	})
+	if len(list) == 0 {
+		return nil, &pool.Acquired{}, nil
+	}
 	for _, q := range list {
 		r := strings.ToLower(q.job.Repo)
 		if _, ok := byRepo[r]; !ok {

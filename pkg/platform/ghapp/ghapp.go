@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v66/github"
 
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
@@ -83,13 +84,67 @@ func New(apiURL string, source Source, base http.RoundTripper) *App {
 	return &App{apiURL: strings.TrimRight(apiURL, "/"), source: source, base: base, installs: map[int64]*ghinstallation.Transport{}}
 }
 
+// Client is a GitHub client for one scope that acts as one installation of the App.
+type Client struct {
+	*ghclient.Client
+	app   *App
+	id    int64
+	scope ghapi.Scope
+}
+
 // Client returns a GitHub client for scope that acts as the App's installation id.
-func (a *App) Client(installation int64, scope ghapi.Scope) (*ghclient.Client, error) {
+func (a *App) Client(installation int64, scope ghapi.Scope) (*Client, error) {
 	if installation < 1 {
 		return nil, fmt.Errorf("installation %d: want the GitHub App installation id", installation)
 	}
 	hc := &http.Client{Transport: &installationTransport{app: a, id: installation}, Timeout: 30 * time.Second}
-	return ghclient.NewWithHTTP(a.apiURL, hc, scope)
+	c, err := ghclient.NewWithHTTP(a.apiURL, hc, scope)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{Client: c, app: a, id: installation, scope: scope}, nil
+}
+
+// CanMakeRunners says why the installation cannot make and delete self-hosted runners in the
+// client's scope: its token refused (the App's key, the installation suspended), or without
+// the permission (repository Administration: write; organisation Self-hosted runners: write).
+// The permissions come with the installation token, which the runner calls need anyway.
+func (c *Client) CanMakeRunners(ctx context.Context) error {
+	perms, err := c.app.permissions(ctx, c.id)
+	if err != nil {
+		return err
+	}
+	permission, got := "Administration", perms.GetAdministration()
+	if c.scope.IsOrg() {
+		permission, got = "Self-hosted runners (organisation)", perms.GetOrganizationSelfHostedRunners()
+	}
+	if got != "write" {
+		if got == "" {
+			got = "none"
+		}
+		return fmt.Errorf("installation %d may not make runners in %s: its %s permission is %s, want write (the App's settings, Permissions; then accept the change on the installation)",
+			c.id, c.scope, permission, got)
+	}
+	return nil
+}
+
+// permissions returns what the installation's token may do, getting a token first if need be; a
+// token GitHub refuses reads the App's credentials again (forget) and is asked for once more.
+func (a *App) permissions(ctx context.Context, id int64) (*github.InstallationPermissions, error) {
+	for try := 0; ; try++ {
+		t, err := a.transport(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if _, err = t.Token(ctx); err == nil {
+			p, err := t.Permissions()
+			return &p, err
+		}
+		if try > 0 || !authFailed(nil, err) {
+			return nil, fmt.Errorf("the installation token of installation %d: %w", id, err)
+		}
+		a.forget(ctx, id)
+	}
 }
 
 // TokensMinted counts the installation transports made: each asks GitHub for a token once an

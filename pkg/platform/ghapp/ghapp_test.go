@@ -163,6 +163,47 @@ func TestRotation(t *testing.T) {
 	require.NoError(t, err, "the fixed secret is read afresh")
 }
 
+// TestCanMakeRunners: an installation whose token carries the permission its scope needs may
+// make runners; one without it is told which permission is missing, for a repository
+// (Administration) and an organisation (Self-hosted runners), before any runner call.
+func TestCanMakeRunners(t *testing.T) {
+	t.Parallel()
+	gh := ghfake.New("admin")
+	defer gh.Close()
+	gh.SetOrg("acme")
+	src := &source{creds: ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))}}
+	octo, acme := gh.Install("octo"), gh.Install("acme")
+	app := ghapp.New(gh.URL(), src.get, nil)
+	for _, tc := range []struct {
+		installation int64
+		scope        ghapi.Scope
+	}{{octo, ghapi.Scope{Owner: "octo", Repo: "app"}}, {acme, ghapi.Scope{Owner: "acme"}}} {
+		c, err := app.Client(tc.installation, tc.scope)
+		require.NoError(t, err)
+		require.NoError(t, c.CanMakeRunners(t.Context()), tc.scope)
+	}
+
+	gh.WithholdPermission("octo", "administration")
+	gh.WithholdPermission("acme", "organization_self_hosted_runners")
+	gh.ExpireInstallationTokens()
+	app = ghapp.New(gh.URL(), src.get, nil) // a fresh process: new tokens, with what was granted
+	c, err := app.Client(octo, ghapi.Scope{Owner: "octo", Repo: "app"})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.CanMakeRunners(t.Context()), "its Administration permission is none, want write")
+	_, err = c.GenerateJITConfig(t.Context(), ghapi.JITRequest{Name: "r", Labels: []string{"self-hosted"}, GroupID: 1})
+	require.Error(t, err, "GitHub refuses it too")
+	c, err = app.Client(acme, ghapi.Scope{Owner: "acme"})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.CanMakeRunners(t.Context()), "its Self-hosted runners (organisation) permission is none")
+
+	// A key GitHub no longer accepts is an error of the token, named.
+	gh.EnableApp(42)
+	app = ghapp.New(gh.URL(), src.get, nil)
+	c, err = app.Client(octo, ghapi.Scope{Owner: "octo", Repo: "app"})
+	require.NoError(t, err)
+	require.ErrorContains(t, c.CanMakeRunners(t.Context()), "the installation token of installation")
+}
+
 // TestParseCredentials: the App secret is JSON with the App's id and its PEM key; anything else
 // is refused with what is wanted.
 func TestParseCredentials(t *testing.T) {
