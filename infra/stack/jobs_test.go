@@ -244,11 +244,17 @@ func TestAlarmsNotify(t *testing.T) {
 	require.NotNil(t, unrouted)
 	require.EqualValues(t, 0, unrouted["Threshold"])
 	require.Contains(t, js(unrouted["Metrics"]), `"Reason","Value":"ambiguous"`)
+	require.NotContains(t, js(unrouted["Metrics"]), `"Value":"pools"`, "a stack-side failure is a webhook error")
 	refused := named["hangar-jobs-webhooks-refused"]
 	require.NotNil(t, refused)
 	require.EqualValues(t, 10, refused["Threshold"])
 	for _, r := range []string{"signature", "repository", "installation"} {
 		require.Contains(t, js(refused["Metrics"]), `"Reason","Value":"`+r+`"`)
+	}
+	webhookErrors := named["hangar-jobs-webhook-errors"]
+	require.NotNil(t, webhookErrors)
+	for _, r := range []string{"secret", "pools", "record", "queue"} {
+		require.Contains(t, js(webhookErrors["Metrics"]), `"Reason","Value":"`+r+`"`)
 	}
 	app := named["hangar-jobs-app-errors"]
 	require.NotNil(t, app)

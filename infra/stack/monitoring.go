@@ -142,8 +142,10 @@ func newJobsMonitoring(h *hangar, dash awscloudwatch.Dashboard, alarm func(strin
 			Period: awscdk.Duration_Minutes(jsii.Number(5)),
 		})
 	}
-	alarm("JobsUnroutedAlarm", sum("JobsUnrouted", []string{jobmsg.ReasonUnknown, jobmsg.ReasonAmbiguous, webhook.ReasonPools}), 0,
-		"label-routed jobs whose labels name no pool, or two, or whose pools could not be read: the webhook's log lines name them", h.cfg.Stack+"-jobs-unrouted")
+	alarm("JobsUnroutedAlarm", sum("JobsUnrouted", []string{jobmsg.ReasonUnknown, jobmsg.ReasonAmbiguous}), 0,
+		"label-routed jobs whose labels name no pool, or two: the webhook's log lines name them", h.cfg.Stack+"-jobs-unrouted")
+	alarm("WebhookErrorsAlarm", sum("WebhookErrors", webhook.ErrorReasons), 0,
+		"deliveries the webhook failed on the stack's side (secret or pools unreadable, table or jobs queue refusing): GitHub does not deliver them again by itself; redeliver them from the App's settings", h.cfg.Stack+"-webhook-errors")
 	appDims := map[string]*string{"Stack": jsii.String(h.cfg.Stack)}
 	alarm("AppErrorsAlarm", awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String("AppErrors"),
 		DimensionsMap: &appDims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}), 0,

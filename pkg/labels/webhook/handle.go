@@ -51,9 +51,17 @@ const (
 	ReasonAction    = "action"    // an action GitHub does not send
 )
 
-// ReasonPools is the JobsUnrouted Reason of a job the handler could not route because the stack's
-// pool documents could not be read (answered 503).
-const ReasonPools = "pools"
+// Why a delivery failed on the stack's side (5xx: GitHub does not deliver it again by itself), as
+// the WebhookErrors metric's Reason dimension names it.
+const (
+	ReasonPools  = "pools"  // the stack's pool documents could not be read
+	ReasonSecret = "secret" // the webhook secret could not be read, or is empty
+	ReasonRecord = "record" // the event could not be recorded in the table
+	ReasonQueue  = "queue"  // the jobs queue refused the job
+)
+
+// ErrorReasons are every Reason of WebhookErrors: the stack's alarm sums them.
+var ErrorReasons = []string{ReasonPools, ReasonSecret, ReasonRecord, ReasonQueue}
 
 // RefusalReasons are every Reason of WebhooksRefused: the stack's alarm sums them.
 var RefusalReasons = []string{ReasonMethod, ReasonSize, ReasonSignature, ReasonMalformed, ReasonAction,
@@ -85,6 +93,8 @@ func (h *Handler) Handle(ctx context.Context, req Request) Response {
 	case o.status == http.StatusUnauthorized || o.status == http.StatusRequestEntityTooLarge || o.status == http.StatusBadRequest ||
 		o.status == http.StatusMethodNotAllowed || o.status == http.StatusForbidden:
 		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"WebhooksRefused": 1})
+	case o.status >= http.StatusInternalServerError:
+		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"WebhookErrors": 1})
 	case o.reason != "" && o.job != nil:
 		h.d.Metrics.Emit(map[string]string{"Stack": h.cfg.Stack, "Reason": o.reason}, map[string]int{"JobsUnrouted": 1})
 	}
@@ -217,7 +227,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	}
 	switch {
 	case recErr != nil:
-		o.status, o.msg, o.level = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError
+		o.status, o.msg, o.level, o.reason = http.StatusServiceUnavailable, "the event could not be recorded; redeliver it", slog.LevelError, ReasonRecord
 		h.d.Log.Error("record event", "job", job.ID, "action", action, "error", recErr)
 		return o
 	case !first && kind == jobs.KindQueued:
@@ -231,7 +241,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 		if ferr := store.ForgetEvent(context.WithoutCancel(ctx), job.ID, action); ferr != nil {
 			h.d.Log.Error("forget an event that was not queued; a redelivery will be taken for a duplicate", "job", job.ID, "error", ferr)
 		}
-		o.status, o.msg, o.level = http.StatusBadGateway, "the jobs queue refused the job; redeliver it", slog.LevelError
+		o.status, o.msg, o.level, o.reason = http.StatusBadGateway, "the jobs queue refused the job; redeliver it", slog.LevelError, ReasonQueue
 		h.d.Log.Error("send to the jobs queue", "job", job.ID, "error", sErr)
 		return o
 	}
@@ -268,7 +278,7 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 	}
 	if err != nil {
 		h.d.Log.Error("the webhook secret", "error", err)
-		return outcome{status: http.StatusServiceUnavailable, msg: "the webhook secret is not set up: see docs/labels.md", level: slog.LevelError}, false
+		return outcome{status: http.StatusServiceUnavailable, msg: "the webhook secret is not set up: see docs/labels.md", level: slog.LevelError, reason: ReasonSecret}, false
 	}
 	if github.ValidateSignature(sig, req.Body, secret) == nil {
 		return outcome{}, true

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -220,6 +221,49 @@ func TestTrustSet(t *testing.T) {
 	}
 }
 
+// brokenPools cannot read the stack's pool documents.
+type brokenPools struct{}
+
+func (brokenPools) LoadStack(context.Context) (*pooldoc.Stack, error) {
+	return nil, errors.New("ssm: throttled")
+}
+
+// TestStackSideFailures: a delivery the stack fails on its side (the webhook secret or the pool
+// documents unreadable) is answered 5xx, records and queues nothing, and counts WebhookErrors by
+// reason: GitHub does not deliver it again by itself, so the alarm must tell someone.
+func TestStackSideFailures(t *testing.T) {
+	t.Parallel()
+	body := payload("queued", 1, "octo/app", []string{"hangar", "linux-x64"}, "")
+	for _, tc := range []struct {
+		name   string
+		deps   func(*webhook.Deps)
+		reason string
+	}{
+		{"secret unreadable", func(d *webhook.Deps) {
+			d.Secret = func(context.Context, bool) ([]byte, error) { return nil, errors.New("AccessDenied") }
+		}, webhook.ReasonSecret},
+		{"secret empty", func(d *webhook.Deps) { d.Secret = func(context.Context, bool) ([]byte, error) { return nil, nil } }, webhook.ReasonSecret},
+		{"pools unreadable", func(d *webhook.Deps) { d.Pools = brokenPools{} }, webhook.ReasonPools},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, q, buf := &noDB{}, &fake.SQS{}, &testbed.Buffer{}
+			d := webhook.Deps{Secret: func(context.Context, bool) ([]byte, error) { return []byte(secret), nil },
+				Queue: q, Pools: pools{table: "t"}, DynamoDB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Metrics: &metrics.Writer{Out: buf}}
+			tc.deps(&d)
+			h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: jobsQueue}, d)
+			require.NoError(t, err)
+			resp := h.Handle(context.Background(), request(body, nil))
+			require.Equal(t, http.StatusServiceUnavailable, resp.Status, resp.Body)
+			require.Zero(t, db.calls.Load(), "nothing recorded")
+			require.Empty(t, q.Bodies(jobsQueue), "nothing queued")
+			require.Contains(t, buf.String(), `"WebhookErrors":1`)
+			require.Contains(t, buf.String(), fmt.Sprintf(`"Reason":"%s"`, tc.reason))
+		})
+	}
+}
+
 // TestRouting: the stack's jobs are recorded once and queued for their pool; others are left
 // alone, the ones that name no pool or two with a log line and a metric, and nothing queued.
 func TestRouting(t *testing.T) {
@@ -303,6 +347,7 @@ func TestRouting(t *testing.T) {
 	body := payload("queued", job, "octo/app", []string{"hangar", "linux-x64"}, "")
 	resp := w.h.Handle(ctx, request(body, nil))
 	require.Equal(t, http.StatusBadGateway, resp.Status, resp.Body)
+	require.Contains(t, w.metrics.String(), `"Reason":"queue"`, "counted for the webhook errors alarm")
 	resp = w.h.Handle(ctx, request(body, nil))
 	require.Equal(t, http.StatusAccepted, resp.Status, resp.Body)
 }
