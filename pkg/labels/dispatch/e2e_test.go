@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
+	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
+	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
 // TestBurst: 20 jobs on an empty pool are served by 20 instances created with one CreateFleet;
@@ -206,4 +211,63 @@ func TestRunnerDeletedBeforeItsJob(t *testing.T) {
 	require.True(t, strings.HasSuffix(j.RunnerName, "-"+names.JobKey(job, 1)), "ran on the runner made when the job was placed again: %s", j.RunnerName)
 	idle := w.settled(1, 2*time.Minute)
 	require.Zero(t, idle[0].RegisterFailures, "the run that followed cleared the failure")
+}
+
+// TestSweepsWhileMinting: the leftover sweep that provision and release run for their scope,
+// run over and over while twelve jobs are placed on six warm instances (their runners minted
+// before their claims are written), deletes none of the jobs' runners: every job runs once, on a
+// runner of the first placement (any of the pool's, as GitHub hands them out), and at the end
+// every instance is idle and offered with no runner left.
+func TestSweepsWhileMinting(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 8*time.Minute, localenv.JobsOptions{})
+	warm := w.queue(localenv.Repo, 6, "true")
+	for _, j := range w.ran(warm, 3*time.Minute) {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+	}
+	w.settled(6, 2*time.Minute)
+
+	owner, repo, _ := strings.Cut(localenv.Repo, "/")
+	gh, err := ghclient.New(w.GH.URL(), localenv.AdminToken, ghapi.Scope{Owner: owner, Repo: repo})
+	require.NoError(t, err)
+	sweeper := &pool.Pool{Stack: w.Stack, Store: w.Store}
+	ctx, stop := context.WithCancel(w.ctx)
+	var sweeps, deleted atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			n, _ := sweeper.RemoveLeftovers(ctx, gh, w.RunnerNames(), "")
+			sweeps.Add(1)
+			deleted.Add(int64(n))
+			select { // a sweep every few milliseconds: far more often than steps run
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	var burst []int64
+	for i := range 12 {
+		burst = append(burst, w.jobs.QueueJob(localenv.Repo, int64(7000+i), labels, "sleep 1"))
+	}
+	done := w.ran(burst, 4*time.Minute)
+	stop()
+	wg.Wait()
+	t.Logf("%d sweeps while the jobs were placed", sweeps.Load())
+	require.Positive(t, sweeps.Load())
+	require.Zero(t, deleted.Load(), "no runner of a job deleted")
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+		_, key, ok := w.RunnerNames().Parse(j.RunnerName)
+		require.True(t, ok, j.RunnerName)
+		_, again, _ := names.ParseJobKey(key)
+		require.Zero(t, again, "job %d: no job had to be placed again (%s)", j.ID, j.RunnerName)
+	}
+	instances := 0
+	for _, n := range w.ec2.Fleets() {
+		instances += int(n)
+	}
+	w.offeredOnce(w.settled(instances, 3*time.Minute))
 }
