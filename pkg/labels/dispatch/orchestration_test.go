@@ -3,7 +3,6 @@ package dispatch_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -238,13 +237,19 @@ func TestFakeGitHubDown(t *testing.T) {
 
 // TestFakeAppCannotMakeRunners: while the App cannot make runners (a permission the
 // installation lacks, a key GitHub refuses), nothing is claimed or launched: the job's message
-// fails (it waits on the queue), AppErrors counts it for the alarm, and once the App can, the
-// delivery again is placed.
+// fails (it waits on the queue), AppErrors counts it for the alarm (a passing GitHub outage is
+// not counted), and once the App can, the delivery again is placed.
 func TestFakeAppCannotMakeRunners(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
 	idle := w.AddIdle(t, fake.Idle{})
-	w.GitHub.Inject("CanMakeRunners", errors.New("installation 7 may not make runners in octo/app: its Administration permission is none, want write"))
+	// A passing outage: the jobs wait all the same, but nobody is paged.
+	w.GitHub.Inject("CanMakeRunners", fake.GitHubError(http.StatusBadGateway, "Server Error"))
+	require.Len(t, w.handle(queued(w.job(31, ""))...), 1, "the message fails")
+	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State, "no claim")
+	require.NotContains(t, w.metrics.String(), "AppErrors")
+
+	w.GitHub.Inject("CanMakeRunners", fmt.Errorf("%w: installation 7 may not make runners in octo/app: its Administration permission is none, want write", ghapi.ErrAppRefused))
 	failed := w.handle(queued(w.job(31, ""), w.job(32, ""))...)
 	require.Len(t, failed, 2, "both messages fail")
 	require.Equal(t, state.Idle, w.Store.Item(idle.ID).State, "no claim")

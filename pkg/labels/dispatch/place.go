@@ -234,9 +234,11 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 		if err == nil {
 			return false
 		}
-		x.d.Log.Error("the GitHub App cannot make the job's runner; nothing launched, the job waits", "job", q.job.ID,
+		x.d.Log.Error("the GitHub App cannot make the job's runner now; nothing launched, the job waits", "job", q.job.ID,
 			"repository", q.job.Repo, "installation", q.job.Installation, "error", err)
-		x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack}, map[string]int{"AppErrors": 1})
+		if ghapi.IsAppRefused(err) { // not a passing outage: someone must mend the App
+			x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack}, map[string]int{"AppErrors": 1})
+		}
 		return true
 	})
 	if len(list) == 0 {

@@ -183,10 +183,9 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 			return untrusted(o, err)
 		}
 	} else {
-		// A job of the stack's, or any job a runner of the stack's took (a job of the same
-		// repository whose labels its runner happened to carry).
-		// One its runner took is passed on whoever took it: the dispatcher must learn that the job
-		// the runner was made for lost it, and place that job again.
+		// A job of the stack's, or any job a runner of the stack's took. One its runner took is
+		// passed on whoever took it: the dispatcher must learn that the job the runner was made
+		// for lost it, and place that job again.
 		ourRunner := strings.HasPrefix(job.RunnerName, h.prefix)
 		if !ours && !ourRunner {
 			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job or runner: ignored", slog.LevelDebug
@@ -255,7 +254,7 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 }
 
 // untrusted refuses, before anything is recorded, a delivery of the stack's from outside the trust
-// set (err from pooldoc.Document.Admits): 403, which the lost-delivery sweep never redelivers.
+// set (err from pooldoc.Document.Admits): 403, which a redelivery answers the same.
 func untrusted(o outcome, err error) outcome {
 	o.status, o.msg, o.level, o.reason = http.StatusForbidden, "job refused: "+err.Error(), slog.LevelWarn, jobs.AdmitReason(err)
 	return o

@@ -38,6 +38,20 @@ func IsConflict(err error) bool { return status(err) == http.StatusConflict }
 // IsUnauthorized reports a 401: the credential is expired, revoked or wrong.
 func IsUnauthorized(err error) bool { return status(err) == http.StatusUnauthorized }
 
+// ErrAppRefused marks a GitHub App that may not make runners in a scope: its key or token
+// refused, or the installation without the permission. Waiting does not mend it; someone must.
+var ErrAppRefused = errors.New("the GitHub App may not make runners here")
+
+// IsAppRefused reports an App that may not make runners (ErrAppRefused), or GitHub refusing the
+// credential or the request outright (401, or a 403 that is not a rate limit).
+func IsAppRefused(err error) bool {
+	if errors.Is(err, ErrAppRefused) {
+		return true
+	}
+	code := status(err)
+	return (code == http.StatusUnauthorized || code == http.StatusForbidden) && !IsRetryable(err)
+}
+
 // IsRetryable reports an answer worth asking again later: a rate limit or a server error, or no
 // answer at all (a network error).
 func IsRetryable(err error) bool {

@@ -52,4 +52,14 @@ func TestErrorClasses(t *testing.T) {
 	} {
 		require.Equal(t, tc.retry, ghapi.IsRetryable(tc.err), "%v", tc.err)
 	}
+	// An App refused is one someone must mend: never a rate limit, a server error or the network.
+	for _, tc := range []struct {
+		err     error
+		refused bool
+	}{
+		{fmt.Errorf("check: %w", ghapi.ErrAppRefused), true}, {answer(401, false), true}, {answer(403, false), true},
+		{answer(403, true), false}, {answer(502, false), false}, {errors.New("dial tcp: connection refused"), false}, {nil, false},
+	} {
+		require.Equal(t, tc.refused, ghapi.IsAppRefused(tc.err), "%v", tc.err)
+	}
 }

@@ -122,8 +122,8 @@ func (c *Client) CanMakeRunners(ctx context.Context) error {
 		if got == "" {
 			got = "none"
 		}
-		return fmt.Errorf("installation %d may not make runners in %s: its %s permission is %s, want write (the App's settings, Permissions; then accept the change on the installation)",
-			c.id, c.scope, permission, got)
+		return fmt.Errorf("%w: installation %d may not make runners in %s: its %s permission is %s, want write (the App's settings, Permissions; then accept the change on the installation)",
+			ghapi.ErrAppRefused, c.id, c.scope, permission, got)
 	}
 	return nil
 }
@@ -140,8 +140,11 @@ func (a *App) permissions(ctx context.Context, id int64) (*github.InstallationPe
 			p, err := t.Permissions()
 			return &p, err
 		}
-		if try > 0 || !authFailed(nil, err) {
+		switch {
+		case !authFailed(nil, err):
 			return nil, fmt.Errorf("the installation token of installation %d: %w", id, err)
+		case try > 0:
+			return nil, fmt.Errorf("%w: the installation token of installation %d: %w", ghapi.ErrAppRefused, id, err)
 		}
 		a.forget(ctx, id)
 	}

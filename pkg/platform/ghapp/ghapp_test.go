@@ -189,7 +189,9 @@ func TestCanMakeRunners(t *testing.T) {
 	app = ghapp.New(gh.URL(), src.get, nil) // a fresh process: new tokens, with what was granted
 	c, err := app.Client(octo, ghapi.Scope{Owner: "octo", Repo: "app"})
 	require.NoError(t, err)
-	require.ErrorContains(t, c.CanMakeRunners(t.Context()), "its Administration permission is none, want write")
+	err = c.CanMakeRunners(t.Context())
+	require.ErrorContains(t, err, "its Administration permission is none, want write")
+	require.ErrorIs(t, err, ghapi.ErrAppRefused)
 	_, err = c.GenerateJITConfig(t.Context(), ghapi.JITRequest{Name: "r", Labels: []string{"self-hosted"}, GroupID: 1})
 	require.Error(t, err, "GitHub refuses it too")
 	c, err = app.Client(acme, ghapi.Scope{Owner: "acme"})
@@ -201,7 +203,9 @@ func TestCanMakeRunners(t *testing.T) {
 	app = ghapp.New(gh.URL(), src.get, nil)
 	c, err = app.Client(octo, ghapi.Scope{Owner: "octo", Repo: "app"})
 	require.NoError(t, err)
-	require.ErrorContains(t, c.CanMakeRunners(t.Context()), "the installation token of installation")
+	err = c.CanMakeRunners(t.Context())
+	require.ErrorContains(t, err, "the installation token of installation")
+	require.ErrorIs(t, err, ghapi.ErrAppRefused, "someone must mend it")
 }
 
 // TestParseCredentials: the App secret is JSON with the App's id and its PEM key; anything else
