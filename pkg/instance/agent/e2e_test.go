@@ -20,7 +20,9 @@ import (
 // from GitHub on release, and the work directory is wiped before the next run.
 func TestThreeAssignmentsInARow(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{})
+	// The agent reads its item on its own only every 30 s: whatever it does sooner, the doorbell's
+	// ring told it, however slow a busy machine makes the ring.
+	e := newEnv(t, envOptions{AgentArgs: []string{"--poll-interval", "30s"}})
 	id := e.launch(time.Time{})
 	in := e.warm(id)
 
@@ -69,7 +71,7 @@ func TestThreeAssignmentsInARow(t *testing.T) {
 		took := time.Duration(dereg.DeregisterMs) * time.Millisecond
 		require.Positive(t, took, "run %s", run)
 		require.LessOrEqual(t, took, total+2*time.Millisecond, "run %s: from the ring, which follows the write", run)
-		require.Greater(t, took, total-250*time.Millisecond, "run %s: from the ring, not from a later read (%s of %s)", run, took, total)
+		require.Greater(t, took, total-10*time.Second, "run %s: from the ring, not from a later read (%s of %s)", run, took, total)
 		require.Empty(t, e.GH.Runners(""), "run %d: nothing stale remains on GitHub", i+1)
 		left, err := os.ReadDir(e.Sim.RunsDir(id))
 		require.NoError(t, err)
