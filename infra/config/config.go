@@ -208,7 +208,7 @@ func (c *Config) ApplyDefaults() {
 		if r := p.InstanceRequirements; r != nil && r.Arch == "" {
 			r.Arch = p.Image.Arch
 		}
-		p.Jobs.applyDefaults(p)
+		p.Jobs.applyDefaults()
 	}
 	c.applyAppDefaults()
 }

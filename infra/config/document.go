@@ -67,7 +67,7 @@ func (p *Pool) Document(d Deployed) Doc {
 	var jobs *pooldoc.Jobs
 	returns := ""
 	if j := p.Jobs; j != nil {
-		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope, RunnerGroup: j.RunnerGroup,
+		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope,
 			Installations: d.Installations}
 		returns = d.ReturnsQueueURL
 	}

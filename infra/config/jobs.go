@@ -40,9 +40,6 @@ type Jobs struct {
 	// Scope is where the pool's just-in-time runners are registered: repository (default) or
 	// organization.
 	Scope string `json:"scope,omitempty"`
-	// RunnerGroup is the organisation runner group of organization scope (default: the pool's
-	// runnerGroup).
-	RunnerGroup string `json:"runnerGroup,omitempty"`
 }
 
 // Defaults and bounds of the app's batching (Lambda's SQS event source: at most 10 messages
@@ -83,15 +80,12 @@ func (c *Config) applyAppDefaults() {
 	}
 }
 
-func (j *Jobs) applyDefaults(p *Pool) {
+func (j *Jobs) applyDefaults() {
 	if j == nil {
 		return
 	}
 	if j.Scope == "" {
 		j.Scope = pooldoc.JobScopeRepository
-	}
-	if j.Scope == pooldoc.JobScopeOrganization && j.RunnerGroup == "" {
-		j.RunnerGroup = p.RunnerGroup
 	}
 }
 

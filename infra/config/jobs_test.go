@@ -50,7 +50,7 @@ func TestJobsParses(t *testing.T) {
 	require.Equal(t, d.ReturnsQueueURL, x64.ReturnsQueueURL)
 	arm, err := cfg.Pools[1].Document(d).Parsed()
 	require.NoError(t, err)
-	require.Equal(t, "hangar-octo-org", arm.Group(), "organization scope: the pool's runner group")
+	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization}, arm.Jobs)
 	steps, err := cfg.Pools[2].Document(d).Parsed()
 	require.NoError(t, err)
 	require.Nil(t, steps.Jobs)
@@ -58,18 +58,16 @@ func TestJobsParses(t *testing.T) {
 }
 
 // TestJobsDefaults: without app, label-routed jobs take the stack's name as their label, batches
-// of 10 without a window; a pool's jobs are repository-scoped unless said otherwise, and an
-// organisation-scoped pool's runners join the pool's runner group.
+// of 10 without a window; a pool's jobs are repository-scoped unless said otherwise.
 func TestJobsDefaults(t *testing.T) {
 	t.Parallel()
 	m := jobsExample(t)
 	delete(m, "app")
-	delete(jobsOf(m, 1), "runnerGroup")
 	cfg, err := parseMap(t, m)
 	require.NoError(t, err)
 	require.Equal(t, &App{Label: "hangar-jobs", BatchSize: DefaultBatchSize}, cfg.App)
 	require.Equal(t, pooldoc.JobScopeRepository, cfg.Pools[0].Jobs.Scope)
-	require.Equal(t, &Jobs{Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization, RunnerGroup: "hangar-octo-org"}, cfg.Pools[1].Jobs)
+	require.Equal(t, &Jobs{Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization}, cfg.Pools[1].Jobs)
 	require.Nil(t, cfg.Pools[2].Jobs)
 
 	ex, err := Load("../hangar.example.yaml")
@@ -117,10 +115,8 @@ func TestJobsConfigErrors(t *testing.T) {
 		}, "pools[2].jobs.labels: [LINUX-X64]: the same labels as pools[0] (linux-x64), ignoring case and order"},
 		{"duplicate label sets, another order", func(m map[string]any) { jobsOf(m, 0)["labels"] = []any{"arm64", "Linux"} },
 			"pools[1].jobs.labels: [linux ARM64]: the same labels as pools[0] (linux-x64)"},
-		{"org scope without group", func(m map[string]any) { delete(poolN(m, 1), "runnerGroup") },
-			"pools[1].jobs.runnerGroup: empty with scope organization"},
-		{"group with repository scope", func(m map[string]any) { jobsOf(m, 0)["runnerGroup"] = "ci" },
-			`pools[0].jobs.runnerGroup: "ci" with repository scope`},
+		{"a runner group for label-routed jobs", func(m map[string]any) { jobsOf(m, 1)["runnerGroup"] = "ci" },
+			`unknown field "runnerGroup"`},
 		{"scope", func(m map[string]any) { jobsOf(m, 0)["scope"] = "org" }, `pools[0].jobs.scope: "org": want repository or organization`},
 		{"stack label in a pool's jobs", func(m map[string]any) { jobsOf(m, 0)["stackLabel"] = "x" }, `unknown field "stackLabel"`},
 		{"batch size 50 with window 0", func(m map[string]any) { appOf(m)["batchSize"] = 50; appOf(m)["batchWindow"] = "0s" },

@@ -326,7 +326,7 @@ func TestDeployJobsIntoEmulators(t *testing.T) {
 	// installation is the delivery's: 11 is the config's github.installations.
 	delivery := func(installation int) webhook.Request {
 		body := []byte(fmt.Sprintf(`{"action":"queued","workflow_job":{"id":%d,"run_id":7,"run_attempt":1,"labels":["self-hosted","hangar","linux-x64"]},`+
-			`"repository":{"full_name":"octo-org/app"},"installation":{"id":%d}}`, job, installation))
+			`"repository":{"id":77,"full_name":"octo-org/app"},"installation":{"id":%d}}`, job, installation))
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
 		headers := http.Header{}

@@ -480,7 +480,7 @@ func TestJobsPoolDocuments(t *testing.T) {
 	}
 	for pool, want := range map[string]string{
 		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\",\"installations\":[11]}`,
-		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"runnerGroup\":\"hangar-octo-org\",\"installations\":[11]}`,
+		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"installations\":[11]}`,
 	} {
 		doc := docs[pooldoc.ParameterName("hangar-jobs", pool)]
 		require.Contains(t, doc, want, pool)

@@ -19,12 +19,16 @@ type GitHub struct {
 	runners []ghapi.Runner
 	nextID  int64
 	minted  int
+	groups  map[string]fakeGroup // repository runner groups made, by name
 }
+
+// fakeGroup is a runner group RepositoryGroup made: its id and the repository it is open to.
+type fakeGroup struct{ id, repo int64 }
 
 // Reset forgets runners, recorded calls and injected errors.
 func (g *GitHub) Reset() {
 	g.mu.Lock()
-	g.runners, g.minted = nil, 0
+	g.runners, g.minted, g.groups = nil, 0, nil
 	g.mu.Unlock()
 	g.resetCalls()
 }

@@ -35,15 +35,37 @@ func (g *GitHub) GenerateJITConfig(_ context.Context, r ghapi.JITRequest) (ghapi
 // for it (a refused token, a missing permission).
 func (g *GitHub) CanMakeRunners(context.Context) error { return g.call("CanMakeRunners") }
 
-// RunnerGroupID returns 1 for Default and 2 for any other group.
-func (g *GitHub) RunnerGroupID(_ context.Context, name string) (int64, error) {
-	if err := g.call("RunnerGroupID"); err != nil {
+// RepositoryGroup makes (or finds) the runner group name for repository repoID: ids 2, 3, … in
+// the order made. A name asked for another repository answers ghapi.ErrGroupNotOwn.
+func (g *GitHub) RepositoryGroup(_ context.Context, name string, repoID int64) (int64, error) {
+	if err := g.call("RepositoryGroup"); err != nil {
 		return 0, err
 	}
-	if name == "Default" {
-		return 1, nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.groups == nil {
+		g.groups = map[string]fakeGroup{}
 	}
-	return 2, nil
+	grp, ok := g.groups[name]
+	switch {
+	case !ok:
+		grp = fakeGroup{id: int64(2 + len(g.groups)), repo: repoID}
+		g.groups[name] = grp
+	case grp.repo != repoID:
+		return 0, fmt.Errorf("runner group %q is repository %d's: %w", name, grp.repo, ghapi.ErrGroupNotOwn)
+	}
+	return grp.id, nil
+}
+
+// Groups returns the runner groups made, by name, with the repository each is open to.
+func (g *GitHub) Groups() map[string]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]int64, len(g.groups))
+	for name, grp := range g.groups {
+		out[name] = grp.repo
+	}
+	return out
 }
 
 // RunnerByName returns the runner named name, or a 404.

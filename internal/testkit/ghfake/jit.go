@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -133,6 +134,74 @@ type apiRunnerGroup struct {
 	RestrictedToWorkflows    bool   `json:"restricted_to_workflows"`
 }
 
+// apiGroup is runner group name as GitHub's REST API shows it. The caller holds s.mu.
+func (s *Server) apiGroup(scope Scope, name string) apiRunnerGroup {
+	base := s.URL() + "/orgs/" + string(scope) + "/actions/runner-groups/"
+	id := s.groupIDs[name]
+	g := apiRunnerGroup{ID: id, Name: name, Visibility: "all", Default: id == DefaultGroupID,
+		RunnersURL: fmt.Sprintf("%s%d/runners", base, id)}
+	if id != DefaultGroupID {
+		g.Visibility = "selected"
+		g.SelectedRepositoriesURL = fmt.Sprintf("%s%d/repositories", base, id)
+	}
+	return g
+}
+
+// createRunnerGroup serves POST /orgs/{org}/actions/runner-groups: a group open to the selected
+// repositories (visibility selected; all and private are not modelled). A name taken answers
+// 409. The caller holds s.mu.
+func (s *Server) createRunnerGroup(w http.ResponseWriter, r *http.Request, scope Scope) {
+	var req struct {
+		Name                  string  `json:"name"`
+		Visibility            string  `json:"visibility"`
+		SelectedRepositoryIDs []int64 `json:"selected_repository_ids"`
+	}
+	if err := decode(r, &req); err != nil || req.Name == "" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request: name is required")
+		return
+	}
+	if req.Visibility != "selected" {
+		writeError(w, http.StatusUnprocessableEntity, "the stand-in makes only groups of visibility selected")
+		return
+	}
+	if _, ok := s.groupIDs[req.Name]; ok {
+		writeError(w, http.StatusConflict, "Name has already been taken")
+		return
+	}
+	var repos []string
+	for _, id := range req.SelectedRepositoryIDs {
+		repo := s.repoName(id)
+		if repo == "" || !strings.EqualFold(Scope(repo).Org(), string(scope)) {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("repository %d is not a repository of %s", id, scope))
+			return
+		}
+		repos = append(repos, repo)
+	}
+	s.groups[req.Name] = repos
+	s.groupSeq++
+	s.groupIDs[req.Name] = s.groupSeq
+	s.groupsMade++
+	writeJSON(w, http.StatusCreated, s.apiGroup(scope, req.Name))
+}
+
+// listGroupRepositories serves GET /orgs/{org}/actions/runner-groups/{id}/repositories. The
+// caller holds s.mu.
+func (s *Server) listGroupRepositories(w http.ResponseWriter, r *http.Request, _ Scope) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	name := s.groupName(id)
+	if name == "" || id == DefaultGroupID {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	repos := s.groups[name]
+	start, end := s.page(w, r, len(repos))
+	out := make([]map[string]any, 0, end-start)
+	for _, repo := range repos[start:end] {
+		out = append(out, map[string]any{"id": stableID(strings.ToLower(repo)), "full_name": repo, "name": repo[strings.Index(repo, "/")+1:]})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": out})
+}
+
 // listRunnerGroups serves GET /orgs/{org}/actions/runner-groups: the default group (id 1, open
 // to every repository) and the groups SetGroup made, by id. Groups are the stand-in's, not an
 // organisation's: every organisation lists them all. The caller holds s.mu.
@@ -143,17 +212,9 @@ func (s *Server) listRunnerGroups(w http.ResponseWriter, r *http.Request, scope 
 	}
 	slices.SortFunc(names, func(a, b string) int { return int(s.groupIDs[a] - s.groupIDs[b]) })
 	start, end := s.page(w, r, len(names))
-	base := s.URL() + "/orgs/" + string(scope) + "/actions/runner-groups/"
 	out := make([]apiRunnerGroup, 0, end-start)
 	for _, name := range names[start:end] {
-		id := s.groupIDs[name]
-		g := apiRunnerGroup{ID: id, Name: name, Visibility: "all", Default: id == DefaultGroupID,
-			RunnersURL: fmt.Sprintf("%s%d/runners", base, id)}
-		if id != DefaultGroupID {
-			g.Visibility = "selected"
-			g.SelectedRepositoriesURL = fmt.Sprintf("%s%d/repositories", base, id)
-		}
-		out = append(out, g)
+		out = append(out, s.apiGroup(scope, name))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(names), "runner_groups": out})
 }

@@ -23,6 +23,8 @@ func (s *Server) handler() http.Handler {
 		s.rest(mux, "POST "+base+"/actions/runners/generate-jitconfig", s.generateJITConfig)
 	}
 	s.rest(mux, "GET /orgs/{owner}/actions/runner-groups", s.listRunnerGroups)
+	s.rest(mux, "POST /orgs/{owner}/actions/runner-groups", s.createRunnerGroup)
+	s.rest(mux, "GET /orgs/{owner}/actions/runner-groups/{id}/repositories", s.listGroupRepositories)
 	mux.HandleFunc("POST /app/installations/{installation_id}/access_tokens", s.createInstallationToken)
 	s.runnerSide(mux)
 	s.jobControl(mux)

@@ -267,6 +267,9 @@ const DefaultGroup = "Default"
 // organisation owner would for a group limited to selected repositories. Groups get ids 2, 3, …
 // in creation order (the REST API's runner_group_id; DefaultGroup is 1).
 func (s *Server) SetGroup(name string, repos ...string) {
+	for _, r := range repos {
+		s.RepoID(r)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups[name] = slices.Clone(repos)
@@ -281,5 +284,20 @@ func (s *Server) groupAllows(x *Runner, repo Scope) bool {
 	if x.Scope.IsRepo() || x.Group == DefaultGroup {
 		return true
 	}
-	return slices.Contains(s.groups[x.Group], string(repo))
+	return slices.ContainsFunc(s.groups[x.Group], func(r string) bool { return strings.EqualFold(r, string(repo)) })
+}
+
+// Group returns the repositories runner group name is open to, and whether the stand-in has it.
+func (s *Server) Group(name string) ([]string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	repos, ok := s.groups[name]
+	return slices.Clone(repos), ok
+}
+
+// GroupsMade returns how many runner groups were made through the REST API.
+func (s *Server) GroupsMade() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groupsMade
 }

@@ -87,6 +87,7 @@ type Server struct {
 	tokens      map[string]token
 	runners     map[int64]*Runner
 	groups      map[string][]string // organisation runner groups: name → repositories allowed
+	repoNames   sync.Map            // repository id → owner/name, of the repositories the stand-in has named
 	jobs        map[int64]*Job
 	nextRunner  int64
 	jobSeq      int64
@@ -114,6 +115,8 @@ type Server struct {
 	// Runner groups' ids (jit.go): DefaultGroup is 1, SetGroup's are 2, 3, … in creation order.
 	groupIDs map[string]int64
 	groupSeq int64
+	// groupsMade counts the runner groups made through the REST API (GroupsMade).
+	groupsMade int
 
 	// Jobs in progress and runner liveness (liveness.go).
 	running   map[int64]*Job

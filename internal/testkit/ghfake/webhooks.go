@@ -330,7 +330,7 @@ func (s *Server) payload(j *Job, action string) []byte {
 		"action":       action,
 		"workflow_job": wj,
 		"repository": map[string]any{
-			"id": stableID(strings.ToLower(repo)), "node_id": fmt.Sprintf("R_fake%d", stableID(strings.ToLower(repo))),
+			"id": s.RepoID(repo), "node_id": fmt.Sprintf("R_fake%d", s.RepoID(repo)),
 			"name": name, "full_name": repo, "private": true,
 			"owner":    map[string]any{"login": owner, "id": stableID(strings.ToLower(owner)), "type": ownerType},
 			"html_url": api + "/" + repo, "url": api + "/repos/" + repo,
@@ -352,6 +352,21 @@ func (s *Server) payload(j *Job, action string) []byte {
 
 // stamp formats t as GitHub's payloads do.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// RepoID returns the id the stand-in gives repository repo (owner/name), the same on every call:
+// the repository.id of its payloads, and what runner groups' selected_repository_ids name.
+func (s *Server) RepoID(repo string) int64 {
+	id := stableID(strings.ToLower(repo))
+	s.repoNames.LoadOrStore(id, repo)
+	return id
+}
+
+// repoName returns the repository of id, or "" when the stand-in never named one so.
+func (s *Server) repoName(id int64) string {
+	name, _ := s.repoNames.Load(id)
+	repo, _ := name.(string)
+	return repo
+}
 
 // stableID derives a positive id from a name, the same on every call.
 func stableID(name string) int64 {

@@ -42,6 +42,9 @@ type JobsOptions struct {
 	Labels []string
 	// Owners are the accounts the App is installed on (default: the owner of Repo).
 	Owners []string
+	// Scope is the pool's jobs.scope (default repository); with organization, the Owners are
+	// organisations.
+	Scope string
 	// CheckAfter is the bound of a runner waiting for a job (default one minute).
 	CheckAfter time.Duration
 	// BatchSize and BatchWindow are the jobs queue's event source mapping's (default 10 and 0):
@@ -111,6 +114,9 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	if o.CheckAfter == 0 {
 		o.CheckAfter = time.Minute
 	}
+	if o.Scope == "" {
+		o.Scope = pooldoc.JobScopeRepository
+	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 10
 	}
@@ -140,6 +146,9 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	key := e.GH.EnableApp(appID)
 	for _, owner := range o.Owners {
 		j.Installations[owner] = e.GH.Install(owner)
+		if o.Scope == pooldoc.JobScopeOrganization {
+			e.GH.SetOrg(owner)
+		}
 	}
 	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
 	creds, _ := json.Marshal(ghapp.Credentials{AppID: appID, PrivateKey: string(key)})
@@ -220,7 +229,7 @@ func (e *Env) localJobs(ctx context.Context, j *Jobs, o JobsOptions) (jobswire.E
 	}
 	// The pool serves jobs, as a redeploy with jobs in the config would make it.
 	if err := e.UpdatePool(ctx, func(d *pooldoc.Document) {
-		d.Jobs = &pooldoc.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: pooldoc.JobScopeRepository}
+		d.Jobs = &pooldoc.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: o.Scope}
 		d.ReturnsQueueURL = returnsQ
 	}); err != nil {
 		return jobswire.Env{}, err

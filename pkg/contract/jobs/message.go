@@ -33,11 +33,14 @@ const (
 
 // Job is a workflow job as the stack knows it.
 type Job struct {
-	ID         int64    `json:"id"`
-	RunID      int64    `json:"runId"`
-	RunAttempt int      `json:"runAttempt,omitempty"`
-	Repo       string   `json:"repo"` // owner/name
-	Labels     []string `json:"labels"`
+	ID         int64  `json:"id"`
+	RunID      int64  `json:"runId"`
+	RunAttempt int    `json:"runAttempt,omitempty"`
+	Repo       string `json:"repo"` // owner/name
+	// RepoID is the repository's id: an organisation-scoped pool's runners are made in a runner
+	// group open to that repository alone.
+	RepoID int64    `json:"repoId,omitempty"`
+	Labels []string `json:"labels"`
 	// Pool is the pool the job was routed to (queued), or the pool of its runner.
 	Pool string `json:"pool,omitempty"`
 	// Installation is the GitHub App installation that sent the job: the dispatcher's

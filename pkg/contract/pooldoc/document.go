@@ -100,11 +100,10 @@ type Jobs struct {
 	StackLabel string `json:"stackLabel"`
 	// Labels name the pool (docs/labels.md, "Labels and routing").
 	Labels []string `json:"labels"`
-	// Scope is repository (the default, also when empty) or organization.
+	// Scope is repository (the default, also when empty) or organization: runners registered in
+	// the job's organisation, each in a runner group the dispatcher makes for the job's
+	// repository alone (state.RunnerNames.RepositoryGroup).
 	Scope string `json:"scope,omitempty"`
-	// RunnerGroup is the organisation runner group of organisation-scoped runners (default: the
-	// pool's runnerGroup).
-	RunnerGroup string `json:"runnerGroup,omitempty"`
 	// Installations are the App installations the stack serves (the stack's
 	// github.installations, the same in every pool document); empty: any installation, the
 	// repository alone decides (Admits).

@@ -136,7 +136,7 @@ func (d *Document) Validate() error {
 	errs = append(errs, d.Warm.validate(d.Name)...)
 	errs = append(errs, d.Runner.validate(d.Name)...)
 	if d.Jobs != nil {
-		for _, p := range d.Jobs.problems(d.RunnerGroup) {
+		for _, p := range d.Jobs.problems() {
 			bad("jobs."+p.field, "%s", p.msg)
 		}
 		if u, err := url.Parse(d.ReturnsQueueURL); d.ReturnsQueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
@@ -151,8 +151,8 @@ const MaxJobLabels = 10
 
 type problem struct{ field, msg string }
 
-// problems checks a pool's label-routing settings; poolGroup is the pool's runnerGroup.
-func (j *Jobs) problems(poolGroup string) []problem {
+// problems checks a pool's label-routing settings.
+func (j *Jobs) problems() []problem {
 	var out []problem
 	if err := names.ValidateJobLabel(j.StackLabel); err != nil {
 		out = append(out, problem{"stackLabel", err.Error()})
@@ -183,36 +183,11 @@ func (j *Jobs) problems(poolGroup string) []problem {
 		seenInst[id] = true
 	}
 	switch j.Scope {
-	case "", JobScopeRepository:
-		if j.RunnerGroup != "" {
-			out = append(out, problem{"runnerGroup", fmt.Sprintf("%q with repository scope: runner groups are organisation runners'; want scope organization, or no runnerGroup", j.RunnerGroup)})
-		}
-	case JobScopeOrganization:
-		group := j.RunnerGroup
-		if group == "" {
-			group = poolGroup
-		}
-		if group == "" {
-			out = append(out, problem{"runnerGroup", "empty with scope organization: want the organisation runner group the runners join (limited to the pool's repositories), here or as the pool's runnerGroup"})
-		} else if err := names.ValidateRunnerGroup(group); err != nil {
-			out = append(out, problem{"runnerGroup", err.Error()})
-		}
+	case "", JobScopeRepository, JobScopeOrganization:
 	default:
 		out = append(out, problem{"scope", fmt.Sprintf("%q: want repository or organization", j.Scope)})
 	}
 	return out
-}
-
-// Group returns the organisation runner group of the pool's just-in-time runners ("" with
-// repository scope): jobs.runnerGroup, or the pool's runnerGroup.
-func (d *Document) Group() string {
-	if d.Jobs == nil || !d.Jobs.OrgScope() {
-		return ""
-	}
-	if d.Jobs.RunnerGroup != "" {
-		return d.Jobs.RunnerGroup
-	}
-	return d.RunnerGroup
 }
 
 func (r Runner) validate(pool string) []error {

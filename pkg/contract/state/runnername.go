@@ -67,3 +67,10 @@ func (n RunnerNames) Parse(name string) (instanceID, run string, ok bool) {
 	}
 	return instanceID, run, true
 }
+
+// RepositoryGroup names the organisation runner group the stack makes for one repository's
+// just-in-time runners (by the repository's id, which a rename keeps): a group open to that
+// repository alone, so that GitHub offers its runners to no other repository's jobs.
+func (r RunnerNames) RepositoryGroup(repoID int64) string {
+	return fmt.Sprintf("%srepo-%d", r.prefix, repoID)
+}

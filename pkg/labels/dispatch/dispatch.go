@@ -124,7 +124,9 @@ type Runners interface {
 	// the installation token the other calls need anyway.
 	CanMakeRunners(ctx context.Context) error
 	GenerateJITConfig(ctx context.Context, r ghapi.JITRequest) (ghapi.JIT, error)
-	RunnerGroupID(ctx context.Context, name string) (int64, error)
+	// RepositoryGroup returns the id of the organisation runner group name, open to repository
+	// repoID alone, made when missing (ghapi.RepositoryGroupID in a repository's scope).
+	RepositoryGroup(ctx context.Context, name string, repoID int64) (int64, error)
 	Runners(ctx context.Context) ([]ghapi.Runner, error)
 	RunnerByName(ctx context.Context, name string) (ghapi.Runner, error)
 	DeleteRunner(ctx context.Context, id int64) error
@@ -180,7 +182,7 @@ type Dispatcher struct {
 	d     Deps
 	names state.RunnerNames
 
-	// groupsMu is held while a runner group's id is looked up, so that it is asked once.
+	// groupsMu is held while a repository's runner group is looked up, so that it is asked once.
 	groupsMu sync.Mutex
 	groups   map[string]int64 // organisation/group name → runner group id
 }

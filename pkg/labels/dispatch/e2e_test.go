@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 	"github.com/hangar-ci/hangar/pkg/platform/ghclient"
@@ -270,4 +271,41 @@ func TestSweepsWhileMinting(t *testing.T) {
 		instances += int(n)
 	}
 	w.offeredOnce(w.settled(instances, 3*time.Minute))
+}
+
+// TestOrganizationScopeTwoRepositories: two repositories of one organisation share an
+// organisation-scoped pool; their jobs, queued at once, each run once and succeed, each on a
+// runner in a group the dispatcher made open to the job's repository alone, so that GitHub never
+// hands one repository's job to the other's runner (which would fail it).
+func TestOrganizationScopeTwoRepositories(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 8*time.Minute, localenv.JobsOptions{Scope: pooldoc.JobScopeOrganization, BatchSize: 20, BatchWindow: time.Second})
+	second := localenv.Owner + "/second"
+	w.jobs.Pause()
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, w.jobs.QueueJob(localenv.Repo, int64(8000+i), labels, "echo $GITHUB_REPOSITORY"),
+			w.jobs.QueueJob(second, int64(8100+i), labels, "echo $GITHUB_REPOSITORY"))
+	}
+	w.accepted(ids, "queued")
+	w.jobs.Resume()
+	done := w.ran(ids, 5*time.Minute)
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d of %s: %s", j.ID, j.Repo, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+		repos, ok := w.GH.Group(j.RunnerGroup)
+		require.True(t, ok, "job %d ran in group %q", j.ID, j.RunnerGroup)
+		require.Equal(t, []string{string(j.Repo)}, repos, "job %d of %s: its runner's group is open to its repository alone", j.ID, j.Repo)
+		_, key, _ := w.RunnerNames().Parse(j.RunnerName)
+		_, again, _ := names.ParseJobKey(key)
+		require.Zero(t, again, "job %d: placed once (%s)", j.ID, j.RunnerName)
+	}
+	require.Equal(t, 2, w.GH.GroupsMade(), "one group per repository")
+	instances := 0
+	for _, n := range w.ec2.Fleets() {
+		instances += int(n)
+	}
+	w.settled(instances, 3*time.Minute)
 }

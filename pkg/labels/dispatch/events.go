@@ -84,9 +84,11 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 			return err
 		}
 	}
-	// A job of another pool, or one the pool does not admit (outside the trust set), took the
-	// runner: the job it was made for would otherwise wait for a runner no one makes.
-	if made, _, _ := names.ParseJobKey(key); made != j.ID && (j.Pool != it.Pool || doc.Admits(j.Repo, j.Installation) != nil) {
+	// A job of another pool or repository, or one the pool does not admit (outside the trust
+	// set), took the runner: the job it was made for would otherwise wait for a runner no one
+	// makes. (A job of the same pool and repository leaves its own runner to it.)
+	if made, _, _ := names.ParseJobKey(key); made != j.ID && (j.Pool != it.Pool || !strings.EqualFold(j.Repo, it.Repo) ||
+		doc.Admits(j.Repo, j.Installation) != nil) {
 		return x.redispatch(ctx, made, key, j)
 	}
 	return nil

@@ -65,7 +65,7 @@ func (w *fakeWorld) job(id int64, repo string) jobs.Job {
 	if repo == "" {
 		repo = "octo/app"
 	}
-	return jobs.Job{ID: id, RunID: 900, Repo: repo, Labels: []string{"hangar", "linux-x64"}, Pool: w.Doc.Name, Installation: 7}
+	return jobs.Job{ID: id, RunID: 900, Repo: repo, RepoID: int64(len(repo)) * 1000, Labels: []string{"hangar", "linux-x64"}, Pool: w.Doc.Name, Installation: 7}
 }
 
 // handle hands the dispatcher one batch of jobs-queue messages and returns the ids it failed.
@@ -501,12 +501,13 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 }
 
 // TestFakeOrganizationScope: an organisation-scoped pool's runners are made at the organisation,
-// in the pool's runner group (its id asked of GitHub once), and the assignment names the
-// organisation's runner URL and the group.
+// each in a runner group made for its job's repository alone (asked of GitHub once per group),
+// and the assignment names the organisation's runner URL and that group. A job without its
+// repository's id is not placed: its runner could only be made in a group open to others.
 func TestFakeOrganizationScope(t *testing.T) {
 	t.Parallel()
 	doc := fake.Pool(t, "linux", func(d map[string]any) {
-		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}, "scope": "organization", "runnerGroup": "hangar-ci"}
+		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}, "scope": "organization"}
 		d["returnsQueueUrl"] = returns
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
@@ -526,16 +527,29 @@ func TestFakeOrganizationScope(t *testing.T) {
 	})
 	require.NoError(t, err)
 	w.x = x
-	w.AddIdle(t, fake.Idle{})
-	w.AddIdle(t, fake.Idle{})
-	require.Empty(t, w.handle(queued(w.job(131, "octo/app"), w.job(132, "octo/app"))...))
-	for _, j := range []int64{131, 132} {
-		it := w.holder(j)
-		require.Equal(t, "https://github.com/octo", it.RunnerURL, "organisation runners register at the organisation")
-		require.Equal(t, "hangar-ci", it.RunnerGroup)
+	for range 4 {
+		w.AddIdle(t, fake.Idle{})
 	}
+	app, web := w.job(131, "octo/app"), w.job(133, "octo/website")
+	app2 := w.job(132, "octo/app")
+	require.Empty(t, w.handle(queued(app, app2, web)...))
+	rn := state.RunnerNamesOf(fake.Stack)
+	for _, j := range []jobs.Job{app, app2, web} {
+		it := w.holder(j.ID)
+		require.Equal(t, "https://github.com/octo", it.RunnerURL, "organisation runners register at the organisation")
+		require.Equal(t, rn.RepositoryGroup(j.RepoID), it.RunnerGroup, "job %d: its repository's own group", j.ID)
+	}
+	require.Equal(t, map[string]int64{rn.RepositoryGroup(app.RepoID): app.RepoID, rn.RepositoryGroup(web.RepoID): web.RepoID},
+		w.GitHub.Groups(), "one group per repository, each open to that repository alone")
 	mu.Lock()
 	require.Contains(t, scopes, ghapi.Scope{Owner: "octo"})
 	mu.Unlock()
-	require.Equal(t, 1, w.GitHub.Calls("RunnerGroupID"), "the group's id is asked once")
+	require.Equal(t, 2, w.GitHub.Calls("RepositoryGroup"), "each group is asked for once")
+
+	noID := w.job(134, "octo/app")
+	noID.RepoID = 0
+	require.Len(t, w.handle(queued(noID)...), 1, "not placed: it waits on the queue")
+	held, err := w.Store.ByRun(context.Background(), names.JobKey(134, 0))
+	require.NoError(t, err)
+	require.Empty(t, held, "nothing claimed for it")
 }

@@ -317,8 +317,11 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 // base is the part of a job's assignment its instance does not change.
 func (x *Dispatcher) base(doc *pooldoc.Document, j jobs.Job, claimID string) state.Assignment {
 	scope := scopeOf(doc, j.Repo)
-	return state.Assignment{Repo: j.Repo, RunnerURL: scope.RunnerURL(doc.GitHubURL), RunnerGroup: doc.Group(),
-		RunnerPrefix: x.names.Prefix(), ClaimID: claimID}
+	a := state.Assignment{Repo: j.Repo, RunnerURL: scope.RunnerURL(doc.GitHubURL), RunnerPrefix: x.names.Prefix(), ClaimID: claimID}
+	if scope.IsOrg() {
+		a.RunnerGroup = x.names.RepositoryGroup(j.RepoID)
+	}
+	return a
 }
 
 // personalize completes the assignment of job j to instance id: the job's key, and a just-in-time
@@ -418,20 +421,24 @@ func (c *clientCache) get(ctx context.Context, doc *pooldoc.Document, j jobs.Job
 	if !scope.IsOrg() {
 		return gh, ghapi.RepositoryGroupID, nil
 	}
-	id, err := c.x.groupID(ctx, gh, scope.Owner, doc.Group())
+	if j.RepoID < 1 {
+		return nil, 0, fmt.Errorf("job %d of %s: no repository id, and an organisation-scoped runner is made in its repository's own group", j.ID, j.Repo)
+	}
+	id, err := c.x.groupID(ctx, gh, scope.Owner, c.x.names.RepositoryGroup(j.RepoID), j.RepoID)
 	return gh, id, err
 }
 
-// groupID returns the id of an organisation's runner group, asked of GitHub once per process:
-// the placements of one batch that need it at once wait for the first to ask.
-func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string) (int64, error) {
+// groupID returns the id of the runner group of an organisation's repository, asked of GitHub
+// (and made there when missing) once per process: the placements of one batch that need it at
+// once wait for the first to ask.
+func (x *Dispatcher) groupID(ctx context.Context, gh Runners, org, name string, repoID int64) (int64, error) {
 	key := strings.ToLower(org) + "/" + name
 	x.groupsMu.Lock()
 	defer x.groupsMu.Unlock()
 	if id, ok := x.groups[key]; ok {
 		return id, nil
 	}
-	id, err := gh.RunnerGroupID(ctx, name)
+	id, err := gh.RepositoryGroup(ctx, name, repoID)
 	if err != nil {
 		return 0, err
 	}

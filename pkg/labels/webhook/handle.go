@@ -300,7 +300,7 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	wj := ev.GetWorkflowJob()
 	j := jobs.Job{ID: wj.GetID(), RunID: wj.GetRunID(), RunAttempt: int(wj.GetRunAttempt()), Labels: wj.Labels,
-		Repo: ev.GetRepo().GetFullName(), Installation: ev.GetInstallation().GetID(), RunnerName: wj.GetRunnerName(),
+		Repo: ev.GetRepo().GetFullName(), RepoID: ev.GetRepo().GetID(), Installation: ev.GetInstallation().GetID(), RunnerName: wj.GetRunnerName(),
 		RunnerID: wj.GetRunnerID(), Conclusion: wj.GetConclusion(), Delivery: truncate(delivery, 64)}
 	var errs []error
 	if j.ID < 1 {
@@ -308,6 +308,9 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	}
 	if err := names.ValidateRepository(j.Repo); err != nil {
 		errs = append(errs, fmt.Errorf("repository.full_name: %w", err))
+	}
+	if j.RepoID < 1 {
+		errs = append(errs, errors.New("repository.id: missing"))
 	}
 	if j.Installation < 1 {
 		errs = append(errs, errors.New("installation.id: missing: deliveries come from a GitHub App installation"))

@@ -125,7 +125,7 @@ func payloadVia(installation int64, action string, job int64, repo string, label
 		wj["runner_name"], wj["runner_id"] = runner, 77
 	}
 	b, _ := json.Marshal(map[string]any{"action": action, "workflow_job": wj,
-		"repository": map[string]any{"full_name": repo, "name": repo[strings.Index(repo, "/")+1:]}, "installation": map[string]any{"id": installation}})
+		"repository": map[string]any{"id": 1000 + len(repo), "full_name": repo, "name": repo[strings.Index(repo, "/")+1:]}, "installation": map[string]any{"id": installation}})
 	return b
 }
 
@@ -162,6 +162,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown action", request(payload("exploded", 1, "octo/app", []string{"hangar"}, ""), nil), 400, `action "exploded"`},
 		{"no job id", request(payload("queued", 0, "octo/app", []string{"hangar"}, ""), nil), 400, "workflow_job.id"},
 		{"bad repository", request(payload("queued", 1, "octo/../x", []string{"hangar"}, ""), nil), 400, "repository.full_name"},
+		{"no repository id", request(bytes.Replace(payload("queued", 1, "octo/app", []string{"hangar"}, ""), []byte(`"id":1008,`), nil, 1), nil), 400, "repository.id: missing"},
 		{"another event", request(good, func(h http.Header) { h.Set(webhook.HeaderEvent, "push") }), 202, `event "push" ignored`},
 		{"ping", request(good, func(h http.Header) { h.Set(webhook.HeaderEvent, "ping") }), 200, "pong"},
 		{"waiting", request(payload("waiting", 1, "octo/app", []string{"hangar"}, ""), nil), 202, "waiting ignored"},

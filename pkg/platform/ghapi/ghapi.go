@@ -88,7 +88,7 @@ type JITRequest struct {
 	Name string
 	// Labels are exactly the labels the runner carries: GitHub adds none to a just-in-time runner.
 	Labels []string
-	// GroupID is the organisation runner group's id (RunnerGroupID); for a repository,
+	// GroupID is the organisation runner group's id (RepositoryGroup); for a repository,
 	// RepositoryGroupID.
 	GroupID int64
 	// WorkFolder is the runner's work directory, relative to its own directory ("" for _work).
@@ -107,5 +107,6 @@ type JIT struct {
 // ErrNoConfig is returned when GitHub's answer holds no configuration.
 var ErrNoConfig = errors.New("GitHub returned no just-in-time configuration")
 
-// ErrNoGroup is returned (wrapped) by RunnerGroupID for a group the organisation does not have.
-var ErrNoGroup = errors.New("no such runner group")
+// ErrGroupNotOwn is returned (wrapped) for a runner group, named as the stack names a
+// repository's group, that is open to other repositories than that one.
+var ErrGroupNotOwn = errors.New("the runner group is not the repository's own")

@@ -150,24 +150,64 @@ func (c *Client) GenerateJITConfig(ctx context.Context, r ghapi.JITRequest) (gha
 	return ghapi.JIT{RunnerID: out.GetRunner().GetID(), Config: out.GetEncodedJITConfig()}, nil
 }
 
-// RunnerGroupID returns the id of the organisation's runner group named name.
-func (c *Client) RunnerGroupID(ctx context.Context, name string) (int64, error) {
+// RepositoryGroup returns the id of the organisation's runner group named name, open to the
+// repository repoID alone, making it when the organisation has no group of that name. A group of
+// that name open to anything more (or less) is refused with ghapi.ErrGroupNotOwn: its runners
+// could serve another repository's jobs. Groups are made without public repositories, GitHub's
+// own default.
+func (c *Client) RepositoryGroup(ctx context.Context, name string, repoID int64) (int64, error) {
 	if c.scope.Repo != "" {
 		return ghapi.RepositoryGroupID, nil
 	}
+	g, err := c.groupNamed(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if g == nil {
+		g, _, err = c.gh.Actions.CreateOrganizationRunnerGroup(ctx, c.scope.Owner, github.CreateRunnerGroupRequest{
+			Name: &name, Visibility: github.String("selected"), SelectedRepositoryIDs: []int64{repoID},
+			AllowsPublicRepositories: github.Bool(false)})
+		if err == nil {
+			return g.GetID(), nil
+		}
+		// A name taken answers 409 or 422 (the description does not say which).
+		if err = classify(err); !ghapi.IsConflict(err) && !ghapi.IsBusy(err) {
+			return 0, fmt.Errorf("make runner group %q of %s: %w", name, c.scope.Owner, err)
+		}
+		// Made meanwhile by another dispatcher: read it, and check it as any other.
+		if g, err = c.groupNamed(ctx, name); err != nil || g == nil {
+			return 0, fmt.Errorf("make runner group %q of %s: taken, yet not listed: %w", name, c.scope.Owner, err)
+		}
+	}
+	if g.GetVisibility() != "selected" {
+		return 0, fmt.Errorf("runner group %q of %s is open to %s repositories: %w", name, c.scope.Owner, g.GetVisibility(), ghapi.ErrGroupNotOwn)
+	}
+	repos, _, err := c.gh.Actions.ListRepositoryAccessRunnerGroup(ctx, c.scope.Owner, g.GetID(), &github.ListOptions{PerPage: 2})
+	if err != nil {
+		return 0, fmt.Errorf("list the repositories of runner group %q of %s: %w", name, c.scope.Owner, classify(err))
+	}
+	if repos.GetTotalCount() != 1 || len(repos.Repositories) != 1 || repos.Repositories[0].GetID() != repoID {
+		return 0, fmt.Errorf("runner group %q of %s is open to %d repositories, not repository %d alone: %w", name, c.scope.Owner,
+			repos.GetTotalCount(), repoID, ghapi.ErrGroupNotOwn)
+	}
+	return g.GetID(), nil
+}
+
+// groupNamed returns the organisation's runner group named name, or nil.
+func (c *Client) groupNamed(ctx context.Context, name string) (*github.RunnerGroup, error) {
 	opts := &github.ListOrgRunnerGroupOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		page, resp, err := c.gh.Actions.ListOrganizationRunnerGroups(ctx, c.scope.Owner, opts)
 		if err != nil {
-			return 0, fmt.Errorf("list the runner groups of %s: %w", c.scope.Owner, classify(err))
+			return nil, fmt.Errorf("list the runner groups of %s: %w", c.scope.Owner, classify(err))
 		}
 		for _, g := range page.RunnerGroups {
 			if g.GetName() == name {
-				return g.GetID(), nil
+				return g, nil
 			}
 		}
 		if resp.NextPage == 0 {
-			return 0, fmt.Errorf("runner group %q of %s: %w (create it, limited to the pool's repositories)", name, c.scope.Owner, ghapi.ErrNoGroup)
+			return nil, nil
 		}
 		opts.Page = resp.NextPage
 	}

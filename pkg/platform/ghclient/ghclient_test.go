@@ -59,3 +59,43 @@ func TestClient(t *testing.T) {
 	_, err := ghclient.New("not a url", "t", ghapi.Scope{Owner: "octo"})
 	require.ErrorContains(t, err, "GitHub API URL")
 }
+
+// TestRepositoryGroup: an organisation's repository gets a runner group open to it alone, made
+// once and found after; a group of that name open to another repository, or to more than one, is
+// refused; a repository's own scope needs no group.
+func TestRepositoryGroup(t *testing.T) {
+	t.Parallel()
+	gh := ghfake.New("admin")
+	defer gh.Close()
+	gh.SetPageSize(1) // the group is found on a later page
+	gh.SetGroup("someone-elses")
+	c, err := ghclient.New(gh.URL(), "admin", ghapi.Scope{Owner: "octo"})
+	require.NoError(t, err)
+	app, web := gh.RepoID("octo/app"), gh.RepoID("octo/web")
+
+	id, err := c.RepositoryGroup(t.Context(), "hangar-ci-repo-1", app)
+	require.NoError(t, err)
+	require.Greater(t, id, int64(ghapi.RepositoryGroupID))
+	repos, ok := gh.Group("hangar-ci-repo-1")
+	require.True(t, ok)
+	require.Equal(t, []string{"octo/app"}, repos, "open to the repository alone")
+	again, err := c.RepositoryGroup(t.Context(), "hangar-ci-repo-1", app)
+	require.NoError(t, err)
+	require.Equal(t, id, again, "found, not made again")
+	require.Equal(t, 1, gh.GroupsMade())
+
+	_, err = c.RepositoryGroup(t.Context(), "hangar-ci-repo-1", web)
+	require.ErrorIs(t, err, ghapi.ErrGroupNotOwn, "another repository's group")
+	gh.SetGroup("hangar-ci-repo-2", "octo/web", "octo/app")
+	_, err = c.RepositoryGroup(t.Context(), "hangar-ci-repo-2", web)
+	require.ErrorIs(t, err, ghapi.ErrGroupNotOwn, "a group open to more than the repository")
+	_, err = c.RepositoryGroup(t.Context(), ghfake.DefaultGroup, web)
+	require.ErrorIs(t, err, ghapi.ErrGroupNotOwn, "the default group is open to every repository")
+
+	repoScoped, err := ghclient.New(gh.URL(), "admin", ghapi.Scope{Owner: "octo", Repo: "app"})
+	require.NoError(t, err)
+	id, err = repoScoped.RepositoryGroup(t.Context(), "unused", app)
+	require.NoError(t, err)
+	require.EqualValues(t, ghapi.RepositoryGroupID, id)
+	require.Equal(t, 1, gh.GroupsMade())
+}
