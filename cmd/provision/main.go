@@ -47,7 +47,8 @@ func parse(args []string, gha *githubactions.Action) (options, error) {
 		UsageClass: in.String("usage-class"), InstanceTypes: step.ParseList(in.String("allowed-instance-types")),
 		MinVCPU: in.Int("min-vcpu", "a whole number"), MinMemoryMiB: in.Int("min-memory-mib", "a whole number of MiB"),
 		MaxRuntime: in.Duration("max-runtime"), RegistrationTimeout: in.Duration("registration-timeout"),
-		Scope: in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: step.ParseList(in.String("labels")), Tags: tags,
+		WaitForCapacity: in.Bool("wait-for-capacity"),
+		Scope:           in.String("runner-scope"), RunnerGroup: in.String("runner-group"), Labels: step.ParseList(in.String("labels")), Tags: tags,
 		RunID: ctx.RunID, RunAttempt: ctx.RunAttempt, Repository: ctx.Repository, ServerURL: ctx.ServerURL,
 	}
 	cfg.ApplyDefaults()

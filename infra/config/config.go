@@ -34,7 +34,10 @@ type Config struct {
 	History History `json:"history,omitempty"`
 	// Alarms says who is told when one of the stack's alarms fires.
 	Alarms Alarms `json:"alarms,omitempty"`
-	Pools  []Pool `json:"pools"`
+	// MaxInstances bounds the live instances of all the pools together (0: no bound but each
+	// pool's maxInstances and the account's quotas).
+	MaxInstances int    `json:"maxInstances,omitempty"`
+	Pools        []Pool `json:"pools"`
 }
 
 // History says how long run records and ended instances' items are kept (docs/design.md §12).
@@ -106,6 +109,8 @@ type Pool struct {
 	Timeouts            pooldoc.Timeouts  `json:"timeouts,omitempty"`
 	Warm                pooldoc.Warm      `json:"warm,omitempty"`
 	Runner              pooldoc.Runner    `json:"runner,omitempty"`
+	// MaxInstances bounds the pool's live instances (0: no bound but the stack's).
+	MaxInstances int `json:"maxInstances,omitempty"`
 	// Jobs makes the pool serve label-routed jobs; nil: the steps only.
 	Jobs *Jobs `json:"jobs,omitempty"`
 }
@@ -266,6 +271,9 @@ func (c *Config) Validate() error {
 	if c.History.Days < 1 || c.History.Days > pooldoc.MaxHistoryDays {
 		bad("history.days", "%d: want 1 to %d (how many days run records and ended instances are kept; default %d)", c.History.Days, pooldoc.MaxHistoryDays, DefaultHistoryDays)
 	}
+	if c.MaxInstances < 0 || c.MaxInstances > pooldoc.MaxInstancesLimit {
+		bad("maxInstances", "%d: want 1 to %d (or leave it out: no bound for the stack)", c.MaxInstances, pooldoc.MaxInstancesLimit)
+	}
 	if len(c.Pools) == 0 {
 		bad("pools", "empty: want at least one pool")
 	}
@@ -403,4 +411,16 @@ func coveredBy(r string, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// StackCap is the stack's bound on live instances as every pool document carries it (nil: none).
+func (c *Config) StackCap() *pooldoc.StackCap {
+	if c.MaxInstances == 0 {
+		return nil
+	}
+	cap := &pooldoc.StackCap{MaxInstances: c.MaxInstances}
+	for _, p := range c.Pools {
+		cap.Pools = append(cap.Pools, p.Name)
+	}
+	return cap
 }

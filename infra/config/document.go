@@ -29,6 +29,8 @@ type Deployed struct {
 	// that names none; Installations (github.installations) go into every jobs section.
 	Repositories  []string
 	Installations []int64
+	// StackCap is the config's maxInstances with its pools' names, in every document (nil: none).
+	StackCap *pooldoc.StackCap
 }
 
 // Placeholders are well-formed deployed values, for validating a pool before anything exists.
@@ -84,6 +86,7 @@ func (p *Pool) Document(d Deployed) Doc {
 		AllocationStrategy: p.AllocationStrategy, Labels: p.Labels, AllowedRepositories: allowed,
 		Reuse: p.Reuse, RunnerGroup: p.RunnerGroup, Tags: p.Tags, Timeouts: p.Timeouts, Warm: p.Warm, Runner: p.Runner,
 		Jobs: jobs, ReturnsQueueURL: returns, HistoryDays: d.HistoryDays,
+		MaxInstances: p.MaxInstances, StackCap: d.StackCap,
 	}
 }
 

@@ -208,3 +208,46 @@ func TestExampleJobsBlocks(t *testing.T) {
 	require.Equal(t, &App{Label: "hangar", BatchSize: 10}, cfg.App)
 	require.Equal(t, &Jobs{Labels: []string{"linux-x64"}, Scope: pooldoc.JobScopeRepository}, cfg.Pools[0].Jobs)
 }
+
+// TestMaxInstances: a pool's maxInstances and the stack's reach every pool document (the stack's
+// with every pool's name, to count over); a bound below zero, or one the warm pool could never
+// fit under, is refused by name.
+func TestMaxInstances(t *testing.T) {
+	t.Parallel()
+	m := jobsExample(t)
+	m["maxInstances"] = 50
+	poolN(m, 0)["maxInstances"] = 40
+	cfg, err := parseMap(t, m)
+	require.NoError(t, err)
+	d := Placeholders
+	d.StackCap = cfg.StackCap()
+	x64, err := cfg.Pools[0].Document(d).Parsed()
+	require.NoError(t, err)
+	require.Equal(t, 40, x64.MaxInstances)
+	require.Equal(t, &pooldoc.StackCap{MaxInstances: 50, Pools: []string{"linux-x64", "linux-arm64", "steps-only"}}, x64.StackCap)
+	arm, err := cfg.Pools[1].Document(d).Parsed()
+	require.NoError(t, err)
+	require.Zero(t, arm.MaxInstances, "no bound of its own")
+	require.Equal(t, x64.StackCap, arm.StackCap)
+
+	for _, tc := range []struct {
+		name   string
+		change func(m map[string]any)
+		want   string
+	}{
+		{"negative pool bound", func(m map[string]any) { poolN(m, 0)["maxInstances"] = -1 }, "pools[0].maxInstances: -1: want 1 to 100000"},
+		{"negative stack bound", func(m map[string]any) { m["maxInstances"] = -5 }, "maxInstances: -5: want 1 to 100000"},
+		{"warm pool over the bound", func(m map[string]any) {
+			poolN(m, 0)["maxInstances"] = 1
+			poolN(m, 0)["warm"] = map[string]any{"schedules": []any{map[string]any{"name": "default", "hot": 2}}}
+		},
+			"pools[0].warm.schedules[0]: hot 2 + stopped 0 is more than maxInstances 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := jobsExample(t)
+			tc.change(m)
+			_, err := parseMap(t, m)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -101,6 +101,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
 		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h), HistoryDays: h.cfg.History.Days,
 		Repositories: h.cfg.GitHub.Repositories, Installations: h.cfg.GitHub.Installations,
+		StackCap: h.cfg.StackCap(),
 	}).JSON()
 	if err != nil {
 		panic(fmt.Sprintf("pool %s: encode its document: %v", p.Name, err)) // a Doc always encodes

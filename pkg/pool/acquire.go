@@ -129,6 +129,11 @@ type Acquired struct {
 	Stopped []string
 	// Created are the instances launched and recorded for the request.
 	Created []*state.Instance
+	// Capped is how many instances were not created because the pool or the stack is at its
+	// maxInstances, and CapErr says which cap (errors.Is ErrAtCapacity); nothing else failed
+	// for them, and they may be asked for again once instances end or come back.
+	Capped int
+	CapErr error
 	// ClaimErr is why the pool could not be read or a claim failed (the rest was created);
 	// StartErr, why the stopped instances could not be started; CreateErr, why instances could
 	// not be launched or recorded.
@@ -298,6 +303,19 @@ func (a *acquiring) create(ctx context.Context) {
 	start := time.Now()
 	defer func() { a.out.CreateTook = time.Since(start) }()
 	doc, l := a.req.Doc, a.req.Launch
+	capacity, release, err := a.p.reserve(ctx, doc, len(slots), l.Deadline)
+	if err != nil {
+		a.out.CreateErr = err
+		return
+	}
+	defer release() // once what was launched is recorded, for the next creation to count
+	if capacity.Allowed < len(slots) {
+		a.out.Capped, a.out.CapErr = len(slots)-capacity.Allowed, capacity.Err(len(slots))
+		slots = slots[:capacity.Allowed]
+		if len(slots) == 0 {
+			return
+		}
+	}
 	reserved := fleet.ForJobs(a.p.Stack, doc.Name)
 	if l.Run != "" {
 		reserved = fleet.ForRun(a.p.Stack, doc.Name, l.Run, l.Repository)
@@ -323,7 +341,7 @@ func (a *acquiring) create(ctx context.Context) {
 		}
 		return &as, nil
 	}
-	_, err := a.p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: len(slots), Market: l.Market, Types: l.Types, Tags: l.Tags,
+	_, err = a.p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: len(slots), Market: l.Market, Types: l.Types, Tags: l.Tags,
 		Reserved: reserved, Deadline: l.Deadline, Token: l.Token,
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			items, err := a.p.Record(ctx, Launched{Pool: doc, Instances: launched, At: time.Now(), Assign: assign, Reason: l.Reason})

@@ -31,6 +31,11 @@ type Store interface {
 	Transition(ctx context.Context, c state.Change) (*state.Instance, error)
 	TransitionAll(ctx context.Context, changes []state.Change, befores []state.Instance) []state.Written
 	Poll(ctx context.Context, ids []string, interval time.Duration, check func(map[string]*state.Instance) (done bool, next time.Duration)) error
+	// Census, Lease and ReleaseLease hold a pool's maxInstances (and the stack's): a creation
+	// counts live instances under a lease, so that two creations never both fill one gap.
+	Census(ctx context.Context, pool string) (state.Census, error)
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
 }
 
 // Queues are the stack's pools' queues (offers.Directory): the queue to claim from, by pool, and

@@ -125,9 +125,19 @@ func (p *Pool) price(ctx context.Context, items []*state.Instance) {
 }
 
 // Warm launches n warm instances of doc (no run, nothing to hand over) with one fleet request,
-// recording them as they come, and returns how many were launched. Token makes the request
-// idempotent; deadline bounds its retries after capacity errors.
+// recording them as they come, and returns how many were launched: fewer, with an error that
+// errors.Is ErrAtCapacity, when the pool's or the stack's maxInstances leaves less room. Token
+// makes the request idempotent; deadline bounds its retries after capacity errors.
 func (p *Pool) Warm(ctx context.Context, doc *pooldoc.Document, n int, at time.Time, token string, deadline time.Time) (int, error) {
+	capacity, release, err := p.reserve(ctx, doc, n, deadline)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	capErr := capacity.Err(n)
+	if n = capacity.Allowed; n == 0 {
+		return 0, capErr
+	}
 	launched, err := p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: n, Deadline: deadline,
 		Reserved: fleet.ForWarmPool(p.Stack, doc.Name), Token: token,
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
@@ -135,5 +145,8 @@ func (p *Pool) Warm(ctx context.Context, doc *pooldoc.Document, n int, at time.T
 			return err
 		},
 	})
-	return len(launched), err
+	if err != nil {
+		return len(launched), err
+	}
+	return len(launched), capErr
 }

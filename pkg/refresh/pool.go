@@ -215,7 +215,11 @@ func (p *poolRun) fill(ctx context.Context) {
 	}
 	n, err := p.launch(ctx, p.doc, missing, p.now)
 	p.rep.Launched = n
-	if err != nil {
+	switch {
+	case errors.Is(err, pool.ErrAtCapacity):
+		// The cap leaves no room for the warm pool: jobs come first, and the fill waits.
+		p.d.Log.Info("the warm pool waits for room under the cap", "pool", p.doc.Name, "missing", missing, "launched", n, "why", err)
+	case err != nil:
 		p.errorf("launch %d warm instances: %v", missing, err)
 	}
 	p.warming = append(p.warming, make([]state.Instance, n)...)

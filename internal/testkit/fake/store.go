@@ -1,9 +1,11 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	items   map[string]*state.Instance
+	waiters map[string]state.Waiter // jobs waiting for room, by pool/key
 	leases  map[string]lease
 	events  map[string]string // "<job>/<action>" → body: the webhook's records
 	thefts  []*theft          // StealBefore
@@ -46,7 +49,7 @@ func NewStore(account state.Account) *Store {
 // Reset forgets every item, lease, run record, cursor, theft, recorded call and injected error.
 func (s *Store) Reset() {
 	s.mu.Lock()
-	s.items, s.leases, s.events, s.thefts, s.hist = map[string]*state.Instance{}, map[string]lease{}, nil, nil, nil
+	s.items, s.leases, s.events, s.thefts, s.hist, s.waiters = map[string]*state.Instance{}, map[string]lease{}, nil, nil, nil, nil
 	s.mu.Unlock()
 	s.resetCalls()
 	s.notify()
@@ -329,4 +332,72 @@ func (s *Store) Wait(ctx context.Context, cond func(items map[string]*state.Inst
 		case <-changed:
 		}
 	}
+}
+
+// Census counts pool's live instances by state (and those created for a run), as
+// state.Store.Census does.
+func (s *Store) Census(_ context.Context, pool string) (state.Census, error) {
+	if err := s.call("Census"); err != nil {
+		return state.Census{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := state.Census{ByState: map[state.State]int{}, BySpec: map[string]int{}}
+	for _, st := range state.LiveStates {
+		out.ByState[st] = 0
+	}
+	for _, it := range s.items {
+		if it.Pool != pool || !slices.Contains(state.LiveStates, it.State) {
+			continue
+		}
+		out.ByState[it.State]++
+		out.BySpec[it.SpecHash]++
+		if it.State == state.Created && it.RunID != "" {
+			out.CreatedForRun++
+		}
+	}
+	return out, nil
+}
+
+// AddWaiter keeps a job waiting for room (replacing one of the same pool and job).
+func (s *Store) AddWaiter(_ context.Context, w state.Waiter) error {
+	if err := s.call("AddWaiter"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiters == nil {
+		s.waiters = map[string]state.Waiter{}
+	}
+	s.waiters[w.Pool+"/"+w.Key] = w
+	return nil
+}
+
+// Waiters returns up to limit of pool's waiters, longest waiting first.
+func (s *Store) Waiters(_ context.Context, pool string, limit int) ([]state.Waiter, error) {
+	if err := s.call("Waiters"); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []state.Waiter
+	for _, w := range s.waiters {
+		if w.Pool == pool {
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b state.Waiter) int { return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Key, b.Key)) })
+	return out[:min(limit, len(out))], nil
+}
+
+// TakeWaiter removes and returns a waiter; ok false when there was none.
+func (s *Store) TakeWaiter(_ context.Context, pool, key string) (state.Waiter, bool, error) {
+	if err := s.call("TakeWaiter"); err != nil {
+		return state.Waiter{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.waiters[pool+"/"+key]
+	delete(s.waiters, pool+"/"+key)
+	return w, ok, nil
 }

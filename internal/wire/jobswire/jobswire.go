@@ -179,7 +179,7 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 		ec2Client = o.EC2
 	}
 	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
-		Pools: pools, Events: store,
+		Pools: pools, Events: store, Waiting: store,
 		Pool: &pool.Pool{Stack: env.Stack, Store: store, EC2: ec2Client, Queues: &offers.Directory{Loader: &pooldoc.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
 			Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, Bells: bells, Prices: prices, Log: o.Log},
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {

@@ -35,6 +35,7 @@ var (
 	InMinMemoryMiB         = Input{"min-memory-mib", "0", "minimum memory in MiB"}
 	InMaxRuntime           = Input{"max-runtime", "", "how long the instances may serve the run, such as 2h (default: the pool's)"}
 	InRegistrationTimeout  = Input{"registration-timeout", FormatDuration(provision.DefaultRegistrationTimeout), "how long to wait for every runner to register"}
+	InWaitForCapacity      = Input{"wait-for-capacity", strconv.FormatBool(false), "when the pool or the stack is at its maxInstances: wait for room until the registration timeout (true), or fail at once (false)"}
 	InRunnerGroup          = Input{"runner-group", "", "the organisation runner group runners join (org scope; default: the pool's runnerGroup)"}
 	InLabels               = Input{"labels", "", "extra runner labels, comma-separated; each runner carries <run id>-<label>"}
 	InTags                 = Input{"tags", "", "extra instance tags: key=value, comma-separated (hangar:* is reserved)"}
@@ -48,7 +49,7 @@ var (
 // Each mode's inputs, in the order its -h lists them.
 var (
 	ProvisionInputs = []Input{InStack, InPool, InInstanceCount, InUsageClass, InAllowedInstanceTypes, InMinVCPU,
-		InMinMemoryMiB, InMaxRuntime, InRegistrationTimeout, InRunnerScope, InRunnerGroup, InLabels, InTags, InGitHubToken}
+		InMinMemoryMiB, InMaxRuntime, InRegistrationTimeout, InWaitForCapacity, InRunnerScope, InRunnerGroup, InLabels, InTags, InGitHubToken}
 	ReleaseInputs = []Input{InStack, InRunnerScope, InDeregisterTimeout, InGitHubToken}
 	RefreshInputs = []Input{InStack, InDryRun, InPools}
 )

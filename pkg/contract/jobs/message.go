@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 )
@@ -72,8 +73,11 @@ type Message struct {
 	Version    int64  `json:"version,omitempty"`
 	// Scope is where an unregister's runner is registered (owner/name or owner).
 	Scope string `json:"scope,omitempty"`
-	// Round counts a check's or an unregister's repetitions (each is bounded).
+	// Round counts a check's or an unregister's repetitions (each is bounded), or the tries of a
+	// queued job waiting for room under a cap.
 	Round int `json:"round,omitempty"`
+	// WaitingSince is when a queued job began to wait for room (zero: it has not waited).
+	WaitingSince time.Time `json:"waitingSince,omitzero"`
 }
 
 // MaxMessage bounds a message's size (SQS takes 256 KiB; a job is far smaller).

@@ -65,6 +65,11 @@ type Document struct {
 	Timeouts    Timeouts          `json:"timeouts"`
 	Warm        Warm              `json:"warm"`
 	Runner      Runner            `json:"runner"`
+	// MaxInstances bounds the pool's live instances, whatever launches them (a run, a
+	// label-routed job, a warm-pool fill); 0: no bound but the stack's and the account's quotas.
+	MaxInstances int `json:"maxInstances,omitempty"`
+	// StackCap bounds the live instances of all the stack's pools together; nil: no bound.
+	StackCap *StackCap `json:"stackCap,omitempty"`
 	// Jobs makes the pool serve label-routed jobs (docs/labels.md); nil: steps only.
 	Jobs *Jobs `json:"jobs,omitempty"`
 	// Drained closes the pool to reuse (hangar drain): nothing of it is claimed or offered, its
@@ -78,6 +83,19 @@ type Document struct {
 	// instance or a run ends (the stack's history.days; 0: state.DefaultHistoryRetention).
 	HistoryDays int `json:"historyDays,omitempty"`
 }
+
+// StackCap is the stack's bound on live instances (the stack's maxInstances), the same in every
+// pool document, with the pools it counts over.
+type StackCap struct {
+	MaxInstances int      `json:"maxInstances"`
+	Pools        []string `json:"pools"`
+}
+
+// MaxInstancesLimit bounds maxInstances: far beyond any account's quota, well within a count.
+const MaxInstancesLimit = 100000
+
+// Capped reports whether the pool, or the stack, bounds its live instances.
+func (d *Document) Capped() bool { return d.MaxInstances > 0 || d.StackCap != nil }
 
 // MaxHistoryDays bounds history.days: ten years.
 const MaxHistoryDays = 3650

@@ -50,6 +50,28 @@ func (d *Document) Validate() error {
 	if d.HistoryDays < 0 || d.HistoryDays > MaxHistoryDays {
 		bad("historyDays", "%d: want 1 to %d days (or leave it out: %d)", d.HistoryDays, MaxHistoryDays, int(state.DefaultHistoryRetention/(24*time.Hour)))
 	}
+	if d.MaxInstances < 0 || d.MaxInstances > MaxInstancesLimit {
+		bad("maxInstances", "%d: want 1 to %d (or leave it out: no bound)", d.MaxInstances, MaxInstancesLimit)
+	}
+	for i, w := range d.Warm.Schedules {
+		if d.MaxInstances > 0 && w.Hot+w.Stopped > d.MaxInstances {
+			bad(fmt.Sprintf("warm.schedules[%d]", i), "hot %d + stopped %d is more than maxInstances %d: the warm pool could never be filled",
+				w.Hot, w.Stopped, d.MaxInstances)
+		}
+	}
+	if c := d.StackCap; c != nil {
+		if c.MaxInstances < 1 || c.MaxInstances > MaxInstancesLimit {
+			bad("stackCap.maxInstances", "%d: want 1 to %d", c.MaxInstances, MaxInstancesLimit)
+		}
+		if !slices.Contains(c.Pools, d.Name) {
+			bad("stackCap.pools", "%v: want the stack's pools, this one among them", c.Pools)
+		}
+		for _, p := range c.Pools {
+			if err := names.ValidatePool(p); err != nil {
+				bad("stackCap.pools", "%v", err)
+			}
+		}
+	}
 	if u, err := url.Parse(d.QueueURL); d.QueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
 		bad("queueUrl", "%q: want the pool queue's URL", d.QueueURL)
 	}

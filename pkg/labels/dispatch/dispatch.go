@@ -112,6 +112,14 @@ type Events interface {
 	Events(ctx context.Context, action string, jobs []int64) (map[int64]string, error)
 }
 
+// Waiting keeps the jobs waiting for room under a pool's or the stack's maxInstances
+// (state.Store).
+type Waiting interface {
+	AddWaiter(ctx context.Context, w state.Waiter) error
+	Waiters(ctx context.Context, pool string, limit int) ([]state.Waiter, error)
+	TakeWaiter(ctx context.Context, pool, key string) (state.Waiter, bool, error)
+}
+
 // Pools reads the stack's pool documents (pooldoc.Cache).
 type Pools interface {
 	LoadStack(ctx context.Context) (*pooldoc.Stack, error)
@@ -143,6 +151,7 @@ type Deps struct {
 	// an instance.
 	Pool    *pool.Pool
 	Events  Events
+	Waiting Waiting
 	GitHub  GitHub
 	SQS     awsapi.SQS
 	Log     *slog.Logger
@@ -157,7 +166,7 @@ func (d *Deps) validate() error {
 		return fmt.Errorf("dispatch: %w", err)
 	}
 	var missing []string
-	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Events": d.Events != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil} {
+	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Events": d.Events != nil, "Waiting": d.Waiting != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil} {
 		if !set {
 			missing = append(missing, name)
 		}
@@ -251,7 +260,14 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 			continue
 		}
 		if msg.Kind == jobs.KindQueued {
-			queued = append(queued, queuedJob{msg: m, job: msg.Job})
+			q, ok, err := x.unwait(ctx, m, msg)
+			switch {
+			case err != nil:
+				x.d.Log.Error("take a job off its pool's waiters", "message", m.ID, "job", msg.Job.ID, "error", err)
+				fail(m.ID)
+			case ok:
+				queued = append(queued, q)
+			}
 			continue
 		}
 		wg.Go(func() {

@@ -45,13 +45,22 @@ type fakeWorld struct {
 
 func newFakeWorld(t *testing.T) *fakeWorld {
 	t.Helper()
+	return newFakeWorldWith(t, nil)
+}
+
+// newFakeWorldWith is newFakeWorld with the pool's document changed by change.
+func newFakeWorldWith(t *testing.T, change func(d map[string]any)) *fakeWorld {
+	t.Helper()
 	doc := fake.Pool(t, "linux", func(d map[string]any) {
 		d["jobs"] = map[string]any{"stackLabel": "hangar", "labels": []string{"linux-x64"}}
 		d["returnsQueueUrl"] = returns
+		if change != nil {
+			change(d)
+		}
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store, Waiting: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
 		SQS:    w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: &metrics.Writer{Out: w.metrics},
 	})
@@ -487,7 +496,7 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 	})
 	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store, Waiting: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -516,7 +525,7 @@ func TestFakeOrganizationScope(t *testing.T) {
 		scopes []ghapi.Scope
 	)
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
-		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store,
+		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store, Waiting: w.Store,
 		GitHub: func(_ int64, s ghapi.Scope) (dispatch.Runners, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -552,4 +561,86 @@ func TestFakeOrganizationScope(t *testing.T) {
 	held, err := w.Store.ByRun(context.Background(), names.JobKey(134, 0))
 	require.NoError(t, err)
 	require.Empty(t, held, "nothing claimed for it")
+}
+
+// TestFakeWaitsForRoom: five jobs on an empty pool with maxInstances 2 create two instances; the
+// other three wait, in order, on the pool's waiters (no message failed, no receive burned, none
+// counted failed), each with its own delayed try. A try while the pool is still full waits
+// again. When an instance comes back (its agent wiped it), the job that has waited longest is
+// placed on it at once, and that job's own try then finds nothing to do.
+func TestFakeWaitsForRoom(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 2 })
+	var js []jobs.Job
+	for i := range 5 {
+		js = append(js, w.job(int64(71+i), ""))
+	}
+	require.Empty(t, w.handle(queued(js...)...), "nothing failed: the jobs wait")
+	created := 0
+	for _, it := range w.Store.Items() {
+		if it.State != state.Terminated {
+			created++
+		}
+	}
+	require.Equal(t, 2, created, "no more instances than the cap")
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 3)
+	tries := w.sent(jobs.KindQueued)
+	require.Len(t, tries, 3, "each waiting job's own try")
+	for _, m := range tries {
+		require.Equal(t, 1, m.Round)
+		require.False(t, m.WaitingSince.IsZero())
+	}
+	require.Contains(t, w.metrics.String(), `"JobsWaiting":3`)
+	require.NotContains(t, w.metrics.String(), "JobsFailed")
+
+	// A try while the pool is full: the job waits again, its next try later.
+	var try jobs.Message
+	for _, m := range tries {
+		if m.Job.ID == 75 {
+			try = m
+		}
+	}
+	require.Empty(t, w.handle(try))
+	var again []jobs.Message
+	for _, m := range w.sent(jobs.KindQueued) {
+		if m.Round == 2 {
+			again = append(again, m)
+		}
+	}
+	require.Len(t, again, 1, "its next try")
+	require.Equal(t, try.WaitingSince, again[0].WaitingSince, "it has waited since it first could not be placed")
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 3, "still waiting")
+	var keys []string
+	for _, wt := range waiting {
+		keys = append(keys, wt.Key)
+	}
+
+	// The first job ends and its instance comes back: the oldest waiting job gets it.
+	first := w.holder(71)
+	j := w.job(71, "")
+	j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(first.ID, first.RunID), "success"
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+	require.Eventually(t, func() bool {
+		it := w.Store.Item(first.ID)
+		return it.SignalFor(state.SignalDeregistered, first.RunID, it.Version)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Empty(t, w.ret(jobs.Return{InstanceID: first.ID, Key: first.RunID, Version: first.Version}))
+	oldest := w.Store.Item(first.ID).RunID
+	require.Contains(t, keys, oldest, "the instance that came back serves a job that waited (the longest: they all began at once)")
+	w.holderOf(oldest)
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 2)
+	for _, m := range tries {
+		if m.Job.Key() == oldest {
+			require.Empty(t, w.handle(m), "its own try finds it placed")
+		}
+	}
+	held, err := w.Store.ByRun(context.Background(), oldest)
+	require.NoError(t, err)
+	require.Len(t, held, 1, "placed once")
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
@@ -18,10 +19,13 @@ import (
 	"github.com/hangar-ci/hangar/pkg/pool"
 )
 
-// queuedJob is a queued job and the message it came in.
+// queuedJob is a queued job and the message it came in; round and since say how long it has
+// waited for room under a cap (since zero: it has not).
 type queuedJob struct {
-	msg Message
-	job jobs.Job
+	msg   Message
+	job   jobs.Job
+	round int
+	since time.Time
 }
 
 // placement is a job handed to an instance.
@@ -191,6 +195,13 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		}
 	}
 	x.scheduleChecks(ctx, doc, placed)
+	if acq.CapErr != nil && acq.CreateErr == nil && len(failed) > 0 {
+		// Nothing failed but the cap: the jobs wait for room, off the queue's receive count.
+		x.d.Log.Info("jobs wait for room under the cap", "pool", name, "jobs", len(failed), "why", acq.CapErr)
+		x.count(name, "JobsReused", reused)
+		x.count(name, "JobsCreated", len(placed)-reused)
+		return x.wait(ctx, doc, failed)
+	}
 	for _, q := range failed {
 		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)

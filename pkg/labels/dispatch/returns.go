@@ -60,6 +60,9 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 		return false, x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
 		res := x.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
+		if res.Err == nil {
+			x.wake(ctx, doc) // room to create one
+		}
 		return false, res.Err
 	case holds && wiped:
 		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
@@ -75,9 +78,9 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 		if err != nil {
 			return false, err
 		}
-		return false, x.offer(ctx, doc, out)
+		return false, x.offerAndWake(ctx, doc, out)
 	case gaveBack && wiped:
-		return false, x.offer(ctx, doc, it)
+		return false, x.offerAndWake(ctx, doc, it)
 	}
 	return false, nil
 }
@@ -93,6 +96,16 @@ func (x *Dispatcher) offer(ctx context.Context, doc *pooldoc.Document, it *state
 		}
 	}
 	return res.Err
+}
+
+// offerAndWake offers an instance back to its pool, then wakes the job that has waited longest
+// for room in it: the instance (or, retired, the room it leaves) is that job's.
+func (x *Dispatcher) offerAndWake(ctx context.Context, doc *pooldoc.Document, it *state.Instance) error {
+	if err := x.offer(ctx, doc, it); err != nil {
+		return err
+	}
+	x.wake(ctx, doc)
+	return nil
 }
 
 // notStarted gives back an instance whose agent could not start its job's runner, and places the

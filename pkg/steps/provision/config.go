@@ -21,16 +21,19 @@ type Config struct {
 	Pool  string // pool
 	Count int    // instance-count
 	// UsageClass is spot, on-demand or spot-fallback; empty takes the pool's market.
-	UsageClass          string            // usage-class
-	InstanceTypes       []string          // allowed-instance-types
-	MinVCPU             int               // min-vcpu
-	MinMemoryMiB        int               // min-memory-mib
-	MaxRuntime          time.Duration     // max-runtime (0: the pool's running timeout)
-	RegistrationTimeout time.Duration     // registration-timeout
-	Scope               string            // runner-scope: repo or org (see RunnerScope)
-	RunnerGroup         string            // runner-group: org runner group (default: the pool's runnerGroup)
-	Labels              []string          // labels: extra runner labels
-	Tags                map[string]string // tags: extra instance tags
+	UsageClass          string        // usage-class
+	InstanceTypes       []string      // allowed-instance-types
+	MinVCPU             int           // min-vcpu
+	MinMemoryMiB        int           // min-memory-mib
+	MaxRuntime          time.Duration // max-runtime (0: the pool's running timeout)
+	RegistrationTimeout time.Duration // registration-timeout
+	// WaitForCapacity waits, until the registration timeout, for room under a pool's or the
+	// stack's maxInstances; without it a provision over the cap fails at once.
+	WaitForCapacity bool              // wait-for-capacity
+	Scope           string            // runner-scope: repo or org (see RunnerScope)
+	RunnerGroup     string            // runner-group: org runner group (default: the pool's runnerGroup)
+	Labels          []string          // labels: extra runner labels
+	Tags            map[string]string // tags: extra instance tags
 	// From the workflow's environment.
 	RunID      string // GITHUB_RUN_ID
 	RunAttempt int    // GITHUB_RUN_ATTEMPT

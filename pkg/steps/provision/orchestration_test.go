@@ -15,6 +15,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
@@ -324,4 +325,58 @@ func TestFakeDrainedPoolClaimsNothing(t *testing.T) {
 	it, err := w.Store.Get(context.Background(), idle.ID)
 	require.NoError(t, err)
 	require.Equal(t, state.Idle, it.State, "left for refresh to retire")
+}
+
+// TestFakeOverTheCap: a provision of 3 on a pool with maxInstances 2 fails at once, before the
+// registration timeout, with a message naming the cap and the way to wait, and holds nothing
+// after; with wait-for-capacity it takes the room the cap leaves and waits for the rest: once
+// another run is released, its instance is claimed and the provision completes, never more than
+// two instances live.
+func TestFakeOverTheCap(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) { doc["maxInstances"] = 2 }))
+	start := time.Now()
+	_, err := fakeRun(t, w, fakeConfig(w, "200", 3))
+	require.ErrorIs(t, err, pool.ErrAtCapacity)
+	require.ErrorContains(t, err, "pool linux has 0 live instances of its maxInstances 2, so 1 of 3 could not be created")
+	require.ErrorContains(t, err, "wait-for-capacity")
+	require.Less(t, time.Since(start), 30*time.Second, "at once, not at the registration timeout")
+	held, err := w.Store.ByRun(context.Background(), "200")
+	require.NoError(t, err)
+	for _, in := range held {
+		require.NotEqual(t, state.Running, in.State, "given back: %s", in.ID)
+	}
+
+	w = fake.NewWorld(t, fake.Pool(t, "linux", func(doc map[string]any) { doc["maxInstances"] = 2 }))
+	first := mustRun(t, w, "300", 1)
+	cfg := fakeConfig(w, "301", 2)
+	cfg.WaitForCapacity = true
+	done := make(chan error, 1)
+	var res *provision.Result
+	go func() {
+		var err error
+		res, err = fakeRun(t, w, cfg)
+		done <- err
+	}()
+	require.NoError(t, w.Store.Wait(t.Context(), func(items map[string]*state.Instance) bool {
+		n := 0
+		for _, it := range items {
+			if it.RunID == "301" {
+				n++
+			}
+		}
+		return n == 1
+	}), "the room left is taken while the rest waits")
+	select {
+	case err := <-done:
+		t.Fatalf("provision ended while the cap was full: %v", err)
+	default:
+	}
+	fakeRelease(t, w, "300")
+	require.NoError(t, <-done)
+	require.Len(t, res.Instances, 2)
+	require.Contains(t, resultIDs(res), first.Instances[0].ID, "the released instance was claimed")
+	c, err := w.Store.Census(context.Background(), "linux")
+	require.NoError(t, err)
+	require.Equal(t, 2, c.Live(), "never more than the cap")
 }

@@ -1,0 +1,108 @@
+package pool_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
+	"github.com/hangar-ci/hangar/pkg/pool"
+)
+
+// live counts the store's live instances of pool.
+func live(t *testing.T, w *fake.World, name string) int {
+	t.Helper()
+	c, err := w.Store.Census(context.Background(), name)
+	require.NoError(t, err)
+	return c.Live()
+}
+
+// TestAcquireHoldsMaxInstances: for both doors, a pool at three of its maxInstances 4 claims
+// what fits and creates one more, not three: the rest is Capped, with an error naming the cap;
+// once full, nothing is created at all, and claims still work.
+func TestAcquireHoldsMaxInstances(t *testing.T) {
+	t.Parallel()
+	for _, d := range doors {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["maxInstances"] = 4 }))
+			hot := w.AddIdle(t, fake.Idle{})
+			w.AddIdle(t, fake.Idle{Served: []string{"octo/other"}, LastRun: "101"}) // live, not this repository's
+			w.AddIdle(t, fake.Idle{Served: []string{"octo/other"}, LastRun: "102"})
+			req, a := d.ask(t, w, 4, "octo/app")
+			acq := acquire(t, w, req)
+			require.NoError(t, errors.Join(acq.ClaimErr, acq.StartErr, acq.CreateErr))
+			require.Equal(t, []string{hot.ID}, ids(acq.Claimed))
+			require.Len(t, acq.Created, 1, "one more fits under the cap")
+			require.Equal(t, 2, acq.Capped)
+			require.ErrorIs(t, acq.CapErr, pool.ErrAtCapacity)
+			require.ErrorContains(t, acq.CapErr, "pool linux has 3 live instances of its maxInstances 4, so 2 of 3 could not be created")
+			requireHandedOver(t, w, acq, a)
+			require.Equal(t, 4, live(t, w, "linux"))
+
+			req, _ = d.ask(t, w, 2, "octo/app")
+			acq = acquire(t, w, req)
+			require.Empty(t, acq.Created)
+			require.Equal(t, 2, acq.Capped)
+			require.Equal(t, 1, w.EC2.Calls("CreateFleet"), "nothing launched when full")
+			require.Equal(t, 4, live(t, w, "linux"))
+		})
+	}
+}
+
+// TestConcurrentAcquiresShareTheCap: eight acquires at once on an empty pool with maxInstances 10,
+// each asking for 3, create exactly 10 instances between them (the cap's lease makes each count
+// what the others recorded), and the rest is Capped.
+func TestConcurrentAcquiresShareTheCap(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["maxInstances"] = 10 }))
+	var (
+		wg              sync.WaitGroup
+		mu              sync.Mutex
+		created, capped int
+	)
+	for i := range 8 {
+		wg.Go(func() {
+			req, _ := stepsDoor.ask(t, w, 3, "octo/app")
+			req.Launch.Token = req.Launch.Token + string(rune('a'+i))
+			acq := acquire(t, w, req)
+			mu.Lock()
+			defer mu.Unlock()
+			created += len(acq.Created)
+			capped += acq.Capped
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 10, created)
+	require.Equal(t, 14, capped)
+	require.Equal(t, 10, live(t, w, "linux"))
+}
+
+// TestStackCapCountsEveryPool: the stack's maxInstances counts the live instances of all its
+// pools: with 2 live in another pool and a stack cap of 5, a pool without a cap of its own
+// creates 3 of 4; a warm-pool fill under the same cap launches nothing, and says why.
+func TestStackCapCountsEveryPool(t *testing.T) {
+	t.Parallel()
+	stackCap := &pooldoc.StackCap{MaxInstances: 5, Pools: []string{"linux", "other"}}
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["stackCap"] = stackCap }))
+	for _, id := range []string{"i-0000000000000aaa1", "i-0000000000000aaa2"} {
+		w.Store.Put(state.Instance{ID: id, Pool: "other", State: state.Running, Version: 3, Assignment: state.Assignment{RunID: "77"},
+			Threshold: time.Now().Add(time.Hour)})
+	}
+	req, _ := stepsDoor.ask(t, w, 4, "octo/app")
+	acq := acquire(t, w, req)
+	require.Len(t, acq.Created, 3)
+	require.Equal(t, 1, acq.Capped)
+	require.ErrorContains(t, acq.CapErr, "the stack has 2 live instances of its maxInstances 5")
+
+	n, err := w.Pool.Warm(context.Background(), w.Doc, 2, time.Now(), "warm-"+t.Name(), time.Now().Add(time.Minute))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, pool.ErrAtCapacity)
+	require.Equal(t, 5, live(t, w, "linux")+live(t, w, "other"))
+}
