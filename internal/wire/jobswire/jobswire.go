@@ -129,9 +129,13 @@ func Ingress(cfg aws.Config, env Env, o Options) (*webhook.Handler, error) {
 	o.Log = o.Log.With("component", "webhook")
 	secret := &Secret{Client: secretsmanager.NewFromConfig(cfg), ARN: env.WebhookSecretARN}
 	return webhook.New(webhook.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL}, webhook.Deps{
-		Secret: func(ctx context.Context, fresh bool) ([]byte, error) {
-			s, err := secret.Get(ctx, fresh)
-			return []byte(s), err
+		Secret: func(ctx context.Context, fresh bool) ([][]byte, error) {
+			vs, err := secret.Versions(ctx, fresh)
+			out := make([][]byte, len(vs))
+			for i, v := range vs {
+				out[i] = []byte(v)
+			}
+			return out, err
 		},
 		Queue:    sqs.NewFromConfig(cfg),
 		Pools:    &pooldoc.Cache{SSM: ssm.NewFromConfig(cfg), Stack: env.Stack, TTL: o.PoolsTTL, Log: o.Log},

@@ -6,8 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
+	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
 // SecretTTL is how long a secret's value is used before it is read again: a rotated secret is
@@ -23,6 +25,9 @@ type Secret struct {
 	mu    sync.Mutex
 	value string
 	at    time.Time
+	// previous is the AWSPREVIOUS stage's value ("" when none), read at prevAt (Versions).
+	previous string
+	prevAt   time.Time
 }
 
 // Get returns the secret's value, read again when fresh is set or the kept one is older than
@@ -44,4 +49,32 @@ func (s *Secret) Get(ctx context.Context, fresh bool) (string, error) {
 		s.value = string(out.SecretBinary)
 	}
 	return s.value, nil
+}
+
+// Versions returns the secret's current value and, when Secrets Manager still has one, the value
+// before it (stage AWSPREVIOUS, which PutSecretValue keeps): both are accepted while a rotation
+// reaches the other side. Read again as Get is.
+func (s *Secret) Versions(ctx context.Context, fresh bool) ([]string, error) {
+	current, err := s.Get(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh || s.prevAt.IsZero() || time.Since(s.prevAt) >= SecretTTL {
+		s.previous, s.prevAt = "", time.Now()
+		out, err := s.Client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &s.ARN, VersionStage: aws.String("AWSPREVIOUS")})
+		switch {
+		case err == nil && out.SecretString != nil:
+			s.previous = *out.SecretString
+		case err == nil:
+			s.previous = string(out.SecretBinary)
+		case !awserr.IsNotFound(err):
+			return nil, fmt.Errorf("read the previous version of secret %s: %w", s.ARN, err)
+		}
+	}
+	if s.previous == "" || s.previous == current {
+		return []string{current}, nil
+	}
+	return []string{current, s.previous}, nil
 }

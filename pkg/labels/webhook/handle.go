@@ -271,15 +271,15 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 	if !strings.HasPrefix(sig, "sha256=") {
 		return refuse(http.StatusUnauthorized, ReasonSignature, "%s %q: want sha256=<hex>", HeaderSignature, truncate(sig, 16)), false
 	}
-	secret, err := h.d.Secret(ctx, false)
-	if err == nil && len(secret) == 0 {
+	secrets, err := h.d.Secret(ctx, false)
+	if err == nil && (len(secrets) == 0 || len(secrets[0]) == 0) {
 		err = errors.New("the secret is empty: put the App's webhook secret in it")
 	}
 	if err != nil {
 		h.d.Log.Error("the webhook secret", "error", err)
 		return outcome{status: http.StatusServiceUnavailable, msg: "the webhook secret is not set up: see docs/labels.md", level: slog.LevelError, reason: ReasonSecret}, false
 	}
-	if github.ValidateSignature(sig, req.Body, secret) == nil {
+	if signedWithAny(sig, req.Body, secrets) {
 		return outcome{}, true
 	}
 	h.mu.Lock()
@@ -289,11 +289,22 @@ func (h *Handler) verify(ctx context.Context, req Request) (outcome, bool) {
 	}
 	h.mu.Unlock()
 	if reread {
-		if fresh, err := h.d.Secret(ctx, true); err == nil && len(fresh) > 0 && github.ValidateSignature(sig, req.Body, fresh) == nil {
+		if fresh, err := h.d.Secret(ctx, true); err == nil && signedWithAny(sig, req.Body, fresh) {
 			return outcome{}, true
 		}
 	}
 	return refuse(http.StatusUnauthorized, ReasonSignature, "%s does not match the body: wrong webhook secret, or a forged or altered delivery", HeaderSignature), false
+}
+
+// signedWithAny reports whether sig is the body's signature with one of secrets (empty ones never
+// match).
+func signedWithAny(sig string, body []byte, secrets [][]byte) bool {
+	for _, s := range secrets {
+		if len(s) > 0 && github.ValidateSignature(sig, body, s) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // jobOf reads the job out of a workflow_job payload; delivery is the delivery's id.

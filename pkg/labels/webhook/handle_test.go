@@ -86,7 +86,7 @@ func newWorld(t *testing.T, db awsapi.DynamoDB, table string) *world {
 	w := &world{q: &fake.SQS{}, log: &bytes.Buffer{}, metrics: &testbed.Buffer{}}
 	var mu sync.Mutex
 	h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: jobsQueue}, webhook.Deps{
-		Secret: func(context.Context, bool) ([]byte, error) { return []byte(secret), nil },
+		Secret: func(context.Context, bool) ([][]byte, error) { return [][]byte{[]byte(secret)}, nil },
 		Queue:  w.q, Pools: pools{table: table}, DynamoDB: db,
 		Log:     slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: w.log}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Metrics: &metrics.Writer{Out: w.metrics},
@@ -241,15 +241,17 @@ func TestStackSideFailures(t *testing.T) {
 		reason string
 	}{
 		{"secret unreadable", func(d *webhook.Deps) {
-			d.Secret = func(context.Context, bool) ([]byte, error) { return nil, errors.New("AccessDenied") }
+			d.Secret = func(context.Context, bool) ([][]byte, error) { return nil, errors.New("AccessDenied") }
 		}, webhook.ReasonSecret},
-		{"secret empty", func(d *webhook.Deps) { d.Secret = func(context.Context, bool) ([]byte, error) { return nil, nil } }, webhook.ReasonSecret},
+		{"secret empty", func(d *webhook.Deps) {
+			d.Secret = func(context.Context, bool) ([][]byte, error) { return [][]byte{nil}, nil }
+		}, webhook.ReasonSecret},
 		{"pools unreadable", func(d *webhook.Deps) { d.Pools = brokenPools{} }, webhook.ReasonPools},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db, q, buf := &noDB{}, &fake.SQS{}, &testbed.Buffer{}
-			d := webhook.Deps{Secret: func(context.Context, bool) ([]byte, error) { return []byte(secret), nil },
+			d := webhook.Deps{Secret: func(context.Context, bool) ([][]byte, error) { return [][]byte{[]byte(secret)}, nil },
 				Queue: q, Pools: pools{table: "t"}, DynamoDB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				Metrics: &metrics.Writer{Out: buf}}
 			tc.deps(&d)
@@ -351,4 +353,39 @@ func TestRouting(t *testing.T) {
 	require.Contains(t, w.metrics.String(), `"Reason":"queue"`, "counted for the webhook errors alarm")
 	resp = w.h.Handle(ctx, request(body, nil))
 	require.Equal(t, http.StatusAccepted, resp.Status, resp.Body)
+}
+
+// TestSecretRotation: while a rotation is under way the stack holds the new secret and the one
+// before it: a delivery signed with either is taken (the App's setting may change before or
+// after the stack's secret); once the previous one is gone, a delivery signed with it is refused.
+func TestSecretRotation(t *testing.T) {
+	t.Parallel()
+	body := payload("queued", 1, "octo/app", []string{"hangar", "linux-x64"}, "")
+	for _, tc := range []struct {
+		name    string
+		secrets [][]byte
+		taken   bool
+	}{
+		{"signed with the previous secret, during the rotation", [][]byte{[]byte("the-new-secret"), []byte(secret)}, true},
+		{"signed with the new secret", [][]byte{[]byte(secret), []byte("the-old-secret")}, true},
+		{"signed with a secret no longer kept", [][]byte{[]byte("the-new-secret")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, q := &noDB{}, &fake.SQS{}
+			h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: jobsQueue}, webhook.Deps{
+				Secret: func(context.Context, bool) ([][]byte, error) { return tc.secrets, nil },
+				Queue:  q, Pools: pools{table: "t"}, DynamoDB: db, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				Metrics: &metrics.Writer{Out: &testbed.Buffer{}}})
+			require.NoError(t, err)
+			resp := h.Handle(context.Background(), request(body, nil))
+			if !tc.taken {
+				require.Equal(t, http.StatusUnauthorized, resp.Status, resp.Body)
+				require.Zero(t, db.calls.Load(), "refused before anything is recorded")
+				return
+			}
+			require.NotEqual(t, http.StatusUnauthorized, resp.Status, resp.Body)
+			require.Positive(t, db.calls.Load(), "verified: the delivery went on to be recorded")
+		})
+	}
 }

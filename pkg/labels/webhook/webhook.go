@@ -63,9 +63,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Secret returns the webhook secret; fresh asks for it to be read again rather than answered
-// from a cache (a signature that does not match may mean the secret was rotated).
-type Secret func(ctx context.Context, fresh bool) ([]byte, error)
+// Secret returns the webhook secrets a delivery may be signed with: the current one first, and,
+// while a rotation is under way, the one before it (so that the App's setting and the stack's
+// secret need not change at the same instant). fresh asks for them to be read again rather than
+// answered from a cache (a signature that does not match may mean the secret was rotated).
+type Secret func(ctx context.Context, fresh bool) ([][]byte, error)
 
 // Pools reads the stack's pool documents (pooldoc.Cache: they are asked for on every delivery).
 type Pools interface {
