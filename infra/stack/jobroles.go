@@ -64,6 +64,12 @@ func (r *roles) grantJobs(h *hangar) {
 		statement([]string{"sqs:SendMessage"}, []*string{j.queue.QueueArn()}, nil),
 		statement([]string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"},
 			[]*string{j.queue.QueueArn(), j.returns.QueueArn()}, nil),
+		// The label door's own items: the jobs waiting for room, each taken off with one
+		// conditional delete, and the record of a job placed again, forgotten when the placing
+		// fails (so that the event's next delivery tries again).
+		statement([]string{"dynamodb:DeleteItem"}, []*string{tableArn}, map[string]interface{}{
+			"ForAllValues:StringLike": map[string]interface{}{"dynamodb:LeadingKeys": []string{webhookItems}},
+		}),
 	} {
 		r.dispatch.AddToPolicy(s)
 	}

@@ -467,6 +467,9 @@ func TestJobsDispatchRole(t *testing.T) {
 		checks = checks || js(s["Resource"]) == `{"Fn::GetAtt":["`+jobs+`","Arn"]}`
 	}
 	require.True(t, checks, "the dispatcher sends its checks to the jobs queue")
+	deletes := allows(dispatch, "dynamodb:DeleteItem")
+	require.Len(t, deletes, 1, "the dispatcher deletes the label door's own items (waiters, its records), and no instance's")
+	require.JSONEq(t, `{"ForAllValues:StringLike":{"dynamodb:LeadingKeys":["webhook/*"]}}`, js(deletes[0]["Condition"]))
 }
 
 // TestJobsPoolDocuments: the documents of pools with jobs carry them with the stack label and

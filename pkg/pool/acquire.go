@@ -342,7 +342,7 @@ func (a *acquiring) create(ctx context.Context) {
 		return &as, nil
 	}
 	_, err = a.p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: len(slots), Market: l.Market, Types: l.Types, Tags: l.Tags,
-		Reserved: reserved, Deadline: l.Deadline, Token: l.Token,
+		Reserved: reserved, Deadline: capDeadline(doc, l.Deadline), Token: l.Token,
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			items, err := a.p.Record(ctx, Launched{Pool: doc, Instances: launched, At: time.Now(), Assign: assign, Reason: l.Reason})
 			a.out.Created = append(a.out.Created, items...)

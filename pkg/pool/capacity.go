@@ -9,15 +9,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 const (
-	// capLeaseTTL bounds how long one creation holds its cap's lease: a CreateFleet with its
-	// capacity retries and the recording of what it launched take well under it, and a holder
-	// that died frees the cap after it.
-	capLeaseTTL = 2 * time.Minute
+	// capLeaseTTL bounds how long one creation holds its cap's lease, and a holder that died
+	// frees the cap after it. A creation under a cap retries capacity errors for capLaunchFor at
+	// most (capDeadline), so that it has recorded what it launched well before its lease runs out.
+	capLeaseTTL  = 2 * time.Minute
+	capLaunchFor = 90 * time.Second
 	// capLeaseWait bounds how long a creation waits for a lease another creation holds, when its
 	// own deadline is further off: creations under one cap take turns, each a CreateFleet long.
 	capLeaseWait = 30 * time.Second
@@ -92,24 +97,41 @@ func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadli
 	return c, release, nil
 }
 
-// headroom counts the live instances under doc's caps and returns what they leave of n.
+// headroom counts the live instances under doc's caps and returns what they leave of n. An
+// instance is live if the table or EC2 says so: the table's index and EC2's descriptions each
+// lag a write by a moment, and an item moving between states can escape one census, so a launch
+// just recorded, or an instance just claimed, is counted by the other.
 func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capacity, error) {
 	pools := []string{doc.Name}
 	if doc.StackCap != nil {
 		pools = doc.StackCap.Pools
 	}
-	live := make([]int, len(pools))
-	errs := make([]error, len(pools))
+	live := make([]map[string]bool, len(pools))
+	errs := make([]error, len(pools)+1)
+	var ec2Live map[string]map[string]bool
 	var wg sync.WaitGroup
 	for i, name := range pools {
 		wg.Go(func() {
 			c, err := p.Store.Census(ctx, name)
-			live[i], errs[i] = c.Live(), err
+			live[i], errs[i] = map[string]bool{}, err
+			for _, id := range c.IDs {
+				live[i][id] = true
+			}
 		})
+	}
+	if p.EC2 != nil {
+		wg.Go(func() { ec2Live, errs[len(pools)] = p.describeLive(ctx, pools) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return Capacity{}, fmt.Errorf("count the live instances under pool %s's cap: %w", doc.Name, err)
+	}
+	count := make([]int, len(pools))
+	for i, name := range pools {
+		for id := range ec2Live[name] {
+			live[i][id] = true
+		}
+		count[i] = len(live[i])
 	}
 	out := Capacity{Allowed: n}
 	bound := func(limit, count int, of string) {
@@ -120,18 +142,63 @@ func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capa
 	if doc.MaxInstances > 0 {
 		for i, name := range pools {
 			if name == doc.Name {
-				bound(doc.MaxInstances, live[i], "pool "+doc.Name)
+				bound(doc.MaxInstances, count[i], "pool "+doc.Name)
 			}
 		}
 	}
 	if doc.StackCap != nil {
 		total := 0
-		for _, k := range live {
+		for _, k := range count {
 			total += k
 		}
 		bound(doc.StackCap.MaxInstances, total, "the stack")
 	}
 	return out, nil
+}
+
+// describeLive returns, by pool, the ids of the stack's instances EC2 has not terminated (pending,
+// running, stopping or stopped) in pools.
+func (p *Pool) describeLive(ctx context.Context, pools []string) (map[string]map[string]bool, error) {
+	out := map[string]map[string]bool{}
+	pages := ec2.NewDescribeInstancesPaginator(p.EC2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{p.Stack}},
+		{Name: aws.String("tag:" + fleet.TagPool), Values: pools},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+	}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describe the stack's live instances: %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, in := range r.Instances {
+				for _, t := range in.Tags {
+					if aws.ToString(t.Key) != fleet.TagPool {
+						continue
+					}
+					pool := aws.ToString(t.Value)
+					if out[pool] == nil {
+						out[pool] = map[string]bool{}
+					}
+					out[pool][aws.ToString(in.InstanceId)] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// capDeadline is the deadline of a launch's capacity retries under doc's cap: deadline, but no
+// later than capLaunchFor from now (the launch holds the cap's lease throughout).
+func capDeadline(doc *pooldoc.Document, deadline time.Time) time.Time {
+	if !doc.Capped() {
+		return deadline
+	}
+	bound := time.Now().Add(capLaunchFor)
+	if deadline.IsZero() || deadline.After(bound) {
+		return bound
+	}
+	return deadline
 }
 
 func randomHolder() string {

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/pool"
+	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
 
 // live counts the store's live instances of pool.
@@ -105,4 +107,22 @@ func TestStackCapCountsEveryPool(t *testing.T) {
 	require.Zero(t, n)
 	require.ErrorIs(t, err, pool.ErrAtCapacity)
 	require.Equal(t, 5, live(t, w, "linux")+live(t, w, "other"))
+}
+
+// TestCapCountsWhatEC2Sees: an instance EC2 runs for the pool that the table does not hold (just
+// launched and not yet indexed, or launched by a creation that died before recording it) counts
+// against the cap as much as an item does; one EC2 terminated does not.
+func TestCapCountsWhatEC2Sees(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["maxInstances"] = 3 }))
+	tags := map[string]string{fleet.TagStack: fake.Stack, fleet.TagPool: "linux"}
+	w.EC2.Launch("i-00000000000000ec1", "c7i.large", tags, time.Now())
+	w.EC2.Launch("i-00000000000000ec2", "c7i.large", tags, time.Now())
+	_, err := w.EC2.TerminateInstances(context.Background(), &ec2.TerminateInstancesInput{InstanceIds: []string{"i-00000000000000ec2"}})
+	require.NoError(t, err)
+	w.EC2.Launch("i-00000000000000ec3", "c7i.large", map[string]string{fleet.TagStack: "another", fleet.TagPool: "linux"}, time.Now())
+	req, _ := stepsDoor.ask(t, w, 3, "octo/app")
+	acq := acquire(t, w, req)
+	require.Len(t, acq.Created, 2, "the orphan EC2 runs counts; the terminated one and another stack's do not")
+	require.ErrorContains(t, acq.CapErr, "has 1 live instances of its maxInstances 3")
 }

@@ -138,7 +138,7 @@ func (p *Pool) Warm(ctx context.Context, doc *pooldoc.Document, n int, at time.T
 	if n = capacity.Allowed; n == 0 {
 		return 0, capErr
 	}
-	launched, err := p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: n, Deadline: deadline,
+	launched, err := p.Launcher.Launch(ctx, fleet.Request{Pool: doc, Count: n, Deadline: capDeadline(doc, deadline),
 		Reserved: fleet.ForWarmPool(p.Stack, doc.Name), Token: token,
 		OnLaunch: func(ctx context.Context, launched []fleet.Instance) error {
 			_, err := p.Record(ctx, Launched{Pool: doc, Instances: launched, At: at, Reason: "warm pool"})

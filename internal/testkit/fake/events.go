@@ -39,3 +39,14 @@ func (s *Store) Events(_ context.Context, action string, jobs []int64) (map[int6
 	}
 	return out, nil
 }
+
+// ForgetEvent removes an event's record, as state.Store does.
+func (s *Store) ForgetEvent(_ context.Context, job int64, action string) error {
+	if err := s.call("ForgetEvent"); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.events, fmt.Sprintf("%d/%s", job, action))
+	return nil
+}

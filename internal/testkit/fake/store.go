@@ -296,7 +296,7 @@ func (s *Store) Lease(_ context.Context, name, holder string, ttl time.Duration)
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l, ok := s.leases[name]; ok && !l.until.Before(now) {
+	if l, ok := s.leases[name]; ok && !l.until.Before(now) && !l.until.After(now.Add(ttl)) {
 		return false, nil
 	}
 	s.leases[name] = lease{holder: holder, until: now.Add(ttl)}
@@ -352,6 +352,7 @@ func (s *Store) Census(_ context.Context, pool string) (state.Census, error) {
 		}
 		out.ByState[it.State]++
 		out.BySpec[it.SpecHash]++
+		out.IDs = append(out.IDs, it.ID)
 		if it.State == state.Created && it.RunID != "" {
 			out.CreatedForRun++
 		}
@@ -390,14 +391,18 @@ func (s *Store) Waiters(_ context.Context, pool string, limit int) ([]state.Wait
 	return out[:min(limit, len(out))], nil
 }
 
-// TakeWaiter removes and returns a waiter; ok false when there was none.
-func (s *Store) TakeWaiter(_ context.Context, pool, key string) (state.Waiter, bool, error) {
+// TakeWaiter removes and returns a waiter of round (state.AnyRound: any); ok false when there was
+// none.
+func (s *Store) TakeWaiter(_ context.Context, pool, key string, round int) (state.Waiter, bool, error) {
 	if err := s.call("TakeWaiter"); err != nil {
 		return state.Waiter{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w, ok := s.waiters[pool+"/"+key]
+	if !ok || (round != state.AnyRound && w.Round != round) {
+		return state.Waiter{}, false, nil
+	}
 	delete(s.waiters, pool+"/"+key)
-	return w, ok, nil
+	return w, true, nil
 }

@@ -45,6 +45,8 @@ type JobsOptions struct {
 	// Scope is the pool's jobs.scope (default repository); with organization, the Owners are
 	// organisations.
 	Scope string
+	// MaxInstances is the pool's maxInstances (0: no bound).
+	MaxInstances int
 	// CheckAfter is the bound of a runner waiting for a job (default one minute).
 	CheckAfter time.Duration
 	// BatchSize and BatchWindow are the jobs queue's event source mapping's (default 10 and 0):
@@ -230,6 +232,7 @@ func (e *Env) localJobs(ctx context.Context, j *Jobs, o JobsOptions) (jobswire.E
 	// The pool serves jobs, as a redeploy with jobs in the config would make it.
 	if err := e.UpdatePool(ctx, func(d *pooldoc.Document) {
 		d.Jobs = &pooldoc.Jobs{StackLabel: o.Label, Labels: o.Labels, Scope: o.Scope}
+		d.MaxInstances = o.MaxInstances
 		d.ReturnsQueueURL = returnsQ
 	}); err != nil {
 		return jobswire.Env{}, err

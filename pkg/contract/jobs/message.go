@@ -78,6 +78,10 @@ type Message struct {
 	Round int `json:"round,omitempty"`
 	// WaitingSince is when a queued job began to wait for room (zero: it has not waited).
 	WaitingSince time.Time `json:"waitingSince,omitzero"`
+	// Spare marks a queued job placed again because another job took its runner: it is placed
+	// even if the job has started meanwhile, for whichever job of its pool and repository is
+	// still queued has lost that runner.
+	Spare bool `json:"spare,omitempty"`
 }
 
 // MaxMessage bounds a message's size (SQS takes 256 KiB; a job is far smaller).

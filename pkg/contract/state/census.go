@@ -18,6 +18,10 @@ type Census struct {
 	CreatedForRun int
 	// BySpec counts them by the spec hash of the launch they came from ("" for none).
 	BySpec map[string]int
+	// IDs are the instances counted. An instance that moved between states while the census
+	// read may be counted in both (or, rarely, in neither): a bound needs the set, and another
+	// source besides (pool's cap: EC2's own view).
+	IDs []string
 }
 
 // Live returns how many instances the census counted.
@@ -45,6 +49,9 @@ func (s *Store) Census(ctx context.Context, pool string) (Census, error) {
 	}
 	err := s.readShards(ctx, reads, func(r shardRead, item map[string]types.AttributeValue) error {
 		out.ByState[r.state]++
+		if id, ok := item[attrInstanceID].(*types.AttributeValueMemberS); ok {
+			out.IDs = append(out.IDs, id.Value)
+		}
 		hash := ""
 		if h, ok := item[attrSpecHash].(*types.AttributeValueMemberS); ok {
 			hash = h.Value
@@ -61,8 +68,11 @@ func (s *Store) Census(ctx context.Context, pool string) (Census, error) {
 	return out, nil
 }
 
-// censusProjection is what a census reads of an item: its launch's spec hash and its run.
-var censusProjection = expression.NamesList(expression.Name(attrSpecHash), expression.Name(AttrRunID))
+// censusProjection is what a census reads of an item: its id, its launch's spec hash and its run.
+var censusProjection = expression.NamesList(expression.Name(attrInstanceID), expression.Name(attrSpecHash), expression.Name(AttrRunID))
+
+// attrInstanceID is the attribute holding an item's instance id (Instance.ID).
+const attrInstanceID = "instanceId"
 
 // attrSpecHash is the attribute holding the spec hash of an instance's launch (Spec.SpecHash).
 const attrSpecHash = "specHash"

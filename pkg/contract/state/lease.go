@@ -16,16 +16,19 @@ import (
 // no instance role can touch them (their key is no instance's ARN).
 const leasePrefix = "lease/"
 
-// Lease takes the named lease for ttl if no one holds it (or the holder's has run out), with one
-// conditional write. It reports whether holder now holds it. Refresh takes one per pool before
-// launching, so that two refreshes at once do not both fill the same deficit.
+// Lease takes the named lease for ttl if no one holds it (or the holder's has run out, or runs
+// further than ttl from now, which no holder asking for ttl could have written: a forged lease
+// blocks no one for longer than ttl), with one conditional write. It reports whether holder now
+// holds it. Refresh takes one per pool before launching, so that two refreshes at once do not
+// both fill the same deficit; launches under a cap take the cap's (pool.Pool).
 func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
 	if name == "" || holder == "" || ttl <= 0 {
 		return false, fmt.Errorf("lease %q for %q, %s: want a name, a holder and a positive duration", name, holder, ttl)
 	}
 	now := s.now()
 	cond := expression.AttributeNotExists(expression.Name(AttrARN)).
-		Or(expression.Name("leaseUntil").LessThan(expression.Value(now.UnixMilli())))
+		Or(expression.Name("leaseUntil").LessThan(expression.Value(now.UnixMilli()))).
+		Or(expression.Name("leaseUntil").GreaterThan(expression.Value(now.Add(ttl).UnixMilli())))
 	upd := expression.Set(expression.Name("leaseUntil"), expression.Value(now.Add(ttl).UnixMilli())).
 		Set(expression.Name("holder"), expression.Value(holder)).
 		Set(expression.Name(AttrTTL), expression.Value(now.Add(ttl+time.Hour).Unix()))

@@ -25,6 +25,9 @@ type Waiter struct {
 	Body string
 	// Since is when the job began to wait.
 	Since time.Time
+	// Round is the try whose message may take the waiter (TakeWaiter): a try of an earlier
+	// round, still on its way when the job was put back, takes nothing.
+	Round int
 }
 
 // waitingState is the pseudo-state waiters are kept under in the byPoolState index (one shard:
@@ -34,14 +37,18 @@ const waitingState State = "waiting"
 // waiterRetention bounds how long a waiter is kept: longer than GitHub keeps a job queued.
 const waiterRetention = 25 * time.Hour
 
+// WaiterPrefix keys the waiters: webhook/waiting/<pool>/<job key>, under EventPrefix.
+const WaiterPrefix = EventPrefix + "waiting/"
+
 func waiterKey(pool, key string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: EventPrefix + "waiting/" + pool + "/" + key}}
+	return map[string]types.AttributeValue{AttrARN: &types.AttributeValueMemberS{Value: WaiterPrefix + pool + "/" + key}}
 }
 
 // Attributes of a waiter's item (beside the key, the index's and the TTL).
 const (
-	attrWaiterJob  = "wJob"
-	attrWaiterPool = "pool"
+	attrWaiterJob   = "wJob"
+	attrWaiterPool  = "pool"
+	attrWaiterRound = "wRound"
 )
 
 // AddWaiter keeps w (replacing a waiter of the same pool and job).
@@ -52,12 +59,13 @@ func (s *Store) AddWaiter(ctx context.Context, w Waiter) error {
 	if !names.IsJobKey(w.Key) {
 		return fmt.Errorf("waiter %q: want a job's key", w.Key)
 	}
-	upd := expression.Set(expression.Name(AttrPoolStateShard), expression.Value(poolStateKey(w.Pool, waitingState, 0))).
-		Set(expression.Name(AttrThreshold), expression.Value(millis(w.Since))).
+	upd := expression.Set(expression.Name(AttrThreshold), expression.Value(millis(w.Since))).
 		Set(expression.Name(AttrTTL), expression.Value(s.now().Add(waiterRetention).Unix())).
 		Set(expression.Name(attrWaiterJob), expression.Value(w.Key)).
 		Set(expression.Name(attrWaiterPool), expression.Value(w.Pool)).
-		Set(expression.Name(attrEventBody), expression.Value(w.Body))
+		Set(expression.Name(attrWaiterRound), expression.Value(w.Round)).
+		Set(expression.Name(attrEventBody), expression.Value(w.Body)).
+		Set(expression.Name(AttrPoolStateShard), expression.Value(poolStateKey(w.Pool, waitingState, 0)))
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
 		return err
@@ -91,11 +99,23 @@ func (s *Store) Waiters(ctx context.Context, pool string, limit int) ([]Waiter, 
 	return out, nil
 }
 
+// AnyRound takes a waiter whatever its round (TakeWaiter).
+const AnyRound = -1
+
 // TakeWaiter removes the waiter of pool's job key, and returns it: ok false when there was none
-// (someone took it first: one conditional delete wins).
-func (s *Store) TakeWaiter(ctx context.Context, pool, key string) (Waiter, bool, error) {
+// (someone took it first: one conditional delete wins), or it is of another round than round
+// (AnyRound: any).
+func (s *Store) TakeWaiter(ctx context.Context, pool, key string, round int) (Waiter, bool, error) {
+	cond := "attribute_exists(#k)"
+	names := map[string]string{"#k": AttrARN}
+	var values map[string]types.AttributeValue
+	if round != AnyRound {
+		cond += " AND #r = :r"
+		names["#r"] = attrWaiterRound
+		values = map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: fmt.Sprint(round)}}
+	}
 	res, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: waiterKey(pool, key),
-		ConditionExpression: aws.String("attribute_exists(#k)"), ExpressionAttributeNames: map[string]string{"#k": AttrARN},
+		ConditionExpression: aws.String(cond), ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 		ReturnValues: types.ReturnValueAllOld})
 	if awserr.IsConditionFailed(err) {
 		return Waiter{}, false, nil
@@ -119,5 +139,9 @@ func waiterOf(it map[string]types.AttributeValue) (Waiter, bool) {
 	if _, err := fmt.Sscan(since.Value, &ms); err != nil {
 		return Waiter{}, false
 	}
-	return Waiter{Pool: pool.Value, Key: job.Value, Body: body.Value, Since: time.UnixMilli(ms).UTC()}, true
+	round := 0
+	if r, ok := it[attrWaiterRound].(*types.AttributeValueMemberN); ok {
+		_, _ = fmt.Sscan(r.Value, &round)
+	}
+	return Waiter{Pool: pool.Value, Key: job.Value, Body: body.Value, Since: time.UnixMilli(ms).UTC(), Round: round}, true
 }

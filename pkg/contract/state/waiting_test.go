@@ -36,7 +36,7 @@ func TestWaiters(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
-			w, ok, err := s.TakeWaiter(ctx, "linux", "j1")
+			w, ok, err := s.TakeWaiter(ctx, "linux", "j1", state.AnyRound)
 			if err == nil && ok && w.Key == "j1" {
 				took.Add(1)
 			}
@@ -47,9 +47,19 @@ func TestWaiters(t *testing.T) {
 	got, err = s.Waiters(ctx, "linux", 10)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	_, ok, err := s.TakeWaiter(ctx, "linux", "j1")
+	_, ok, err := s.TakeWaiter(ctx, "linux", "j1", state.AnyRound)
 	require.NoError(t, err)
 	require.False(t, ok)
+
+	// A try of an earlier round takes nothing; its own round's does.
+	require.NoError(t, s.AddWaiter(ctx, state.Waiter{Pool: "linux", Key: "j5", Body: "{}", Since: base, Round: 3}))
+	_, ok, err = s.TakeWaiter(ctx, "linux", "j5", 2)
+	require.NoError(t, err)
+	require.False(t, ok, "a stale try")
+	w, ok, err := s.TakeWaiter(ctx, "linux", "j5", 3)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 3, w.Round)
 
 	c, err := s.Census(ctx, "linux")
 	require.NoError(t, err)

@@ -107,9 +107,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Events reads which jobs' webhook events are recorded (state.Store).
+// Events reads which jobs' webhook events are recorded, and records the dispatcher's own (a job
+// placed again), once each (state.Store).
 type Events interface {
 	Events(ctx context.Context, action string, jobs []int64) (map[int64]string, error)
+	RecordEvent(ctx context.Context, job int64, action, body string) (bool, error)
+	ForgetEvent(ctx context.Context, job int64, action string) error
 }
 
 // Waiting keeps the jobs waiting for room under a pool's or the stack's maxInstances
@@ -117,7 +120,7 @@ type Events interface {
 type Waiting interface {
 	AddWaiter(ctx context.Context, w state.Waiter) error
 	Waiters(ctx context.Context, pool string, limit int) ([]state.Waiter, error)
-	TakeWaiter(ctx context.Context, pool, key string) (state.Waiter, bool, error)
+	TakeWaiter(ctx context.Context, pool, key string, round int) (state.Waiter, bool, error)
 }
 
 // Pools reads the stack's pool documents (pooldoc.Cache).
@@ -278,7 +281,9 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 		})
 	}
 	if len(queued) > 0 {
-		for _, id := range x.place(ctx, queued) {
+		failedIDs := x.place(ctx, queued)
+		x.putBack(ctx, queued, failedIDs)
+		for _, id := range failedIDs {
 			fail(id)
 		}
 	}

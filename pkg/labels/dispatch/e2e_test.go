@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
@@ -308,4 +310,45 @@ func TestOrganizationScopeTwoRepositories(t *testing.T) {
 		instances += int(n)
 	}
 	w.settled(instances, 3*time.Minute)
+}
+
+// TestBurstOverTheCap: twelve jobs at once on an empty pool with maxInstances 4: never more than
+// four instances launched, every job runs once and succeeds as instances come back (each woken job
+// on an instance just wiped), none is dead-lettered or counted failed.
+func TestBurstOverTheCap(t *testing.T) {
+	t.Parallel()
+	logs := &testbed.Buffer{}
+	w := newWorld(t, 10*time.Minute, localenv.JobsOptions{MaxInstances: 4, BatchSize: 20, BatchWindow: time.Second,
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "component=dispatch") || strings.Contains(l, "component=webhook") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+	w.jobs.Pause()
+	ids := w.queue(localenv.Repo, 12, "sleep 1; echo done")
+	w.jobs.Resume()
+	done := w.ran(ids, 3*time.Minute)
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+	}
+	created := 0 // none ends in this test: what was ever launched is what is live
+	for _, n := range w.ec2.Fleets() {
+		created += int(n)
+	}
+	require.LessOrEqual(t, created, 4, "never more instances than the cap: fleets %v", w.ec2.Fleets())
+	require.Contains(t, w.jobs.Metrics.String(), "JobsWaiting")
+	require.NotContains(t, w.jobs.Metrics.String(), "JobsFailed")
+	attrs, err := sqs.NewFromConfig(w.AWS).GetQueueAttributes(w.ctx, &sqs.GetQueueAttributesInput{QueueUrl: &w.jobs.JobsDLQURL,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
+	require.NoError(t, err)
+	require.Equal(t, "0", attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], "nothing dead-lettered")
+	w.settled(created, 3*time.Minute)
 }

@@ -69,14 +69,14 @@ func (x *Dispatcher) pool(ctx context.Context, name string) (*pooldoc.Document, 
 // the job it was made for has lost its runner and is placed again.
 func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 	it, key, err := x.served(ctx, j.RunnerName)
-	if err != nil || it == nil || it.RunID != key {
+	if err != nil || it == nil {
 		return err
 	}
 	doc, err := x.pool(ctx, it.Pool)
 	if err != nil {
 		return err
 	}
-	if it.State == state.Claimed || it.State == state.Created {
+	if it.RunID == key && (it.State == state.Claimed || it.State == state.Created) {
 		_, err := x.d.Pool.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
 			Version: it.Version, RunID: key, Threshold: x.d.Now().Add(doc.Timeout(state.Running)),
 			Reason: fmt.Sprintf("its runner took job %d of %s", j.ID, j.Repo)})
@@ -84,23 +84,66 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 			return err
 		}
 	}
+	made, _, _ := names.ParseJobKey(key)
+	if made == j.ID {
+		return nil
+	}
+	// Who lost its runner is settled even when the event comes late (the instance has moved on
+	// since: a short job can be over first); the repository is then its queued event's.
+	repo := it.Repo
+	if it.RunID != key {
+		msg, ok, err := x.queuedEvent(ctx, made)
+		if err != nil || !ok {
+			return err // not remembered any more: nothing to place
+		}
+		repo = msg.Job.Repo
+	}
 	// A job of another pool or repository, or one the pool does not admit (outside the trust
 	// set), took the runner: the job it was made for would otherwise wait for a runner no one
-	// makes. (A job of the same pool and repository leaves its own runner to it.)
-	if made, _, _ := names.ParseJobKey(key); made != j.ID && (j.Pool != it.Pool || !strings.EqualFold(j.Repo, it.Repo) ||
-		doc.Admits(j.Repo, j.Installation) != nil) {
-		return x.redispatch(ctx, made, key, j)
+	// makes. A job of the same pool and repository leaves its own placement to it: its runner,
+	// or the one it waits for (a placement is made even for a job that has started: unplaced).
+	if j.Pool == it.Pool && strings.EqualFold(j.Repo, repo) && doc.Admits(j.Repo, j.Installation) == nil {
+		return nil
 	}
-	return nil
+	return x.redispatch(ctx, made, key, j)
 }
 
-// redispatch places job made again: its runner took job took instead, which is not a job of the
-// same pool (whose own runner would then have served made), or (took zero) its runner was removed
-// at its bound while made still waited. Nothing is done when made is running or done elsewhere,
-// or has been placed again too often.
+// queuedEvent returns the jobs message the webhook recorded for job's queued event; ok false
+// when it is no longer remembered.
+func (x *Dispatcher) queuedEvent(ctx context.Context, job int64) (jobs.Message, bool, error) {
+	queued, err := x.d.Events.Events(ctx, "queued", []int64{job})
+	if err != nil {
+		return jobs.Message{}, false, err
+	}
+	body, ok := queued[job]
+	if !ok {
+		return jobs.Message{}, false, nil
+	}
+	msg, err := jobs.Parse(body)
+	if err != nil {
+		return jobs.Message{}, false, fmt.Errorf("the queued event of job %d: %w", job, err)
+	}
+	return msg, true, nil
+}
+
+// redispatched is the dispatcher's record that a job was placed again under its n-th key.
+func redispatched(n int) string { return fmt.Sprintf("redispatch%d", n) }
+
+// redispatch places job made again: its runner took job took instead, which had no runner of its
+// own to leave it (a job of another pool, or one not placed yet: the new placement is a spare,
+// made whether or not made has started since), or (took zero) its runner was removed at its
+// bound while made still waited (nothing is done when made runs or ran elsewhere). Nothing is
+// done for a job placed again too often.
 func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, took jobs.Job) error {
 	_, n, _ := names.ParseJobKey(key)
+	// A runner taken (took set) is made again even when made runs or ran elsewhere already: it
+	// then ran on a runner another job left it, and whichever job of the pool and repository is
+	// still queued lost that one (GitHub hands the jobs to the runners in any order: what must
+	// hold is a runner for every job still queued, not for a given one).
 	for _, action := range []string{"in_progress", "completed"} {
+		if took.ID != 0 {
+			break
+		}
 		seen, err := x.d.Events.Events(ctx, action, []int64{made})
 		if err != nil {
 			return err
@@ -109,17 +152,9 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 			return nil
 		}
 	}
-	queued, err := x.d.Events.Events(ctx, "queued", []int64{made})
-	if err != nil {
-		return err
-	}
-	body, ok := queued[made]
-	if !ok {
-		return nil // no longer remembered: nothing to place
-	}
-	msg, err := jobs.Parse(body)
-	if err != nil {
-		return fmt.Errorf("the queued event of job %d: %w", made, err)
+	msg, ok, err := x.queuedEvent(ctx, made)
+	if err != nil || !ok {
+		return err // not remembered any more: nothing to place
 	}
 	if n+1 > jobs.MaxRedispatch {
 		x.d.Log.Error("job lost its runner once too often; not placed again", "job", made,
@@ -128,6 +163,26 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return nil
 	}
 	msg.Job.Redispatch = n + 1
+	msg.Kind, msg.Spare = jobs.KindQueued, took.ID != 0
+	next, err := msg.Encode()
+	if err != nil {
+		return fmt.Errorf("place job %d again: %w", made, err)
+	}
+	// Once per lost runner: a repeated or replayed event finds it recorded and places nothing.
+	action := redispatched(n + 1)
+	if first, err := x.d.Events.RecordEvent(ctx, made, action, next); err != nil || !first {
+		return err
+	}
+	// The new key waits on the pool's waiters until it is placed (wake or its message, whichever
+	// takes it first), so that a job that starts elsewhere meanwhile gives it up (hasRunner).
+	err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: msg.Job.Pool, Key: msg.Job.Key(), Body: next, Since: x.d.Now()})
+	if err == nil {
+		err = x.send(ctx, []jobs.Message{msg}, nil)
+	}
+	if err != nil {
+		// Not placed: forget the record, so that the event's next delivery tries again.
+		return errors.Join(fmt.Errorf("place job %d again: %w", made, err), x.d.Events.ForgetEvent(context.WithoutCancel(ctx), made, action))
+	}
 	if took.ID != 0 {
 		x.d.Log.Warn("a job of another pool or outside the stack took a runner; placing its job again", "job", made,
 			"repository", msg.Job.Repo, "took", took.ID, "tookRepository", took.Repo, "tookLabels", took.Labels)
@@ -135,7 +190,7 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		x.d.Log.Warn("a job's runner got no job within its bound while the job still waits; placing it again", "job", made,
 			"repository", msg.Job.Repo)
 	}
-	return x.send(ctx, []jobs.Message{msg}, nil)
+	return nil
 }
 
 // completed gives back the instance whose runner ran the job, at once (deadline the pool's idle

@@ -426,9 +426,11 @@ func TestFakeForeignJobTookTheRunner(t *testing.T) {
 	foreign := jobs.Job{ID: 999, RunID: 5, Repo: "octo/app", Labels: []string{"self-hosted"}, Installation: 7,
 		RunnerName: state.RunnerNamesOf(fake.Stack).Name(r92.ID, r92.RunID)}
 	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: foreign}))
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: foreign}), "a repeated (or replayed) event")
 	again := w.sent(jobs.KindQueued)
-	require.Len(t, again, 1, "a job outside the pool took job 92's runner: 92 is placed again")
+	require.Len(t, again, 1, "a job outside the pool took job 92's runner: 92 is placed again, once")
 	require.Equal(t, "j92r1", again[0].Job.Key())
+	require.True(t, again[0].Spare, "a spare: placed even if job 92 starts meanwhile")
 }
 
 // TestFakeLostClaimUndoesItsRunner: a claim that loses (the instance moved on under the offer)
@@ -643,4 +645,40 @@ func TestFakeWaitsForRoom(t *testing.T) {
 	held, err := w.Store.ByRun(context.Background(), oldest)
 	require.NoError(t, err)
 	require.Len(t, held, 1, "placed once")
+}
+
+// TestFakeWaitingSiblingTookTheRunner: a job of the same pool and repository that waits for room
+// takes another's runner: nothing is placed again (its own placement, when room comes, is for the
+// job it took the runner from), and that placement is made although it has started.
+func TestFakeWaitingSiblingTookTheRunner(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 1 })
+	require.Empty(t, w.handle(queued(w.job(95, ""), w.job(96, ""))...))
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1, "one of the two waits for room")
+	waiter, _, _ := names.ParseJobKey(waiting[0].Key)
+	placed := 95 + 96 - waiter
+	it := w.holder(placed)
+	w.sent(jobs.KindCheck) // drain
+
+	taker := w.job(waiter, "")
+	taker.RunnerName = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID)
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: taker}))
+	_, err = w.Store.RecordEvent(context.Background(), waiter, "in_progress", "{}")
+	require.NoError(t, err)
+	for _, m := range w.sent(jobs.KindQueued) {
+		require.Zero(t, m.Job.Redispatch, "nothing placed again: %+v", m.Job)
+	}
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1, "the taker's placement still waits for room, for the other job")
+
+	// Room comes (the instance is gone): the taker's placement is made, started as it is.
+	cur := w.Store.Item(it.ID)
+	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalFailed, Version: cur.Version, At: time.Now()}))
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: cur.Version}))
+	held, err := w.Store.ByRun(context.Background(), names.JobKey(waiter, 0))
+	require.NoError(t, err)
+	require.Len(t, held, 1, "placed when room came, for the job whose runner it took")
 }

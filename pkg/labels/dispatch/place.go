@@ -26,6 +26,7 @@ type queuedJob struct {
 	job   jobs.Job
 	round int
 	since time.Time
+	spare bool // jobs.Message.Spare
 }
 
 // placement is a job handed to an instance.
@@ -89,22 +90,31 @@ func (x *Dispatcher) place(ctx context.Context, queued []queuedJob) []string {
 	return failed
 }
 
-// unplaced drops the jobs that need no instance: those whose completed event is recorded (a job
+// unplaced drops the jobs that need no instance: those that ended without starting (a job
 // cancelled while queued; GitHub may deliver completed before queued), and, among messages
-// delivered again, those an earlier attempt placed (an instance holds their key).
+// delivered again, those an earlier attempt placed (an instance holds their key). A job that
+// has started is placed all the same: it started on another job's runner, and its placement is
+// that job's now (started).
 func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJob {
 	ids := make([]int64, len(queued))
 	for i, q := range queued {
 		ids[i] = q.job.ID
 	}
-	done, err := x.d.Events.Events(ctx, "completed", ids)
-	if err != nil {
-		// Placing a job that has ended costs one instance until its check: not worth failing for.
-		x.d.Log.Warn("read which jobs have completed; placing them all", "error", err)
+	seen := map[string]map[int64]string{}
+	for _, action := range []string{"completed", "in_progress"} {
+		got, err := x.d.Events.Events(ctx, action, ids)
+		if err != nil {
+			// Placing a job that has ended costs one instance until its check: not worth
+			// failing for.
+			x.d.Log.Warn("read which jobs have started or completed; placing them all", "error", err)
+		}
+		seen[action] = got
 	}
 	out := queued[:0]
 	for _, q := range queued {
-		if _, ok := done[q.job.ID]; ok {
+		_, ended := seen["completed"][q.job.ID]
+		_, started := seen["in_progress"][q.job.ID]
+		if ended && !started && !q.spare {
 			x.d.Log.Info("job completed before it was placed; nothing to do", "job", q.job.ID, "repository", q.job.Repo)
 			continue
 		}

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
@@ -44,10 +45,10 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 			x.count(doc.Name, "JobsFailed", 1)
 			continue
 		}
-		m := jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: since}
+		m := jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: since, Spare: q.spare}
 		body, err := m.Encode()
 		if err == nil {
-			err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: doc.Name, Key: q.job.Key(), Body: body, Since: since})
+			err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: doc.Name, Key: q.job.Key(), Body: body, Since: since, Round: m.Round})
 		}
 		if err != nil {
 			x.d.Log.Error("keep the job waiting for room; it is tried again", "job", q.job.ID, "pool", doc.Name, "error", err)
@@ -77,18 +78,45 @@ func retryDelay(round int) time.Duration {
 	return wait.Jitter(d)
 }
 
-// unwait turns a queued message into the job to place. A message of a job that waited for room
-// is its try: the job is placed only if it is still on its pool's waiters (taken off with one
-// conditional delete, so that a wake and a try never both place it); ok false means someone
-// placed it already.
+// unwait turns a queued message into the job to place. A message of a job that waited for room,
+// or of a job placed again, is placed only if its key is still on its pool's waiters (taken off
+// with one conditional delete, so that a wake and a try never both place it, and a job that
+// started elsewhere meanwhile is not placed); ok false means someone took it already.
 func (x *Dispatcher) unwait(ctx context.Context, m Message, msg jobs.Message) (queuedJob, bool, error) {
-	q := queuedJob{msg: m, job: msg.Job, round: msg.Round, since: msg.WaitingSince}
-	if msg.WaitingSince.IsZero() {
+	q := queuedJob{msg: m, job: msg.Job, round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
+	if msg.WaitingSince.IsZero() && msg.Job.Redispatch == 0 {
 		return q, true, nil
 	}
-	_, ok, err := x.d.Waiting.TakeWaiter(ctx, msg.Job.Pool, msg.Job.Key())
+	_, ok, err := x.d.Waiting.TakeWaiter(ctx, msg.Job.Pool, msg.Job.Key(), msg.Round)
+	if err == nil && !ok {
+		x.d.Log.Info("a waiting job's message finds it taken already", "job", msg.Job.ID, "key", msg.Job.Key(), "pool", msg.Job.Pool,
+			"round", msg.Round)
+	}
 	return q, ok, err
 }
+
+// putBack puts back on the waiters the jobs of failed (message ids) that unwait took off them:
+// their messages are delivered again, and must find them there.
+func (x *Dispatcher) putBack(ctx context.Context, queued []queuedJob, failed []string) {
+	for _, q := range queued {
+		if (q.since.IsZero() && q.job.Redispatch == 0) || !slices.Contains(failed, q.msg.ID) {
+			continue
+		}
+		since := q.since
+		if since.IsZero() {
+			since = x.d.Now()
+		}
+		if err := x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: q.job.Pool, Key: q.job.Key(), Body: q.msg.Body, Since: since,
+			Round: q.round}); err != nil {
+			x.d.Log.Error("put a job that could not be placed back on the waiters; its message finds nothing to place",
+				"job", q.job.ID, "key", q.job.Key(), "error", err)
+		}
+	}
+}
+
+// wakeLook bounds how many waiters one wake looks at for a job still to place: one that was
+// cancelled meanwhile is skipped.
+const wakeLook = 3
 
 // wake places the job that has waited longest for room in doc's pool, if any: an instance just
 // came back to the pool (or ended), and the pool stays work-conserving. A job that cannot be
@@ -97,13 +125,13 @@ func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document) {
 	if !doc.Capped() {
 		return
 	}
-	ws, err := x.d.Waiting.Waiters(ctx, doc.Name, 1)
+	ws, err := x.d.Waiting.Waiters(ctx, doc.Name, wakeLook)
 	if err != nil {
 		x.d.Log.Warn("read the jobs waiting for room; their own tries place them", "pool", doc.Name, "error", err)
 		return
 	}
 	for _, w := range ws {
-		taken, ok, err := x.d.Waiting.TakeWaiter(ctx, doc.Name, w.Key)
+		taken, ok, err := x.d.Waiting.TakeWaiter(ctx, doc.Name, w.Key, state.AnyRound)
 		if err != nil || !ok {
 			continue // someone else woke it, or its own try took it
 		}
@@ -113,11 +141,17 @@ func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document) {
 			continue
 		}
 		q := queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: taken.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
-			round: msg.Round, since: msg.WaitingSince}
+			round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
+		if len(x.unplaced(ctx, []queuedJob{q})) == 0 {
+			continue // cancelled: the next one
+		}
+		x.d.Log.Info("an instance came back: the longest waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
+			"waited", x.d.Now().Sub(taken.Since).Round(time.Millisecond))
 		if failed := x.place(ctx, []queuedJob{q}); len(failed) > 0 {
 			if err := x.d.Waiting.AddWaiter(ctx, taken); err != nil {
 				x.d.Log.Error("put a woken job back on the waiters; its own try places it", "job", w.Key, "error", err)
 			}
 		}
+		return
 	}
 }
