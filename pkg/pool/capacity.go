@@ -2,17 +2,18 @@ package pool
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 	"github.com/hangar-ci/hangar/pkg/pool/fleet"
 )
@@ -64,7 +65,7 @@ func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadli
 	if doc.StackCap != nil {
 		name = "cap/" + p.Stack
 	}
-	holder := randomHolder()
+	holder := state.NewLeaseHolder()
 	waitUntil := time.Now().Add(capLeaseWait)
 	if !deadline.IsZero() && deadline.Before(waitUntil) {
 		waitUntil = deadline
@@ -139,12 +140,8 @@ func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capa
 			out = Capacity{Allowed: min(left, out.Allowed), Limit: limit, Live: count, Of: of}
 		}
 	}
-	if doc.MaxInstances > 0 {
-		for i, name := range pools {
-			if name == doc.Name {
-				bound(doc.MaxInstances, count[i], "pool "+doc.Name)
-			}
-		}
+	if i := slices.Index(pools, doc.Name); doc.MaxInstances > 0 && i >= 0 {
+		bound(doc.MaxInstances, count[i], "pool "+doc.Name)
 	}
 	if doc.StackCap != nil {
 		total := 0
@@ -199,10 +196,4 @@ func capDeadline(doc *pooldoc.Document, deadline time.Time) time.Time {
 		return bound
 	}
 	return deadline
-}
-
-func randomHolder() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

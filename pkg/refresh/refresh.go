@@ -2,8 +2,6 @@ package refresh
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -165,7 +163,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 		d.Now = time.Now
 	}
 	start := d.Now()
-	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: randomHolder()}
+	r := &run{cfg: cfg, d: d, report: &Report{Stack: cfg.Stack, DryRun: cfg.DryRun}, holder: state.NewLeaseHolder()}
 	// A pool whose instance types cannot be resolved is left out of this refresh and reported.
 	pools := make([]*pooldoc.Document, 0, len(cfg.Pools))
 	for _, doc := range cfg.Pools {
@@ -195,12 +193,6 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Report, error) {
 	}
 	r.publishSpend(ctx, pools)
 	return r.report, nil
-}
-
-func randomHolder() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // run is one refresh in progress.

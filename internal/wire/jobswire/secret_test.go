@@ -14,7 +14,8 @@ import (
 
 // TestSecretVersions: against the emulator's Secrets Manager, a secret never rotated has one
 // version; after PutSecretValue the new value comes first and the one before it second (stage
-// AWSPREVIOUS), so that deliveries signed with either are taken while the App's setting catches up.
+// AWSPREVIOUS), so that deliveries signed with either are taken while the App's setting catches
+// up; once RotationGrace has passed since the new value was put, the old one is refused.
 func TestSecretVersions(t *testing.T) {
 	testbed.Require(t)
 	ctx := testbed.Context(t, time.Minute)
@@ -37,4 +38,9 @@ func TestSecretVersions(t *testing.T) {
 	vs, err = s.Versions(ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, []string{"second", "first"}, vs)
+
+	s.Now = func() time.Time { return time.Now().Add(jobswire.RotationGrace + time.Minute) }
+	vs, err = s.Versions(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, []string{"second"}, vs, "the grace is over: the old value is refused")
 }

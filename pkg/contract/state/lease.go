@@ -1,15 +1,17 @@
 package state
 
 import (
-	"github.com/hangar-ci/hangar/pkg/platform/awserr"
-
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
 // leasePrefix keys lease items. They have no index attributes, so no query ever returns them, and
@@ -37,6 +39,13 @@ func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duratio
 		return false, fmt.Errorf("take lease %s: %w", name, err)
 	}
 	return ok, nil
+}
+
+// NewLeaseHolder returns a fresh name for one holder of leases (a refresh, a launch under a cap).
+func NewLeaseHolder() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // ReleaseLease gives the named lease up if holder holds it.

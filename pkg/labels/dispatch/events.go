@@ -64,9 +64,9 @@ func (x *Dispatcher) pool(ctx context.Context, name string) (*pooldoc.Document, 
 }
 
 // started moves the instance whose runner took a job to running, deadline the pool's running
-// timeout. When the runner took a job it was not
-// made for, and not one of its pool's (GitHub hands a job to any runner that has all its labels),
-// the job it was made for has lost its runner and is placed again.
+// timeout. When the runner took a job it was not made for, of another pool or repository, or
+// outside the trust set (GitHub hands a job to any runner that has all its labels), the job it
+// was made for has lost its runner and is placed again.
 func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 	it, key, err := x.served(ctx, j.RunnerName)
 	if err != nil || it == nil {
@@ -129,11 +129,11 @@ func (x *Dispatcher) queuedEvent(ctx context.Context, job int64) (jobs.Message, 
 // redispatched is the dispatcher's record that a job was placed again under its n-th key.
 func redispatched(n int) string { return fmt.Sprintf("redispatch%d", n) }
 
-// redispatch places job made again: its runner took job took instead, which had no runner of its
-// own to leave it (a job of another pool, or one not placed yet: the new placement is a spare,
-// made whether or not made has started since), or (took zero) its runner was removed at its
-// bound while made still waited (nothing is done when made runs or ran elsewhere). Nothing is
-// done for a job placed again too often.
+// redispatch places job made again: its runner took job took instead, which leaves no placement
+// of its own in the pool (a job of another pool or repository, or outside the trust set: the new
+// placement is a spare, made whether or not made has started since), or (took zero) its runner
+// was removed at its bound while made still waited (nothing is done when made runs or ran
+// elsewhere). Nothing is done for a job placed again too often.
 func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, took jobs.Job) error {
 	_, n, _ := names.ParseJobKey(key)
 	// A runner taken (took set) is made again even when made runs or ran elsewhere already: it
@@ -174,7 +174,7 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return err
 	}
 	// The new key waits on the pool's waiters until it is placed (wake or its message, whichever
-	// takes it first), so that a job that starts elsewhere meanwhile gives it up (hasRunner).
+	// takes it first: one conditional delete, so it is placed once).
 	err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: msg.Job.Pool, Key: msg.Job.Key(), Body: next, Since: x.d.Now()})
 	if err == nil {
 		err = x.send(ctx, []jobs.Message{msg}, nil)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,10 @@ type queuedJob struct {
 	since time.Time
 	spare bool // jobs.Message.Spare
 }
+
+// waited reports whether the job's key was on its pool's waiters when its message came (a job
+// that waited for room, or one placed again): its message places it only by taking it off.
+func (q queuedJob) waited() bool { return !q.since.IsZero() || q.job.Redispatch > 0 }
 
 // placement is a job handed to an instance.
 type placement struct {
@@ -63,12 +68,19 @@ func (p *pending) push(j queuedJob) {
 
 // place places a batch's queued jobs and returns the ids of the messages to deliver again.
 func (x *Dispatcher) place(ctx context.Context, queued []queuedJob) []string {
+	return x.placeNeeded(ctx, x.unplaced(ctx, queued))
+}
+
+// placeNeeded places jobs unplaced kept.
+func (x *Dispatcher) placeNeeded(ctx context.Context, queued []queuedJob) []string {
+	if len(queued) == 0 {
+		return nil
+	}
 	stack, err := x.d.Pools.LoadStack(ctx)
 	if err != nil {
 		x.d.Log.Error("read the stack's pool documents; the batch's jobs wait", "jobs", len(queued), "error", err)
 		return messageIDs(queued)
 	}
-	queued = x.unplaced(ctx, queued)
 	byPool := map[string][]queuedJob{}
 	for _, q := range queued {
 		byPool[q.job.Pool] = append(byPool[q.job.Pool], q)
@@ -100,21 +112,23 @@ func (x *Dispatcher) unplaced(ctx context.Context, queued []queuedJob) []queuedJ
 	for i, q := range queued {
 		ids[i] = q.job.ID
 	}
-	seen := map[string]map[int64]string{}
-	for _, action := range []string{"completed", "in_progress"} {
-		got, err := x.d.Events.Events(ctx, action, ids)
-		if err != nil {
-			// Placing a job that has ended costs one instance until its check: not worth
-			// failing for.
-			x.d.Log.Warn("read which jobs have started or completed; placing them all", "error", err)
+	ended, err := x.d.Events.Events(ctx, "completed", ids)
+	if err != nil {
+		// Placing a job that has ended costs one instance until its check: not worth failing for.
+		x.d.Log.Warn("read which jobs have completed; placing them all", "error", err)
+	}
+	var started map[int64]string // asked only of the jobs that ended: the rare case
+	if len(ended) > 0 {
+		if started, err = x.d.Events.Events(ctx, "in_progress", slices.Collect(maps.Keys(ended))); err != nil {
+			x.d.Log.Warn("read which ended jobs had started; placing them all", "error", err)
+			ended = nil
 		}
-		seen[action] = got
 	}
 	out := queued[:0]
 	for _, q := range queued {
-		_, ended := seen["completed"][q.job.ID]
-		_, started := seen["in_progress"][q.job.ID]
-		if ended && !started && !q.spare {
+		_, done := ended[q.job.ID]
+		_, ran := started[q.job.ID]
+		if done && !ran && !q.spare {
 			x.d.Log.Info("job completed before it was placed; nothing to do", "job", q.job.ID, "repository", q.job.Repo)
 			continue
 		}
@@ -205,12 +219,11 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		}
 	}
 	x.scheduleChecks(ctx, doc, placed)
+	var again []string // the messages to deliver again
 	if acq.CapErr != nil && acq.CreateErr == nil && len(failed) > 0 {
 		// Nothing failed but the cap: the jobs wait for room, off the queue's receive count.
 		x.d.Log.Info("jobs wait for room under the cap", "pool", name, "jobs", len(failed), "why", acq.CapErr)
-		x.count(name, "JobsReused", reused)
-		x.count(name, "JobsCreated", len(placed)-reused)
-		return x.wait(ctx, doc, failed)
+		again, failed = x.wait(ctx, doc, failed), nil
 	}
 	for _, q := range failed {
 		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
@@ -221,7 +234,7 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	x.count(name, "JobsCreated", len(placed)-reused)
 	x.d.Log.Info("jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
 		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds())
-	return messageIDs(failed)
+	return append(again, messageIDs(failed)...)
 }
 
 // acquire asks the pool for an instance per job: one group per repository, whose reuse scope

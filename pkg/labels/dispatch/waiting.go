@@ -60,7 +60,7 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 	}
 	x.count(doc.Name, "JobsWaiting", len(msgs))
 	if err := x.send(ctx, msgs, delays); err != nil {
-		// The waiters stay: an instance coming back wakes them, and refresh's tidy is not needed.
+		// The waiters stay: an instance coming back wakes them.
 		x.d.Log.Warn("schedule the waiting jobs' next tries; they wait for an instance to come back", "pool", doc.Name, "error", err)
 	}
 	return messageIDs(failed)
@@ -79,12 +79,12 @@ func retryDelay(round int) time.Duration {
 }
 
 // unwait turns a queued message into the job to place. A message of a job that waited for room,
-// or of a job placed again, is placed only if its key is still on its pool's waiters (taken off
-// with one conditional delete, so that a wake and a try never both place it, and a job that
-// started elsewhere meanwhile is not placed); ok false means someone took it already.
+// or of a job placed again, is placed only if its key, of the message's round, is still on its
+// pool's waiters (taken off with one conditional delete, so that a wake and a try never both
+// place it); ok false means someone took it already.
 func (x *Dispatcher) unwait(ctx context.Context, m Message, msg jobs.Message) (queuedJob, bool, error) {
 	q := queuedJob{msg: m, job: msg.Job, round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
-	if msg.WaitingSince.IsZero() && msg.Job.Redispatch == 0 {
+	if !q.waited() {
 		return q, true, nil
 	}
 	_, ok, err := x.d.Waiting.TakeWaiter(ctx, msg.Job.Pool, msg.Job.Key(), msg.Round)
@@ -99,7 +99,7 @@ func (x *Dispatcher) unwait(ctx context.Context, m Message, msg jobs.Message) (q
 // their messages are delivered again, and must find them there.
 func (x *Dispatcher) putBack(ctx context.Context, queued []queuedJob, failed []string) {
 	for _, q := range queued {
-		if (q.since.IsZero() && q.job.Redispatch == 0) || !slices.Contains(failed, q.msg.ID) {
+		if !q.waited() || !slices.Contains(failed, q.msg.ID) {
 			continue
 		}
 		since := q.since
@@ -142,12 +142,13 @@ func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document) {
 		}
 		q := queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: taken.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
 			round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
-		if len(x.unplaced(ctx, []queuedJob{q})) == 0 {
+		needed := x.unplaced(ctx, []queuedJob{q})
+		if len(needed) == 0 {
 			continue // cancelled: the next one
 		}
 		x.d.Log.Info("an instance came back: the longest waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
 			"waited", x.d.Now().Sub(taken.Since).Round(time.Millisecond))
-		if failed := x.place(ctx, []queuedJob{q}); len(failed) > 0 {
+		if failed := x.placeNeeded(ctx, needed); len(failed) > 0 {
 			if err := x.d.Waiting.AddWaiter(ctx, taken); err != nil {
 				x.d.Log.Error("put a woken job back on the waiters; its own try places it", "job", w.Key, "error", err)
 			}
