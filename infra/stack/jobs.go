@@ -1,7 +1,11 @@
 package stack
 
 import (
+	"encoding/json"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -10,6 +14,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
+	jobmsg "github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
 )
 
 // jobs are the resources of label-routed jobs (docs/labels.md, docs/design.md §11), made only
@@ -68,8 +74,17 @@ func newJobs(h *hangar, webhookDir string) *jobs {
 		map[string]*string{
 			jobswire.EnvStack: stack, jobswire.EnvRole: jsii.String(jobswire.RoleDispatch), jobswire.EnvJobsQueueURL: queueURL,
 			jobswire.EnvReturnsQueueARN: j.returns.QueueArn(), jobswire.EnvAppSecretARN: j.appSecret,
-			jobswire.EnvGitHubAPIURL: jsii.String(h.cfg.GitHub.APIURL()),
+			jobswire.EnvGitHubAPIURL: jsii.String(h.cfg.GitHub.APIURL()), jobswire.EnvSweepEvery: jsii.String(dispatch.DefaultSweepEvery.String()),
 		})
+
+	// The sweep (pkg/labels/dispatch/sweep.go): GitHub does not deliver a failed delivery again,
+	// so the schedule has the dispatcher, which holds the App's key, ask which failed.
+	awsevents.NewRule(h.stack, jsii.String("SweepSchedule"), &awsevents.RuleProps{
+		Description: jsii.String("Hangar " + h.cfg.Stack + ": recover webhook deliveries GitHub did not make or the stack did not take"),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Seconds(jsii.Number(dispatch.DefaultSweepEvery.Seconds()))),
+		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(j.queue, &awseventstargets.SqsQueueProps{
+			Message: awsevents.RuleTargetInput_FromObject(sweepMessage()), RetryAttempts: jsii.Number(2)})},
+	})
 
 	// GitHub cannot sign AWS requests: the delivery's X-Hub-Signature-256 is the gate, checked
 	// before anything of the body is read (pkg/labels/webhook).
@@ -113,6 +128,16 @@ func newJobs(h *hangar, webhookDir string) *jobs {
 		awscdk.NewCfnOutput(h.stack, jsii.String(o.id), &awscdk.CfnOutputProps{Value: o.value, Description: jsii.String(o.what)})
 	}
 	return j
+}
+
+// sweepMessage is jobs.SweepMessage as an object: EventBridge sends an object's JSON as the
+// message body, and a text's as a JSON string.
+func sweepMessage() map[string]any {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(jobmsg.SweepMessage), &m); err != nil {
+		panic("jobs.SweepMessage is not JSON: " + err.Error()) // a constant: the tests catch it
+	}
+	return m
 }
 
 // jobQueue is one of the queues that feed the dispatcher, with its dead-letter queue: encrypted

@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-ci/hangar/infra/config"
 	"github.com/hangar-ci/hangar/infra/stack"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
+	jobmsg "github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
@@ -256,10 +257,12 @@ func TestAlarmsNotify(t *testing.T) {
 	for _, r := range []string{"secret", "pools", "record", "queue"} {
 		require.Contains(t, js(webhookErrors["Metrics"]), `"Reason","Value":"`+r+`"`)
 	}
-	app := named["hangar-jobs-app-errors"]
-	require.NotNil(t, app)
-	require.Equal(t, "AppErrors", app["MetricName"])
-	require.JSONEq(t, `[{"Name":"Stack","Value":"hangar-jobs"}]`, js(app["Dimensions"]))
+	for name, metric := range map[string]string{"hangar-jobs-app-errors": "AppErrors", "hangar-jobs-sweep-errors": "SweepErrors"} {
+		a := named[name]
+		require.NotNil(t, a, name)
+		require.Equal(t, metric, a["MetricName"])
+		require.JSONEq(t, `[{"Name":"Stack","Value":"hangar-jobs"}]`, js(a["Dimensions"]))
+	}
 	failed := 0
 	for _, a := range resourcesIn(jobsTemplate, "AWS::CloudWatch::Alarm") {
 		if a["MetricName"] == "JobsFailed" {
@@ -267,6 +270,43 @@ func TestAlarmsNotify(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, failed, "one per pool serving label-routed jobs")
+}
+
+// TestJobsSweepSchedule: every five minutes, the schedule puts the sweep message on the jobs
+// queue, which lets EventBridge send to it for that rule alone; the dispatcher is told the period.
+func TestJobsSweepSchedule(t *testing.T) {
+	var rule map[string]any
+	for _, r := range jobResources("AWS::Events::Rule") {
+		if strings.Contains(js(r["Targets"]), `"JobsQueue`) {
+			require.Nil(t, rule, "one rule sends to the jobs queue")
+			rule = r
+		}
+	}
+	require.NotNil(t, rule)
+	require.Equal(t, "rate(5 minutes)", rule["ScheduleExpression"])
+	targets := asList(rule["Targets"])
+	require.Len(t, targets, 1)
+	target := targets[0].(map[string]any)
+	msg, err := jobmsg.Parse(target["Input"].(string))
+	require.NoError(t, err, "the message the dispatcher reads")
+	require.Equal(t, jobmsg.KindSweep, msg.Kind)
+	require.Contains(t, js(target["Arn"]), `"JobsQueue`)
+	var sends []map[string]any
+	for _, policy := range jobResources("AWS::SQS::QueuePolicy") {
+		for _, s := range asList(policy["PolicyDocument"].(map[string]any)["Statement"]) {
+			if st := s.(map[string]any); st["Effect"] == "Allow" {
+				require.Contains(t, js(policy["Queues"]), `"Ref":"JobsQueue`, "only the jobs queue grants anything")
+				sends = append(sends, st)
+			}
+		}
+	}
+	require.Len(t, sends, 1, "the one grant of the queues' resource policies")
+	require.Contains(t, js(sends[0]["Action"]), `"sqs:SendMessage"`)
+	require.Equal(t, `{"Service":"events.amazonaws.com"}`, js(sends[0]["Principal"]))
+	require.Contains(t, js(sends[0]["Condition"]), `"aws:SourceArn"`, "for the sweep rule alone")
+	id := idOf(t, jobsTemplate, "AWS::Lambda::Function", "FunctionName", "hangar-jobs-dispatch")
+	vars := jobResources("AWS::Lambda::Function")[id]["Environment"].(map[string]any)["Variables"].(map[string]any)
+	require.Equal(t, "5m0s", vars[jobswire.EnvSweepEvery])
 }
 
 // TestJobsEventSources: the dispatcher is fed by the jobs queue (the config's batching) and the

@@ -151,6 +151,10 @@ func newJobsMonitoring(h *hangar, dash awscloudwatch.Dashboard, alarm func(strin
 		DimensionsMap: &appDims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}), 0,
 		"the GitHub App cannot make runners (a key GitHub refuses, a permission the installation lacks): jobs wait, nothing is launched; the dispatcher's log lines say why",
 		h.cfg.Stack+"-app-errors")
+	alarm("SweepErrorsAlarm", awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(metrics.Namespace), MetricName: jsii.String("SweepErrors"),
+		DimensionsMap: &appDims, Statistic: jsii.String("Sum"), Period: awscdk.Duration_Minutes(jsii.Number(5))}), 0,
+		"the sweep for lost deliveries failed (GitHub refused the App or is down): failed deliveries and jobs no delivery brought are not being recovered; the dispatcher's log lines say why",
+		h.cfg.Stack+"-sweep-errors")
 	// A few refusals are the internet's background noise; more than refusedPerFiveMinutes is a
 	// wrong webhook secret (every delivery), a repository outside the trust set, or a flood.
 	alarm("WebhooksRefusedAlarm", sum("WebhooksRefused", webhook.RefusalReasons), refusedPerFiveMinutes,

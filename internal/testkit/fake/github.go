@@ -20,6 +20,8 @@ type GitHub struct {
 	nextID  int64
 	minted  int
 	groups  map[string]fakeGroup // repository runner groups made, by name
+	repos   []ghapi.Repository   // the installation's repositories (SetRepositories)
+	wjobs   []workflowJob        // its runs' jobs (SetWorkflowJob)
 }
 
 // fakeGroup is a runner group RepositoryGroup made: its id and the repository it is open to.

@@ -23,10 +23,11 @@ import (
 // firstInstallation is the id of the first installation; later ones count up from it.
 const firstInstallation = 1001
 
-// appKey is the App: its id and the public half of its private key.
+// appKey is the App: its id and the public halves of its private keys (GitHub lets an App have
+// several at once, so that a key can be rotated without a gap).
 type appKey struct {
-	id  int64
-	key *rsa.PublicKey
+	id   int64
+	keys []*rsa.PublicKey
 }
 
 // installation is the App installed on one account.
@@ -92,14 +93,48 @@ var installationPermissions = map[string]string{
 // settings' "Generate a private key" does. Calling it again replaces the App and rotates its key:
 // JWTs signed with the old key are refused from then on, as after deleting it on GitHub.
 func (s *Server) EnableApp(appID int64) []byte {
+	key := newAppKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.app = &appKey{id: appID, keys: []*rsa.PublicKey{&key.PublicKey}}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
+
+// AddAppKey generates another private key of the App, valid alongside the others until
+// RemoveAppKey, as the App settings' "Generate a private key" does for an App that has one.
+func (s *Server) AddAppKey() []byte {
+	key := newAppKey()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.app == nil {
+		panic("ghfake: AddAppKey before EnableApp")
+	}
+	s.app.keys = append(s.app.keys, &key.PublicKey)
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+}
+
+// RemoveAppKey deletes the App's key whose private half is privatePEM: JWTs it signs are refused
+// from then on.
+func (s *Server) RemoveAppKey(privatePEM []byte) {
+	block, _ := pem.Decode(privatePEM)
+	if block == nil {
+		panic("ghfake: RemoveAppKey: not PEM")
+	}
+	key, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+	if err != nil {
+		panic("ghfake: RemoveAppKey: " + err.Error())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.app.keys = slices.DeleteFunc(s.app.keys, func(k *rsa.PublicKey) bool { return k.Equal(&key.PublicKey) })
+}
+
+func newAppKey() *rsa.PrivateKey {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		panic(fmt.Sprintf("ghfake: generate the App's key: %v", err)) // crypto/rand does not fail
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.app = &appKey{id: appID, key: &key.PublicKey}
-	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	return key
 }
 
 // Install installs the App on account owner (an organisation or a user, by login): on every
@@ -229,16 +264,19 @@ var errJWT = errors.New("A JSON web token could not be decoded") //nolint:static
 func (s *Server) verifyJWT(raw string) error {
 	claims := jwt.MapClaims{}
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{"RS256"}), jwt.WithJSONNumber(), jwt.WithoutClaimsValidation())
-	_, err := parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) {
-		iss, err := numericClaim(claims["iss"])
-		if err != nil {
-			return nil, err
-		}
-		if s.app == nil || s.app.id != iss {
-			return nil, fmt.Errorf("no App %d", iss)
-		}
-		return s.app.key, nil
-	})
+	err := errJWT
+	for i := 0; s.app != nil && i < len(s.app.keys) && err != nil; i++ {
+		_, err = parser.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) {
+			iss, err := numericClaim(claims["iss"])
+			if err != nil {
+				return nil, err
+			}
+			if s.app.id != iss {
+				return nil, fmt.Errorf("no App %d", iss)
+			}
+			return s.app.keys[i], nil
+		})
+	}
 	if err != nil {
 		return errJWT
 	}

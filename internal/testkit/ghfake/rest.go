@@ -26,6 +26,7 @@ func (s *Server) handler() http.Handler {
 	s.rest(mux, "POST /orgs/{owner}/actions/runner-groups", s.createRunnerGroup)
 	s.rest(mux, "GET /orgs/{owner}/actions/runner-groups/{id}/repositories", s.listGroupRepositories)
 	mux.HandleFunc("POST /app/installations/{installation_id}/access_tokens", s.createInstallationToken)
+	s.hookAPI(mux)
 	s.runnerSide(mux)
 	s.jobControl(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,6 +47,13 @@ const apiPrefix = "/api/v3/"
 // rest registers a REST handler authenticated by an admin token or an installation token of the
 // App (see authorize).
 func (s *Server) rest(mux *http.ServeMux, pattern string, h func(http.ResponseWriter, *http.Request, Scope)) {
+	s.restNeeding(mux, pattern, "", h)
+}
+
+// restNeeding registers a REST handler as rest does, whose installation tokens need permission
+// need ("" for the runner permission of the scope: administration or
+// organization_self_hosted_runners).
+func (s *Server) restNeeding(mux *http.ServeMux, pattern, need string, h func(http.ResponseWriter, *http.Request, Scope)) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -53,7 +61,7 @@ func (s *Server) rest(mux *http.ServeMux, pattern string, h func(http.ResponseWr
 		if repo := r.PathValue("repo"); repo != "" {
 			scope = Scope(r.PathValue("owner") + "/" + repo)
 		}
-		if !s.authorize(w, r, scope) {
+		if !s.authorize(w, r, scope, need) {
 			return
 		}
 		if !scope.IsRepo() {
@@ -65,7 +73,7 @@ func (s *Server) rest(mux *http.ServeMux, pattern string, h func(http.ResponseWr
 
 // authorize accepts an admin token, or an unexpired installation token of an installation that
 // covers scope; otherwise it writes 401 and returns false. The caller holds s.mu.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope) bool {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope, need string) bool {
 	auth := r.Header.Get("Authorization")
 	cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
 	if auth != "" && s.admin[cred] {
@@ -81,8 +89,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope) 
 		writeError(w, http.StatusUnauthorized, "Resource not accessible by integration")
 		return false
 	}
-	need := "administration" // a repository's self-hosted runners
-	if !scope.IsRepo() {
+	switch {
+	case need != "":
+	case scope.IsRepo():
+		need = "administration" // a repository's self-hosted runners
+	default:
 		need = "organization_self_hosted_runners"
 	}
 	if in.withheld[need] {

@@ -128,6 +128,10 @@ type Server struct {
 	outbox       []outgoing
 	paused       bool
 	dropActions  map[string]bool
+	dropEvery    int           // DropEvery's n
+	emitted      int           // automatic deliveries since DropEvery
+	attempts     int64         // delivery attempts made: the last Delivery.Num
+	redelivered  int           // redeliveries asked for through the REST API
 	deliveryWake chan struct{} // buffered(1): the delivery loop has work
 	deliveryNews chan struct{} // closed and replaced whenever a delivery is recorded
 

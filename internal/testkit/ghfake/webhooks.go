@@ -19,15 +19,19 @@ import (
 
 // Delivery is one webhook delivery the server made, or dropped (DropDeliveries).
 type Delivery struct {
-	ID      string // X-GitHub-Delivery; a redelivery keeps the delivery's id
-	Action  string // queued, in_progress, completed, or what SendJobEvent was given
-	JobID   int64
-	Body    []byte
-	Headers http.Header // the request's headers (none when dropped)
-	Status  int         // the receiver's response status; 0 when it was not sent or got no answer
-	Err     error       // the transport error, if any
-	Dropped bool        // DropDeliveries kept it from being sent
-	At      time.Time   // when it was sent or dropped (wall clock)
+	ID string // X-GitHub-Delivery; a redelivery keeps the delivery's id
+	// Num is the attempt's id in the App's list of deliveries (GET /app/hook/deliveries); 0 for a
+	// dropped one, which GitHub never attempted.
+	Num        int64
+	Redelivery bool   // an attempt asked for again (Redeliver, or POST …/attempts)
+	Action     string // queued, in_progress, completed, or what SendJobEvent was given
+	JobID      int64
+	Body       []byte
+	Headers    http.Header // the request's headers (none when dropped)
+	Status     int         // the receiver's response status; 0 when it was not sent or got no answer
+	Err        error       // the transport error, if any
+	Dropped    bool        // DropDeliveries kept it from being sent
+	At         time.Time   // when it was sent or dropped (wall clock)
 }
 
 // hookID is the webhook's id (X-GitHub-Hook-ID): the App's one webhook.
@@ -47,6 +51,7 @@ type outgoing struct {
 	jobID      int64
 	body       []byte
 	dropped    bool
+	redelivery bool
 }
 
 // deliveryClient posts deliveries; like GitHub, it follows no redirect.
@@ -121,6 +126,14 @@ func (s *Server) DropDeliveries(action string, drop bool) {
 	s.dropActions[action] = drop
 }
 
+// DropEvery makes every nth automatic delivery (of any action) be dropped as DropDeliveries drops
+// them, counting from the next one; 0 stops it.
+func (s *Server) DropEvery(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropEvery, s.emitted = n, 0
+}
+
 // Redeliver sends delivery id again, with the same body and X-GitHub-Delivery, as "Redeliver"
 // in GitHub's UI does, and records it as a new delivery. It returns an error when there is no
 // such delivery or webhook, or the receiver could not be reached or answered other than 2xx.
@@ -129,7 +142,7 @@ func (s *Server) Redeliver(id string) error {
 	var o *outgoing
 	for _, d := range s.deliveries {
 		if d.ID == id {
-			o = &outgoing{id: d.ID, action: d.Action, jobID: d.JobID, body: d.Body}
+			o = &outgoing{id: d.ID, action: d.Action, jobID: d.JobID, body: d.Body, redelivery: true}
 		}
 	}
 	h := s.hook
@@ -185,7 +198,9 @@ func (s *Server) emit(j *Job, action string) {
 	if s.hook == nil {
 		return
 	}
-	s.outbox = append(s.outbox, outgoing{id: newUUID(), action: action, jobID: j.ID, body: s.payload(j, action), dropped: s.dropActions[action]})
+	s.emitted++
+	drop := s.dropActions[action] || s.dropEvery > 0 && s.emitted%s.dropEvery == 0
+	s.outbox = append(s.outbox, outgoing{id: newUUID(), action: action, jobID: j.ID, body: s.payload(j, action), dropped: drop})
 	s.wakeDeliveries()
 }
 
@@ -230,7 +245,7 @@ func (s *Server) deliverLoop() {
 
 // send posts one delivery to the webhook and returns its record.
 func (s *Server) send(h hook, o outgoing) Delivery {
-	d := Delivery{ID: o.id, Action: o.action, JobID: o.jobID, Body: o.body, At: time.Now()}
+	d := Delivery{ID: o.id, Action: o.action, JobID: o.jobID, Body: o.body, At: time.Now(), Redelivery: o.redelivery}
 	ctx, cancel := context.WithTimeout(s.life, deliveryTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(o.body))
@@ -274,6 +289,10 @@ func (s *Server) send(h hook, o outgoing) Delivery {
 func (s *Server) record(d Delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !d.Dropped {
+		s.attempts++
+		d.Num = s.attempts
+	}
 	s.deliveries = append(s.deliveries, d)
 	close(s.deliveryNews)
 	s.deliveryNews = make(chan struct{})

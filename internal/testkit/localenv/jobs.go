@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/awsproxy"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/wire/jobswire"
+	jobmsg "github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/labels/dispatch"
 	"github.com/hangar-ci/hangar/pkg/labels/webhook"
@@ -59,6 +60,12 @@ type JobsOptions struct {
 	Log        *slog.Logger
 	// EC2, when set, wraps the dispatcher's EC2 client (tests count or break its calls).
 	EC2 func(base awsapi.EC2) awsapi.EC2
+	// SweepEvery and MissingAfter are the dispatcher's (0: its defaults); SweepSchedule puts the
+	// sweep message on the jobs queue at that period, as the stack's schedule does (0: never).
+	SweepEvery, MissingAfter, SweepSchedule time.Duration
+	// FailEvery makes the Function URL answer every nth delivery 503 without handling it, as a
+	// throttled function does (0: none).
+	FailEvery int
 }
 
 // Jobs is the label-routed part of a local world: the App in the GitHub stand-in, installed on
@@ -84,14 +91,16 @@ type Jobs struct {
 	Moto, DDB *awsproxy.Proxy
 	GitHub    *GitHubTraffic
 
-	batchSize   int
-	batchWindow time.Duration
-	paused      atomic.Bool
-	resume      chan struct{}
-	mu          sync.Mutex
-	batches     []int // sizes of the batches handed to the dispatcher
-	handled     atomic.Int64
-	handler     []time.Duration // the webhook handler's time per delivery
+	key                            []byte // the App's private key in use
+	webhookSecretARN, appSecretARN string
+	batchSize                      int
+	batchWindow                    time.Duration
+	paused                         atomic.Bool
+	resume                         chan struct{}
+	mu                             sync.Mutex
+	batches                        []int // sizes of the batches handed to the dispatcher
+	handled                        atomic.Int64
+	handler                        []time.Duration // the webhook handler's time per delivery
 }
 
 // appID is the local App's id.
@@ -142,7 +151,7 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	if err != nil {
 		return nil, err
 	}
-	env.CheckAfter = o.CheckAfter
+	env.CheckAfter, env.SweepEvery, env.MissingAfter = o.CheckAfter, o.SweepEvery, o.MissingAfter
 
 	// The App, its installations, and the two secrets' values.
 	key := e.GH.EnableApp(appID)
@@ -154,12 +163,14 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	}
 	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
 	creds, _ := json.Marshal(ghapp.Credentials{AppID: appID, PrivateKey: string(key)})
+	j.key = key
 	if env.WebhookSecretARN, err = e.putSecret(ctx, secretName(env.WebhookSecretARN, e.Stack+"-webhook-secret"), j.Secret); err != nil {
 		return nil, err
 	}
 	if env.AppSecretARN, err = e.putSecret(ctx, secretName(env.AppSecretARN, e.Stack+"-github-app"), string(creds)); err != nil {
 		return nil, err
 	}
+	j.webhookSecretARN, j.appSecretARN = env.WebhookSecretARN, env.AppSecretARN
 	// The functions' AWS traffic goes through counting proxies, as the steps' does in the
 	// benchmarks; their GitHub traffic through a counting transport.
 	if j.Moto, err = awsproxy.New(os.Getenv("AWS_ENDPOINT_URL"), 1); err != nil {
@@ -189,7 +200,12 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	if j.Dispatcher, j.App, err = jobswire.Dispatcher(ctx, cfg, env, wo); err != nil {
 		return nil, err
 	}
+	var deliveries atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := deliveries.Add(1); o.FailEvery > 0 && n%int64(o.FailEvery) == 0 {
+			http.Error(w, "Rate Exceeded.", http.StatusServiceUnavailable) // a throttled Function URL's answer
+			return
+		}
 		start := time.Now()
 		j.Ingress.ServeHTTP(w, r)
 		j.mu.Lock()
@@ -203,6 +219,9 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { j.poll(pollCtx, j.JobsQueueURL, dispatch.FromJobs, o.Log) })
 	wg.Go(func() { j.poll(pollCtx, j.ReturnsQueueURL, dispatch.FromReturns, o.Log) })
+	if o.SweepSchedule > 0 {
+		wg.Go(func() { j.schedule(pollCtx, o.SweepSchedule, o.Log) })
+	}
 	// Last in, first out: the pollers stop before the webhook URL, the queues and the secrets go.
 	e.closers = append(e.closers, func() {
 		stop()
@@ -277,6 +296,24 @@ func secretName(arn, fallback string) string {
 		return name
 	}
 	return fallback
+}
+
+// schedule puts the sweep message on the jobs queue every period, as the stack's EventBridge rule
+// does, until ctx ends.
+func (j *Jobs) schedule(ctx context.Context, period time.Duration, log *slog.Logger) {
+	client := sqs.NewFromConfig(j.e.AWS)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(j.JobsQueueURL), MessageBody: aws.String(jobmsg.SweepMessage)}); err != nil && ctx.Err() == nil {
+			log.Error("the sweep schedule", "error", err)
+		}
+	}
 }
 
 // Pause holds the dispatcher: messages pile up on the queues (a burst arriving within one
@@ -440,6 +477,39 @@ func (e *Env) putSecret(ctx context.Context, name, value string) (string, error)
 		_, _ = client.DeleteSecret(context.Background(), &secretsmanager.DeleteSecretInput{SecretId: out.ARN, ForceDeleteWithoutRecovery: aws.Bool(true)})
 	})
 	return aws.ToString(out.ARN), nil
+}
+
+// RotateAppKey rotates the App's private key as docs/labels.md says to: a new key made in the
+// App's settings, put in the App secret, and the old key deleted on GitHub.
+func (j *Jobs) RotateAppKey(ctx context.Context) error {
+	fresh := j.e.GH.AddAppKey()
+	creds, _ := json.Marshal(ghapp.Credentials{AppID: j.AppID, PrivateKey: string(fresh)})
+	if err := j.e.setSecret(ctx, j.appSecretARN, string(creds)); err != nil {
+		return err
+	}
+	j.e.GH.RemoveAppKey(j.key)
+	j.key = fresh
+	return nil
+}
+
+// RotateWebhookSecret rotates the webhook secret as docs/labels.md says to: the new value put in
+// the stack's secret first, then set in the App's settings.
+func (j *Jobs) RotateWebhookSecret(ctx context.Context) error {
+	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
+	if err := j.e.setSecret(ctx, j.webhookSecretARN, j.Secret); err != nil {
+		return err
+	}
+	j.e.GH.SetWebhook(j.URL, j.Secret)
+	return nil
+}
+
+// setSecret puts a new value in secret arn (the old one becomes AWSPREVIOUS).
+func (e *Env) setSecret(ctx context.Context, arn, value string) error {
+	if _, err := secretsmanager.NewFromConfig(e.AWS).PutSecretValue(ctx, &secretsmanager.PutSecretValueInput{SecretId: aws.String(arn),
+		SecretString: aws.String(value)}); err != nil {
+		return fmt.Errorf("put a new value in secret %s: %w", arn, err)
+	}
+	return nil
 }
 
 // DeadLetters counts the messages on the jobs dead-letter queue.

@@ -55,12 +55,17 @@ const (
 	EnvGitHubAPIURL     = "HANGAR_GITHUB_API_URL"
 	// EnvCheckAfter shortens the bound of a job's runner (a duration; tests and the demo).
 	EnvCheckAfter = "HANGAR_CHECK_AFTER"
+	// EnvSweepEvery is the period of the stack's sweep schedule (a duration).
+	EnvSweepEvery = "HANGAR_SWEEP_EVERY"
+	// EnvMissingAfter shortens how long a queued job may go unrecorded before the sweep admits
+	// it (a duration; tests and the demo).
+	EnvMissingAfter = "HANGAR_MISSING_AFTER"
 )
 
 // Env is the functions' environment.
 type Env struct {
 	Stack, Role, JobsQueueURL, ReturnsQueueARN, WebhookSecretARN, AppSecretARN, GitHubAPIURL string
-	CheckAfter                                                                               time.Duration
+	CheckAfter, SweepEvery, MissingAfter                                                     time.Duration
 }
 
 // EnvFrom reads the environment with getenv and checks what the role needs; the error names every
@@ -88,12 +93,13 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 		if err := ghurl.CheckURL(e.GitHubAPIURL); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", EnvGitHubAPIURL, err))
 		}
-		if v := getenv(EnvCheckAfter); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("%s %q: want a duration such as 30s", EnvCheckAfter, v))
+		for name, d := range map[string]*time.Duration{EnvCheckAfter: &e.CheckAfter, EnvSweepEvery: &e.SweepEvery, EnvMissingAfter: &e.MissingAfter} {
+			if v := getenv(name); v != "" {
+				var err error
+				if *d, err = time.ParseDuration(v); err != nil || *d <= 0 {
+					errs = append(errs, fmt.Errorf("%s %q: want a duration such as 30s", name, v))
+				}
 			}
-			e.CheckAfter = d
 		}
 	default:
 		errs = append(errs, fmt.Errorf("%s %q: want %s (the Function URL's) or %s (the queues')", EnvRole, e.Role, RoleIngress, RoleDispatch))
@@ -182,13 +188,19 @@ func Dispatcher(ctx context.Context, cfg aws.Config, env Env, o Options) (*dispa
 	if o.EC2 != nil {
 		ec2Client = o.EC2
 	}
-	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter}, dispatch.Deps{
+	appClient, err := app.AppClient()
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := dispatch.New(dispatch.Config{Stack: env.Stack, JobsQueueURL: env.JobsQueueURL, CheckAfter: env.CheckAfter,
+		SweepEvery: env.SweepEvery, MissingAfter: env.MissingAfter}, dispatch.Deps{
 		Pools: pools, Events: store, Waiting: store,
 		Pool: &pool.Pool{Stack: env.Stack, Store: store, EC2: ec2Client, Queues: &offers.Directory{Loader: &pooldoc.Loader{SSM: ssmClient, Stack: env.Stack}, SQS: sqsClient},
 			Launcher: &fleet.Launcher{EC2: ec2Client, Log: o.Log}, Bells: bells, Prices: prices, Log: o.Log},
 		GitHub: func(installation int64, scope ghapi.Scope) (dispatch.Runners, error) {
 			return app.Client(installation, scope)
 		},
+		App: appClient, Cursors: store,
 		SQS: sqsClient, Log: o.Log, Metrics: &metrics.Writer{Out: o.Metrics},
 	})
 	return d, app, err

@@ -30,7 +30,13 @@ const (
 	KindCheck Kind = "check"
 	// KindUnregister: delete a runner GitHub would not delete earlier (it was busy).
 	KindUnregister Kind = "unregister"
+	// KindSweep: look for work GitHub did not deliver (failed deliveries, queued jobs with no
+	// record) and recover it. The stack's schedule sends it (SweepMessage).
+	KindSweep Kind = "sweep"
 )
+
+// SweepMessage is the message the stack's schedule sends for a sweep.
+const SweepMessage = `{"v":1,"kind":"sweep"}`
 
 // Job is a workflow job as the stack knows it.
 type Job struct {
@@ -142,8 +148,9 @@ func (m Message) Validate() error {
 		if m.Job.Installation < 1 || m.Scope == "" || m.Job.RunnerID < 1 {
 			bad("want the installation, the scope and the runner id")
 		}
+	case KindSweep:
 	default:
-		bad("unknown kind: want queued, in_progress, completed, check or unregister")
+		bad("unknown kind: want queued, in_progress, completed, check, unregister or sweep")
 	}
 	if m.Kind == KindQueued {
 		if err := names.ValidatePool(m.Job.Pool); err != nil {

@@ -96,6 +96,28 @@ func (r *Router) Trusted(repo string, installation int64) error {
 	return err
 }
 
+// Admit returns the pool that serves a queued job of repository repo, delivered through App
+// installation installation, with these labels: ErrNotOurs without the stack label; the trust
+// set's refusal (pooldoc.ErrInstallation, pooldoc.ErrRepository) before any routing, so that the
+// outside cannot count as unrouted; a *RouteError when the labels name no pool or two. The
+// webhook and the dispatcher's sweep both admit queued jobs through it.
+func (r *Router) Admit(repo string, installation int64, labels []string) (*pooldoc.Document, error) {
+	if !r.Ours(labels) {
+		return nil, ErrNotOurs
+	}
+	if err := r.Trusted(repo, installation); err != nil {
+		return nil, err
+	}
+	pool, err := r.Route(labels)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Admits(repo, installation); err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
 // StackLabel is the label every job of the stack carries.
 func (r *Router) StackLabel() string { return r.stackLabel }
 

@@ -62,6 +62,13 @@ type Config struct {
 	BootCheckEvery time.Duration
 	// CreateWait bounds the capacity retries of one CreateFleet.
 	CreateWait time.Duration
+	// SweepEvery is the period of the stack's sweep schedule: a sweep message within half of it
+	// after the last sweep is dropped.
+	SweepEvery time.Duration
+	// MissingAfter is how long a queued job may go unrecorded before the sweep admits it.
+	MissingAfter time.Duration
+	// SweepRequests bounds one sweep's GitHub requests.
+	SweepRequests int
 }
 
 // ApplyDefaults fills the fields left zero.
@@ -80,6 +87,15 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.CreateWait == 0 {
 		c.CreateWait = DefaultCreateWait
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = DefaultSweepEvery
+	}
+	if c.MissingAfter == 0 {
+		c.MissingAfter = DefaultMissingAfter
+	}
+	if c.SweepRequests == 0 {
+		c.SweepRequests = DefaultSweepRequests
 	}
 }
 
@@ -103,6 +119,12 @@ func (c Config) Validate() error {
 	}
 	if c.CreateWait < 0 {
 		errs = append(errs, fmt.Errorf("create wait %s: want 0 or more", c.CreateWait))
+	}
+	if c.SweepEvery < 0 || c.MissingAfter < 0 {
+		errs = append(errs, fmt.Errorf("sweep every %s, missing after %s: want 0 (the default) or more", c.SweepEvery, c.MissingAfter))
+	}
+	if c.SweepRequests < 0 {
+		errs = append(errs, fmt.Errorf("sweep requests %d: want 0 (the default, %d) or more", c.SweepRequests, DefaultSweepRequests))
 	}
 	return errors.Join(errs...)
 }
@@ -141,6 +163,8 @@ type Runners interface {
 	Runners(ctx context.Context) ([]ghapi.Runner, error)
 	RunnerByName(ctx context.Context, name string) (ghapi.Runner, error)
 	DeleteRunner(ctx context.Context, id int64) error
+	// Workflows are the installation's reads the sweep makes (any scope serves them).
+	Workflows
 }
 
 // GitHub gives a client for a scope, acting as one installation of the App (ghapp.App).
@@ -156,6 +180,9 @@ type Deps struct {
 	Events  Events
 	Waiting Waiting
 	GitHub  GitHub
+	// App is the App itself, for the sweep; Cursors keep where the sweeps got to.
+	App     AppHooks
+	Cursors Cursors
 	SQS     awsapi.SQS
 	Log     *slog.Logger
 	Metrics *metrics.Writer
@@ -169,7 +196,8 @@ func (d *Deps) validate() error {
 		return fmt.Errorf("dispatch: %w", err)
 	}
 	var missing []string
-	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Events": d.Events != nil, "Waiting": d.Waiting != nil, "GitHub": d.GitHub != nil, "SQS": d.SQS != nil} {
+	for name, set := range map[string]bool{"Pools": d.Pools != nil, "Events": d.Events != nil, "Waiting": d.Waiting != nil, "GitHub": d.GitHub != nil,
+		"App": d.App != nil, "Cursors": d.Cursors != nil, "SQS": d.SQS != nil} {
 		if !set {
 			missing = append(missing, name)
 		}
@@ -197,6 +225,8 @@ type Dispatcher struct {
 	// groupsMu is held while a repository's runner group is looked up, so that it is asked once.
 	groupsMu sync.Mutex
 	groups   map[string]int64 // organisation/group name → runner group id
+
+	swept sweepState
 }
 
 // New returns a dispatcher; it makes no request.

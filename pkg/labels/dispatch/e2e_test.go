@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -350,5 +351,109 @@ func TestBurstOverTheCap(t *testing.T) {
 		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages}})
 	require.NoError(t, err)
 	require.Equal(t, "0", attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)], "nothing dead-lettered")
+	w.settled(created, 3*time.Minute)
+}
+
+// TestLostDeliveries: a burst of 200 jobs over a pool capped at 40 while one delivery in ten is
+// lost, half never made by GitHub and half answered 503 by a throttled Function URL: the sweep
+// redelivers the failed ones and admits the queued jobs no delivery brought, and every job runs
+// once, on a runner of its own, with never more than 40 instances.
+func TestLostDeliveries(t *testing.T) {
+	t.Parallel()
+	logs := &testbed.Buffer{}
+	w := newWorld(t, 20*time.Minute, localenv.JobsOptions{MaxInstances: 40, BatchSize: 100, BatchWindow: time.Second,
+		SweepEvery: 3 * time.Second, SweepSchedule: 3 * time.Second, MissingAfter: 5 * time.Second, FailEvery: 20,
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	var ids []int64
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var stuck []string
+		for _, id := range ids {
+			if j, _ := w.GH.Job(id); j.Status != "completed" {
+				stuck = append(stuck, fmt.Sprintf("job=%d ", id), fmt.Sprintf("j%d", id))
+			}
+		}
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=ERROR") || slices.ContainsFunc(stuck, func(s string) bool { return strings.Contains(l, s) }) {
+				t.Log(l)
+			}
+		}
+		for _, d := range w.GH.Deliveries() {
+			if slices.Contains(stuck, fmt.Sprintf("job=%d ", d.JobID)) {
+				t.Logf("delivery %s %s job %d status %d dropped %v redelivery %v", d.ID, d.Action, d.JobID, d.Status, d.Dropped, d.Redelivery)
+			}
+		}
+	})
+	w.GH.DropEvery(20)
+	n := 200
+	for i := range n {
+		ids = append(ids, w.jobs.QueueJob(localenv.Repo, int64(7000+i), labels, "echo done"))
+	}
+	done := w.ran(ids, 8*time.Minute)
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+	}
+	created := 0
+	for _, n := range w.ec2.Fleets() {
+		created += int(n)
+	}
+	require.LessOrEqual(t, created, 40, "never more instances than the cap: fleets %v", w.ec2.Fleets())
+	var dropped, failed int
+	for _, d := range w.GH.Deliveries() {
+		switch {
+		case d.Dropped:
+			dropped++
+		case d.Status == 503:
+			failed++
+		}
+	}
+	t.Logf("deliveries dropped %d, answered 503 %d, redelivered by the sweep %d", dropped, failed, w.GH.Redelivered())
+	require.Positive(t, dropped)
+	require.Positive(t, failed)
+	require.Positive(t, w.GH.Redelivered(), "the sweep redelivered the failed deliveries")
+	require.LessOrEqual(t, w.GH.Redelivered(), failed, "each failed event redelivered once")
+	require.Regexp(t, `"JobsRecovered":[1-9]`, w.jobs.Metrics.String(), "the sweep admitted jobs no delivery brought")
+	w.settled(created, 4*time.Minute)
+}
+
+// TestRotationMidBurst: the App's key and the webhook secret are rotated, as docs/labels.md says
+// to, while jobs flow (the old key deleted on GitHub and its installation tokens gone, as an hour
+// later): every delivery is taken at its first attempt, and every job runs once.
+func TestRotationMidBurst(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 10*time.Minute, localenv.JobsOptions{BatchSize: 20, BatchWindow: 500 * time.Millisecond})
+	var ids []int64
+	queue := func(n int) {
+		for range n {
+			ids = append(ids, w.jobs.QueueJob(localenv.Repo, int64(8000+len(ids)), labels, "sleep 1; echo done"))
+		}
+	}
+	queue(10)
+	w.accepted(ids[:5], "queued")
+	require.NoError(t, w.jobs.RotateWebhookSecret(w.ctx))
+	queue(10)
+	require.NoError(t, w.jobs.RotateAppKey(w.ctx))
+	w.GH.ExpireInstallationTokens()
+	queue(10)
+	done := w.ran(ids, 5*time.Minute)
+	runners := map[string]bool{}
+	for _, j := range done {
+		require.Equal(t, "success", j.Conclusion, "job %d: %s", j.ID, j.Output)
+		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
+		runners[j.RunnerName] = true
+	}
+	for _, d := range w.GH.Deliveries() {
+		require.True(t, d.Status == 202 || d.Status == 200, "delivery %s (%s of job %d) answered %d", d.ID, d.Action, d.JobID, d.Status)
+	}
+	require.NotContains(t, w.jobs.Metrics.String(), "AppErrors")
+	created := 0
+	for _, n := range w.ec2.Fleets() {
+		created += int(n)
+	}
 	w.settled(created, 3*time.Minute)
 }

@@ -30,6 +30,11 @@ func (x *Dispatcher) event(ctx context.Context, msg jobs.Message) error {
 		return x.check(ctx, msg)
 	case jobs.KindUnregister:
 		return x.unregister(ctx, msg)
+	case jobs.KindSweep:
+		if err := x.sweep(ctx); err != nil {
+			x.d.Log.Error("sweep", "error", err)
+		}
+		return nil // the next one comes with the schedule: a sweep is not retried
 	}
 	return fmt.Errorf("message kind %q: not the dispatcher's", msg.Kind)
 }
@@ -84,6 +89,14 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 			return err
 		}
 	}
+	return x.tookRunner(ctx, it, key, doc, j)
+}
+
+// tookRunner places again the job a runner was made for (key, on instance it of pool doc) when
+// job j took that runner and leaves the made-for job no placement: a job of another pool or
+// repository, or outside the trust set. started and completed both ask (either event may be
+// lost); the record of each placing makes the second ask do nothing.
+func (x *Dispatcher) tookRunner(ctx context.Context, it *state.Instance, key string, doc *pooldoc.Document, j jobs.Job) error {
 	made, _, _ := names.ParseJobKey(key)
 	if made == j.ID {
 		return nil
@@ -102,8 +115,13 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 	// set), took the runner: the job it was made for would otherwise wait for a runner no one
 	// makes. A job of the same pool and repository leaves its own placement to it: its runner,
 	// or the one it waits for (a placement is made even for a job that has started: unplaced).
+	// Unless the taker has no placement: its queued delivery was lost, and the sweep, which admits
+	// it later, may find it ended by then.
 	if j.Pool == it.Pool && strings.EqualFold(j.Repo, repo) && doc.Admits(j.Repo, j.Installation) == nil {
-		return nil
+		placed, err := x.d.Events.Events(ctx, string(jobs.KindQueued), []int64{j.ID})
+		if _, ok := placed[j.ID]; ok || err != nil {
+			return err
+		}
 	}
 	return x.redispatch(ctx, made, key, j)
 }
@@ -133,7 +151,7 @@ func redispatched(n int) string { return fmt.Sprintf("redispatch%d", n) }
 // of its own in the pool (a job of another pool or repository, or outside the trust set: the new
 // placement is a spare, made whether or not made has started since), or (took zero) its runner
 // was removed at its bound while made still waited (nothing is done when made runs or ran
-// elsewhere). Nothing is done for a job placed again too often.
+// elsewhere), or (took made itself) the sweep found it stranded. Nothing is done for a job placed again too often.
 func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, took jobs.Job) error {
 	_, n, _ := names.ParseJobKey(key)
 	// A runner taken (took set) is made again even when made runs or ran elsewhere already: it
@@ -183,10 +201,12 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		// Not placed: forget the record, so that the event's next delivery tries again.
 		return errors.Join(fmt.Errorf("place job %d again: %w", made, err), x.d.Events.ForgetEvent(context.WithoutCancel(ctx), made, action))
 	}
-	if took.ID != 0 {
+	switch {
+	case took.ID == made: // the sweep's rescue of a stranded job, which said so
+	case took.ID != 0:
 		x.d.Log.Warn("a job of another pool or outside the stack took a runner; placing its job again", "job", made,
 			"repository", msg.Job.Repo, "took", took.ID, "tookRepository", took.Repo, "tookLabels", took.Labels)
-	} else {
+	default:
 		x.d.Log.Warn("a job's runner got no job within its bound while the job still waits; placing it again", "job", made,
 			"repository", msg.Job.Repo)
 	}
@@ -205,25 +225,25 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 	if err != nil || it == nil {
 		return err
 	}
+	doc, err := x.pool(ctx, it.Pool)
+	if err != nil {
+		return err
+	}
 	if it.RunID == key && serving(it.State) {
-		doc, err := x.pool(ctx, it.Pool)
-		if err != nil {
-			return err
-		}
 		_, err = x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key,
 			Reason: fmt.Sprintf("job %d completed (%s)", j.ID, j.Conclusion)})
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return err
 		}
 	}
+	// The job's in_progress may have been lost: who lost the runner is settled here too.
+	if err := x.tookRunner(ctx, it, key, doc, j); err != nil {
+		return err
+	}
 	if j.Conclusion != "success" && j.RunnerID != 0 {
 		// GitHub removes a just-in-time runner after a job it finished; one that lost its
 		// instance mid-job may stay, offline.
-		scope := ghapi.Scope{}
-		if doc, err := x.pool(ctx, it.Pool); err == nil {
-			scope = scopeOf(doc, j.Repo)
-		}
-		if scope.Owner != "" {
+		if scope := scopeOf(doc, j.Repo); scope.Owner != "" {
 			return x.deleteRunner(ctx, j.Installation, scope, j.RunnerID, 0)
 		}
 	}

@@ -41,6 +41,8 @@ type fakeWorld struct {
 	x       *dispatch.Dispatcher
 	seq     int
 	metrics *testbed.Buffer
+	app     *fake.AppHooks
+	now     time.Time // the dispatcher's clock
 }
 
 func newFakeWorld(t *testing.T) *fakeWorld {
@@ -58,11 +60,12 @@ func newFakeWorldWith(t *testing.T, change func(d map[string]any)) *fakeWorld {
 			change(d)
 		}
 	})
-	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}}
+	w := &fakeWorld{World: fake.NewWorld(t, doc), t: t, metrics: &testbed.Buffer{}, app: fake.NewAppHooks(100, 7), now: time.Now()}
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue, CheckAfter: time.Minute}, dispatch.Deps{
 		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store, Waiting: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil },
-		SQS:    w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: &metrics.Writer{Out: w.metrics},
+		App:    w.app, Cursors: w.Store, Now: func() time.Time { return w.now },
+		SQS: w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: &metrics.Writer{Out: w.metrics},
 	})
 	require.NoError(t, err)
 	w.x = x
@@ -433,6 +436,31 @@ func TestFakeForeignJobTookTheRunner(t *testing.T) {
 	require.True(t, again[0].Spare, "a spare: placed even if job 92 starts meanwhile")
 }
 
+// TestFakeForeignJobTookTheRunnerInProgressLost: the in_progress that would say a foreign job took
+// a runner is lost; its completed says the same, and the job the runner was made for is placed
+// again, once, even after its instance has moved on.
+func TestFakeForeignJobTookTheRunnerInProgressLost(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(93, ""))...))
+	w.sent(jobs.KindCheck) // drain
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(93, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 93, "queued", body)
+	require.NoError(t, err)
+	r93 := w.holder(93)
+
+	foreign := jobs.Job{ID: 998, RunID: 5, Repo: "octo/other", Labels: []string{"self-hosted"}, Installation: 7, Conclusion: "success",
+		RunnerName: state.RunnerNamesOf(fake.Stack).Name(r93.ID, r93.RunID)}
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: foreign}))
+	require.Equal(t, state.Idle, w.Store.Item(r93.ID).State, "the instance goes back")
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: foreign}), "a repeated (or replayed) event")
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1, "job 93 is placed again, once")
+	require.Equal(t, "j93r1", again[0].Job.Key())
+}
+
 // TestFakeLostClaimUndoesItsRunner: a claim that loses (the instance moved on under the offer)
 // deletes the runner made for it, and its job is placed elsewhere.
 func TestFakeLostClaimUndoesItsRunner(t *testing.T) {
@@ -500,7 +528,7 @@ func TestFakeRepositoryNoLongerAllowed(t *testing.T) {
 	x, err := dispatch.New(dispatch.Config{Stack: fake.Stack, JobsQueueURL: jobsQueue}, dispatch.Deps{
 		Pools: &pooldoc.Cache{SSM: w.SSM, Stack: fake.Stack}, Pool: w.Pool, Events: w.Store, Waiting: w.Store,
 		GitHub: func(int64, ghapi.Scope) (dispatch.Runners, error) { return w.GitHub, nil }, SQS: w.SQS,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		App: fake.NewAppHooks(100), Cursors: w.Store, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x
@@ -534,7 +562,7 @@ func TestFakeOrganizationScope(t *testing.T) {
 			scopes = append(scopes, s)
 			return w.GitHub, nil
 		},
-		SQS: w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		App: fake.NewAppHooks(100), Cursors: w.Store, SQS: w.SQS, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	require.NoError(t, err)
 	w.x = x

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
 
 // Headers GitHub sends with every delivery.
@@ -159,29 +160,21 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 	}
 	ours := router.Ours(job.Labels)
 	if kind == jobs.KindQueued {
-		if !ours {
+		pool, err := router.Admit(job.Repo, job.Installation, job.Labels)
+		var re *jobs.RouteError
+		switch {
+		case errors.Is(err, pooldoc.ErrInstallation) || errors.Is(err, pooldoc.ErrRepository):
+			// Judged before routing: a job from outside the trust set is refused whatever its
+			// labels, and never counted as unrouted (an alarm the outside must not set off).
+			return untrusted(o, err)
+		case errors.As(err, &re):
+			o.status, o.msg, o.level, o.reason = http.StatusAccepted, "job left alone: "+re.Error(), slog.LevelWarn, re.Reason
+			return o
+		case err != nil:
 			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job (no stack label): left for other runners", slog.LevelDebug
 			return o
 		}
-		// Judged before routing: a job from outside the trust set is refused whatever its labels,
-		// and never counted as unrouted (an alarm the outside must not be able to set off).
-		if err := router.Trusted(job.Repo, job.Installation); err != nil {
-			return untrusted(o, err)
-		}
-		pool, err := router.Route(job.Labels)
-		var re *jobs.RouteError
-		if errors.As(err, &re) {
-			o.status, o.msg, o.level, o.reason = http.StatusAccepted, "job left alone: "+re.Error(), slog.LevelWarn, re.Reason
-			return o
-		}
-		if err != nil {
-			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job: left for other runners", slog.LevelDebug
-			return o
-		}
 		job.Pool = pool.Name
-		if err := pool.Admits(job.Repo, job.Installation); err != nil {
-			return untrusted(o, err)
-		}
 	} else {
 		// A job of the stack's, or any job a runner of the stack's took. One its runner took is
 		// passed on whoever took it: the dispatcher must learn that the job the runner was made

@@ -110,3 +110,42 @@ var ErrNoConfig = errors.New("GitHub returned no just-in-time configuration")
 // ErrGroupNotOwn is returned (wrapped) for a runner group, named as the stack names a
 // repository's group, that is open to other repositories than that one.
 var ErrGroupNotOwn = errors.New("the runner group is not the repository's own")
+
+// Delivery is one attempt GitHub made to deliver one of the App's webhook events (GET
+// /app/hook/deliveries): a redelivery is a new attempt of the same event, under the same GUID.
+type Delivery struct {
+	ID         int64
+	GUID       string // the event's X-GitHub-Delivery, the same for each attempt
+	At         time.Time
+	Redelivery bool
+	// StatusCode is the receiver's answer; 0 when there was none (a timeout, a refused connection).
+	StatusCode   int
+	Event        string
+	Action       string
+	Installation int64
+	RepositoryID int64
+}
+
+// Repository is a repository an App installation may act on.
+type Repository struct {
+	ID       int64
+	FullName string // owner/name
+	Archived bool
+}
+
+// WorkflowRun is a workflow run as the REST API lists it.
+type WorkflowRun struct {
+	ID        int64
+	Status    string
+	CreatedAt time.Time
+}
+
+// WorkflowJob is a job of a workflow run as the REST API lists it.
+type WorkflowJob struct {
+	ID         int64
+	RunID      int64
+	RunAttempt int
+	Status     string // queued, in_progress, completed, waiting, …
+	Labels     []string
+	CreatedAt  time.Time
+}

@@ -66,6 +66,8 @@ type App struct {
 	// Now is the clock of the re-read bound (time.Now when nil).
 	Now func() time.Time
 
+	rereading sync.Mutex // held while the credentials are read again (forget)
+
 	mu       sync.Mutex
 	creds    Credentials
 	apps     *ghinstallation.AppsTransport
@@ -165,26 +167,72 @@ func (a *App) transport(ctx context.Context, id int64) (*ghinstallation.Transpor
 	if t := a.installs[id]; t != nil {
 		return t, nil
 	}
-	if a.apps == nil {
-		fresh := a.stale && a.rereadDue()
-		creds, err := a.source(ctx, fresh)
-		if err != nil {
-			a.stale = true
-			return nil, fmt.Errorf("the GitHub App's credentials: %w", err)
-		}
-		apps, err := ghinstallation.NewAppsTransport(a.base, creds.AppID, []byte(creds.PrivateKey))
-		if err != nil {
-			a.stale = true
-			return nil, fmt.Errorf("the GitHub App's private key (app %d): %w", creds.AppID, err)
-		}
-		apps.BaseURL = a.apiURL
-		a.apps, a.creds, a.stale = apps, creds, false
+	apps, err := a.appsLocked(ctx)
+	if err != nil {
+		return nil, err
 	}
-	t := ghinstallation.NewFromAppsTransport(a.apps, id)
+	t := ghinstallation.NewFromAppsTransport(apps, id)
 	t.BaseURL = a.apiURL
 	a.installs[id] = t
 	a.tokens++
 	return t, nil
+}
+
+// appsLocked returns the App's own transport (its JWT), reading the credentials first if need be;
+// a.mu is held.
+func (a *App) appsLocked(ctx context.Context) (*ghinstallation.AppsTransport, error) {
+	if a.apps != nil {
+		return a.apps, nil
+	}
+	fresh := a.stale && a.rereadDue()
+	creds, err := a.source(ctx, fresh)
+	if err != nil {
+		a.stale = true
+		return nil, fmt.Errorf("the GitHub App's credentials: %w", err)
+	}
+	apps, err := ghinstallation.NewAppsTransport(a.base, creds.AppID, []byte(creds.PrivateKey))
+	if err != nil {
+		a.stale = true
+		return nil, fmt.Errorf("the GitHub App's private key (app %d): %w", creds.AppID, err)
+	}
+	apps.BaseURL = a.apiURL
+	a.apps, a.creds, a.stale = apps, creds, false
+	return apps, nil
+}
+
+// AppClient returns a client that acts as the App itself (its JWT): its webhook's deliveries and
+// its installations. A request GitHub refuses (401: a rotated or deleted key) reads the
+// credentials again, as the installations' do, and is sent once more.
+func (a *App) AppClient() (*ghclient.AppClient, error) {
+	return ghclient.NewApp(a.apiURL, &http.Client{Transport: &appTransport{app: a}, Timeout: 30 * time.Second})
+}
+
+// appTransport authenticates requests as the App, with one more try after a refusal.
+type appTransport struct{ app *App }
+
+func (t *appTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	send := func(req *http.Request) (*http.Response, error) {
+		t.app.mu.Lock()
+		apps, err := t.app.appsLocked(req.Context())
+		t.app.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return apps.RoundTrip(req)
+	}
+	retry, err := replayable(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := send(req)
+	if !authFailed(resp, err) || retry == nil {
+		return resp, err
+	}
+	if resp != nil {
+		discard(resp)
+	}
+	t.app.forget(req.Context(), 0)
+	return send(retry)
 }
 
 // rereadDue reports whether the credentials may be read afresh now, and if so notes it; a.mu is
@@ -205,6 +253,10 @@ func (a *App) rereadDue() bool {
 // credentials with it when they have changed (a rotated key), so that the next request starts
 // afresh; within credentialRereadEvery of the last re-read it drops the token alone.
 func (a *App) forget(ctx context.Context, id int64) {
+	// One re-read at a time; a failure while one is under way waits for it, so that its retry
+	// uses what it read (a burst of requests refused by a rotated key all retry with the new one).
+	a.rereading.Lock()
+	defer a.rereading.Unlock()
 	a.mu.Lock()
 	delete(a.installs, id)
 	due := a.rereadDue()

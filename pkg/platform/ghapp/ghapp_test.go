@@ -2,7 +2,10 @@ package ghapp_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +229,84 @@ func TestParseCredentials(t *testing.T) {
 	}
 	_, err = ghapp.New("http://127.0.0.1:1", nil, nil).Client(0, ghapi.Scope{Owner: "octo"})
 	require.ErrorContains(t, err, "installation 0")
+}
+
+// TestSweepReads: what the sweep asks as the App and as an installation, against the stand-in's
+// REST API: the webhook's delivery attempts newest first, page by page, with what each answered;
+// a redelivery asked for is made, under the same GUID, marked as one; the installations, their
+// repositories, a repository's queued and in-progress runs and a run's jobs; and a rotated key is
+// read again for the App's own requests too.
+func TestSweepReads(t *testing.T) {
+	t.Parallel()
+	gh := ghfake.New("admin")
+	defer gh.Close()
+	src := &source{creds: ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))}}
+	installation := gh.Install("octo", "octo/app")
+	answers := []int{http.StatusAccepted, http.StatusServiceUnavailable}
+	var calls atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(answers[calls.Add(1)%2]) // 503, 202, 503, …
+	}))
+	defer hook.Close()
+	gh.SetWebhook(hook.URL, "s3cret")
+	var jobs []int64
+	for range 3 {
+		jobs = append(jobs, gh.QueueJob("octo/app", []string{"self-hosted", "hangar"}, "true"))
+	}
+	require.NoError(t, gh.WaitDeliveries(t.Context(), 3))
+
+	app := ghapp.New(gh.URL(), src.get, nil)
+	now := time.Unix(1_800_000_000, 0)
+	app.Now = func() time.Time { return now }
+	ac, err := app.AppClient()
+	require.NoError(t, err)
+	var all []ghapi.Delivery
+	for cursor, pages := "", 0; ; pages++ {
+		require.Less(t, pages, 3)
+		page, next, err := ac.HookDeliveries(t.Context(), cursor)
+		require.NoError(t, err)
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Len(t, all, 3)
+	require.True(t, all[0].ID > all[1].ID && all[1].ID > all[2].ID, "newest first")
+	require.Equal(t, []int{503, 202, 503}, []int{all[2].StatusCode, all[1].StatusCode, all[0].StatusCode})
+	require.Equal(t, installation, all[0].Installation)
+	require.Equal(t, "queued", all[0].Action)
+
+	require.NoError(t, ac.Redeliver(t.Context(), all[0].ID))
+	require.NoError(t, gh.WaitDeliveries(t.Context(), 4))
+	page, _, err := ac.HookDeliveries(t.Context(), "")
+	require.NoError(t, err)
+	require.Equal(t, all[0].GUID, page[0].GUID, "the same event")
+	require.True(t, page[0].Redelivery)
+	require.Equal(t, 1, gh.Redelivered())
+
+	ids, _, err := ac.Installations(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []int64{installation}, ids)
+	c, err := app.Client(installation, ghapi.Scope{})
+	require.NoError(t, err)
+	repos, _, err := c.Repositories(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []ghapi.Repository{{ID: gh.RepoID("octo/app"), FullName: "octo/app"}}, repos)
+	runs, requests, err := c.ActiveRuns(t.Context(), "octo", "app")
+	require.NoError(t, err)
+	require.Equal(t, 2, requests)
+	require.Len(t, runs, 1, "the stand-in's jobs are of one run")
+	listed, err := c.RunJobs(t.Context(), "octo", "app", runs[0].ID)
+	require.NoError(t, err)
+	require.Len(t, listed, 3)
+	require.Equal(t, jobs, []int64{listed[0].ID, listed[1].ID, listed[2].ID})
+	require.Equal(t, "queued", listed[0].Status)
+	require.Equal(t, []string{"self-hosted", "hangar"}, listed[0].Labels)
+
+	// The key is rotated: the App's own requests read it again.
+	now = now.Add(time.Minute)
+	src.set(ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))})
+	_, _, err = ac.Installations(t.Context())
+	require.NoError(t, err, "the rotated key is read again")
 }
