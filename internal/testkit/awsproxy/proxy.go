@@ -27,6 +27,9 @@ type Faults struct {
 	ServerError float64
 	// Latency is added before every forwarded request; Jitter adds up to that much more at random.
 	Latency, Jitter time.Duration
+	// LatencyOf, when set, gives each operation its own latency instead of Latency (what the
+	// service takes to answer it: EC2's CreateFleet about a second, a DynamoDB write a few ms).
+	LatencyOf func(op string) time.Duration
 	// Only limits the faults to operations for which it returns true (nil: every operation).
 	Only func(op string) bool
 }
@@ -112,6 +115,9 @@ func (p *Proxy) decide(op string) (time.Duration, fault) {
 		return 0, faultNone
 	}
 	delay := f.Latency
+	if f.LatencyOf != nil {
+		delay = f.LatencyOf(op)
+	}
 	if f.Jitter > 0 {
 		delay += time.Duration(p.rnd.Int64N(int64(f.Jitter)))
 	}

@@ -74,7 +74,7 @@ func (a *AppHooks) Redelivered() []int64 {
 }
 
 // Installations returns the App's installations, in one request.
-func (a *AppHooks) Installations(context.Context) ([]int64, int, error) {
+func (a *AppHooks) Installations(context.Context, int) ([]int64, int, error) {
 	if err := a.call("Installations"); err != nil {
 		return nil, 1, err
 	}
@@ -105,7 +105,7 @@ func (g *GitHub) SetWorkflowJob(repo string, j ghapi.WorkflowJob) {
 }
 
 // Repositories lists the installation's repositories, in one request.
-func (g *GitHub) Repositories(context.Context) ([]ghapi.Repository, int, error) {
+func (g *GitHub) Repositories(context.Context, int) ([]ghapi.Repository, int, error) {
 	if err := g.call("Repositories"); err != nil {
 		return nil, 1, err
 	}

@@ -63,6 +63,10 @@ type JobsOptions struct {
 	// SweepEvery and MissingAfter are the dispatcher's (0: its defaults); SweepSchedule puts the
 	// sweep message on the jobs queue at that period, as the stack's schedule does (0: never).
 	SweepEvery, MissingAfter, SweepSchedule time.Duration
+	// JobsPollers and ReturnsPollers are how many batches of each queue are handled at once (at
+	// least one), as the stack's event source mappings' maximum concurrency lets Lambda run
+	// several invocations.
+	JobsPollers, ReturnsPollers int
 	// FailEvery makes the Function URL answer every nth delivery 503 without handling it, as a
 	// throttled function does (0: none).
 	FailEvery int
@@ -217,8 +221,12 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 
 	pollCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { j.poll(pollCtx, j.JobsQueueURL, dispatch.FromJobs, o.Log) })
-	wg.Go(func() { j.poll(pollCtx, j.ReturnsQueueURL, dispatch.FromReturns, o.Log) })
+	for range max(1, o.JobsPollers) {
+		wg.Go(func() { j.poll(pollCtx, j.JobsQueueURL, dispatch.FromJobs, o.Log) })
+	}
+	for range max(1, o.ReturnsPollers) {
+		wg.Go(func() { j.poll(pollCtx, j.ReturnsQueueURL, dispatch.FromReturns, o.Log) })
+	}
 	if o.SweepSchedule > 0 {
 		wg.Go(func() { j.schedule(pollCtx, o.SweepSchedule, o.Log) })
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,11 +116,18 @@ func (x *Dispatcher) tookRunner(ctx context.Context, it *state.Instance, key str
 	// set), took the runner: the job it was made for would otherwise wait for a runner no one
 	// makes. A job of the same pool and repository leaves its own placement to it: its runner,
 	// or the one it waits for (a placement is made even for a job that has started: unplaced).
-	// Unless the taker has no placement: its queued delivery was lost, and the sweep, which admits
-	// it later, may find it ended by then.
+	// Unless the taker has no placement: its queued delivery was lost (or is still on its way).
 	if j.Pool == it.Pool && strings.EqualFold(j.Repo, repo) && doc.Admits(j.Repo, j.Installation) == nil {
-		placed, err := x.d.Events.Events(ctx, string(jobs.KindQueued), []int64{j.ID})
-		if _, ok := placed[j.ID]; ok || err != nil {
+		// The taker's queued record is claimed here: when it was written before, its placement
+		// exists; when this writes it, a late queued delivery of the taker is a duplicate, and
+		// the made-for job's new placement is the pair's one.
+		taker := j
+		taker.RunnerName, taker.RunnerID, taker.Conclusion = "", 0, ""
+		body, err := jobs.Message{Kind: jobs.KindQueued, Job: taker}.Encode()
+		if err != nil {
+			return fmt.Errorf("record job %d's placement as taken over: %w", j.ID, err)
+		}
+		if first, err := x.d.Events.RecordEvent(ctx, j.ID, string(jobs.KindQueued), body); err != nil || !first {
 			return err
 		}
 	}
@@ -181,7 +189,7 @@ func (x *Dispatcher) redispatch(ctx context.Context, made int64, key string, too
 		return nil
 	}
 	msg.Job.Redispatch = n + 1
-	msg.Kind, msg.Spare = jobs.KindQueued, took.ID != 0
+	msg.Kind, msg.Spare = jobs.KindQueued, took.ID != 0 && took.ID != made
 	next, err := msg.Encode()
 	if err != nil {
 		return fmt.Errorf("place job %d again: %w", made, err)
@@ -227,7 +235,11 @@ func (x *Dispatcher) completed(ctx context.Context, j jobs.Job) error {
 	}
 	doc, err := x.pool(ctx, it.Pool)
 	if err != nil {
-		return err
+		if it.RunID == key && serving(it.State) {
+			return err // retried: the instance must go back
+		}
+		x.d.Log.Warn("a completed job's pool has no document; nothing more is done for it", "job", j.ID, "pool", it.Pool, "error", err)
+		return nil
 	}
 	if it.RunID == key && serving(it.State) {
 		_, err = x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: key,
@@ -399,14 +411,23 @@ func (x *Dispatcher) scheduleChecks(ctx context.Context, doc *pooldoc.Document, 
 // send puts messages on the jobs queue, each delayed by delays[i] (none when delays is nil; at
 // most SQS's 15 minutes), ten to a request.
 func (x *Dispatcher) send(ctx context.Context, msgs []jobs.Message, delays []time.Duration) error {
-	var errs []error
+	_, err := x.sendEach(ctx, msgs, delays)
+	return err
+}
+
+// sendEach is send, which also says which of msgs were not sent (their indices).
+func (x *Dispatcher) sendEach(ctx context.Context, msgs []jobs.Message, delays []time.Duration) ([]int, error) {
+	var (
+		errs   []error
+		failed []int
+	)
 	for start := 0; start < len(msgs); start += 10 {
 		end := min(start+10, len(msgs))
 		entries := make([]sqstypes.SendMessageBatchRequestEntry, 0, end-start)
 		for i := start; i < end; i++ {
 			body, err := msgs[i].Encode()
 			if err != nil {
-				errs = append(errs, err)
+				errs, failed = append(errs, err), append(failed, i)
 				continue
 			}
 			var delay time.Duration
@@ -422,13 +443,19 @@ func (x *Dispatcher) send(ctx context.Context, msgs []jobs.Message, delays []tim
 		out, err := x.d.SQS.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: &x.cfg.JobsQueueURL, Entries: entries})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("send to the jobs queue: %w", err))
+			for _, e := range entries {
+				i, _ := strconv.Atoi(aws.ToString(e.Id))
+				failed = append(failed, i)
+			}
 			continue
 		}
 		for _, f := range out.Failed {
 			errs = append(errs, fmt.Errorf("send to the jobs queue: entry %s: %s", aws.ToString(f.Id), aws.ToString(f.Message)))
+			i, _ := strconv.Atoi(aws.ToString(f.Id))
+			failed = append(failed, i)
 		}
 	}
-	return errors.Join(errs...)
+	return failed, errors.Join(errs...)
 }
 
 // cutScope splits owner/name (or owner) into its parts.

@@ -461,6 +461,33 @@ func TestFakeForeignJobTookTheRunnerInProgressLost(t *testing.T) {
 	require.Equal(t, "j93r1", again[0].Job.Key())
 }
 
+// TestFakeSiblingWithoutPlacement: a sibling whose queued delivery was lost takes a runner: it
+// has no placement to leave the made-for job, which is placed again, once; the sibling's queued
+// event is then recorded, so that its late delivery (or the sweep) places nothing more.
+func TestFakeSiblingWithoutPlacement(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorld(t)
+	w.AddIdle(t, fake.Idle{})
+	require.Empty(t, w.handle(queued(w.job(94, ""))...))
+	w.sent(jobs.KindCheck) // drain
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(94, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 94, "queued", body)
+	require.NoError(t, err)
+	r94 := w.holder(94)
+
+	sibling := w.job(95, "")
+	sibling.RunnerName = state.RunnerNamesOf(fake.Stack).Name(r94.ID, r94.RunID)
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: sibling}))
+	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindInProgress, Job: sibling}), "a repeated event")
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1, "job 94 is placed again, once")
+	require.Equal(t, "j94r1", again[0].Job.Key())
+	first, err := w.Store.RecordEvent(context.Background(), 95, "queued", "{}")
+	require.NoError(t, err)
+	require.False(t, first, "the sibling's queued event is recorded: its late delivery is a duplicate")
+}
+
 // TestFakeLostClaimUndoesItsRunner: a claim that loses (the instance moved on under the offer)
 // deletes the runner made for it, and its job is placed elsewhere.
 func TestFakeLostClaimUndoesItsRunner(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
@@ -53,6 +54,18 @@ const firstSweepLookback = time.Hour
 // again: they change rarely, and listing them costs a request per installation.
 const repositoriesFor = time.Hour
 
+// sweepTimeout bounds one sweep, well within the dispatcher's two minutes: what it did not reach,
+// the next one does.
+const sweepTimeout = time.Minute
+
+// sweepPerRepo bounds the requests one repository's runs take of a sweep, so that a repository
+// with many runs stuck queued cannot keep the sweep from the others.
+const sweepPerRepo = 8
+
+// sweepPages bounds the pages of one installation's repositories (100 each) and of the App's
+// installations the sweep lists.
+const sweepPages = 10
+
 // sweepCursor names the cursor of the sweeps (state.Store.Cursor): when the last one started.
 const sweepCursor = "sweep"
 
@@ -60,12 +73,14 @@ const sweepCursor = "sweep"
 type AppHooks interface {
 	HookDeliveries(ctx context.Context, cursor string) ([]ghapi.Delivery, string, error)
 	Redeliver(ctx context.Context, id int64) error
-	Installations(ctx context.Context) ([]int64, int, error)
+	// Installations lists at most maxPages pages of the App's installations.
+	Installations(ctx context.Context, maxPages int) ([]int64, int, error)
 }
 
 // Workflows is what the sweep asks GitHub as one installation (ghclient.Client).
 type Workflows interface {
-	Repositories(ctx context.Context) ([]ghapi.Repository, int, error)
+	// Repositories lists at most maxPages pages of the installation's repositories.
+	Repositories(ctx context.Context, maxPages int) ([]ghapi.Repository, int, error)
 	ActiveRuns(ctx context.Context, owner, name string) ([]ghapi.WorkflowRun, int, error)
 	RunJobs(ctx context.Context, owner, name string, runID int64) ([]ghapi.WorkflowJob, error)
 }
@@ -89,6 +104,8 @@ type sweepState struct {
 	repos  []sweepRepo
 	listed time.Time
 	next   int
+	// runFrom is, per repository id, the run its last sweep stopped after.
+	runFrom map[int64]int64
 	// asked are the events this dispatcher asked GitHub to redeliver, and when: GitHub makes the
 	// attempt later, and until it lists it a sweep would ask again.
 	asked map[string]time.Time
@@ -127,20 +144,36 @@ func (x *Dispatcher) sweep(ctx context.Context) error {
 	if from.IsZero() {
 		since = now.Add(-firstSweepLookback)
 	}
+	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
 	b := &budget{left: x.cfg.SweepRequests}
-	redelivered, errD := x.redeliver(ctx, since, b)
-	recovered, errJ := x.recoverQueued(ctx, now, b)
-	err = errors.Join(errD, errJ)
+	var redelivered, recovered int
+	stack, err := x.d.Pools.LoadStack(ctx)
+	var router *jobs.Router
+	if err == nil {
+		router, err = jobs.NewRouter(stack.Pools)
+	}
+	var repos []sweepRepo
+	if err == nil {
+		repos, err = x.sweepRepos(ctx, now, router, b)
+	}
+	if err == nil {
+		var errD, errJ error
+		redelivered, errD = x.redeliver(ctx, since, repos, b)
+		recovered, errJ = x.recoverQueued(ctx, now, router, repos, b)
+		err = errors.Join(errD, errJ)
+	}
+	bounded := 0
 	if errors.Is(err, errBudget) {
 		x.d.Log.Warn("sweep stopped at its bound of GitHub requests; the next one goes on", "requests", x.cfg.SweepRequests)
-		err = nil
+		err, bounded = nil, 1
 	}
 	failed := 0
 	if err != nil {
 		failed = 1
 	}
 	x.d.Metrics.Emit(map[string]string{"Stack": x.cfg.Stack}, map[string]int{"DeliveriesRedelivered": redelivered, "JobsRecovered": recovered,
-		"SweepRequests": b.used, "SweepErrors": failed})
+		"SweepRequests": b.used, "SweepErrors": failed, "SweepsBounded": bounded})
 	x.d.Log.Info("swept", "redelivered", redelivered, "recovered", recovered, "requests", b.used, "since", since, "error", err)
 	return err
 }
@@ -156,9 +189,14 @@ func taken(code int) bool {
 	return true
 }
 
-// redeliver asks GitHub to deliver again each workflow_job event since since that none of its
-// listed attempts delivered, unless one of them is a redelivery already; it returns how many.
-func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, b *budget) (int, error) {
+// redeliver asks GitHub to deliver again each workflow_job event of the trust set's repositories
+// since since that none of its listed attempts delivered, unless one of them is a redelivery
+// already; it returns how many.
+func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, repos []sweepRepo, b *budget) (int, error) {
+	trusted := map[int64]bool{}
+	for _, r := range repos {
+		trusted[r.repo.ID] = true
+	}
 	byEvent := map[string][]ghapi.Delivery{}
 	var order []string
 	cursor := ""
@@ -206,8 +244,16 @@ func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, b *budget) 
 	n := 0
 	for _, guid := range order {
 		attempts := byEvent[guid]
-		if attempts[0].Event != "workflow_job" || slices.ContainsFunc(attempts, func(d ghapi.Delivery) bool { return taken(d.StatusCode) || d.Redelivery }) {
+		// Only the trust set's job events: an installation on a whole organisation delivers every
+		// repository's, and those would be refused again.
+		first := attempts[0]
+		if first.Event != "workflow_job" || !admissible(first.Action) || !trusted[first.RepositoryID] ||
+			slices.ContainsFunc(attempts, func(d ghapi.Delivery) bool { return taken(d.StatusCode) || d.Redelivery }) {
 			continue
+		}
+		// A quarter of the budget is left for the jobs no delivery brought.
+		if b.used >= x.cfg.SweepRequests*3/4 {
+			return n, errBudget
 		}
 		if _, ok := x.swept.asked[guid]; ok {
 			continue
@@ -230,18 +276,9 @@ func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, b *budget) 
 // recoverQueued admits the stack's jobs queued for longer than MissingAfter whose queued event
 // the table has no record of, going round the trust set's repositories as far as the budget
 // lets it; it returns how many it admitted.
-func (x *Dispatcher) recoverQueued(ctx context.Context, now time.Time, b *budget) (int, error) {
-	stack, err := x.d.Pools.LoadStack(ctx)
-	if err != nil {
-		return 0, err
-	}
-	router, err := jobs.NewRouter(stack.Pools)
-	if err != nil {
-		return 0, err
-	}
-	repos, err := x.sweepRepos(ctx, now, router, b)
-	if err != nil || len(repos) == 0 {
-		return 0, err
+func (x *Dispatcher) recoverQueued(ctx context.Context, now time.Time, router *jobs.Router, repos []sweepRepo, b *budget) (int, error) {
+	if len(repos) == 0 {
+		return 0, nil
 	}
 	x.swept.mu.Lock()
 	start := x.swept.next % len(repos)
@@ -251,14 +288,19 @@ func (x *Dispatcher) recoverQueued(ctx context.Context, now time.Time, b *budget
 		visited int
 		errs    []error
 	)
-	for ; visited < len(repos); visited++ {
+	for visited < len(repos) {
 		r := repos[(start+visited)%len(repos)]
+		if b.left < 3 { // its runs and one run's jobs
+			errs = append(errs, errBudget)
+			break
+		}
 		js, err := x.queuedIn(ctx, now, router, r, b)
 		found = append(found, js...)
 		if errors.Is(err, errBudget) {
 			errs = append(errs, err)
-			break
+			break // the next sweep starts with it
 		}
+		visited++ // gone past even when its runs took its whole share: the next sweep goes on there
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", r.repo.FullName, err))
 		}
@@ -279,18 +321,26 @@ func (x *Dispatcher) sweepRepos(ctx context.Context, now time.Time, router *jobs
 		return x.swept.repos, nil
 	}
 	x.swept.mu.Unlock()
-	ids, pages, err := x.d.App.Installations(ctx)
+	ids, pages, err := x.d.App.Installations(ctx, sweepPages)
 	if err := errors.Join(err, b.spend(pages)); err != nil {
 		return nil, err
 	}
 	var repos []sweepRepo
 	for _, id := range ids {
+		if errors.Is(router.Trusted("", id), pooldoc.ErrInstallation) {
+			continue // outside github.installations: nothing of it is served
+		}
+		if b.left < 1 {
+			break // listed from the next sweep's, as far as this one got
+		}
 		gh, err := x.d.GitHub(id, ghapi.Scope{})
 		if err != nil {
 			return nil, err
 		}
-		list, pages, err := gh.Repositories(ctx)
-		if err := errors.Join(err, b.spend(pages)); err != nil {
+		list, pages, err := gh.Repositories(ctx, min(sweepPages, b.left))
+		b.used += pages
+		b.left -= pages
+		if err != nil {
 			return nil, fmt.Errorf("installation %d: %w", id, err)
 		}
 		for _, r := range list {
@@ -320,6 +370,7 @@ func (x *Dispatcher) queuedIn(ctx context.Context, now time.Time, router *jobs.R
 		return nil, err
 	}
 	owner, name, _ := strings.Cut(r.repo.FullName, "/")
+	share := b.used + sweepPerRepo // this repository's requests end there
 	if err := b.spend(2); err != nil {
 		return nil, err
 	}
@@ -327,17 +378,35 @@ func (x *Dispatcher) queuedIn(ctx context.Context, now time.Time, router *jobs.R
 	if err != nil {
 		return nil, err
 	}
-	// Oldest first: a job lost longest is found first when the budget runs out. A run younger
-	// than MissingAfter has no job that old.
+	// Oldest first, from after the run the last sweep of the repository stopped at: a job lost
+	// longest is found first, and runs stuck queued do not hide the others. A run younger than
+	// MissingAfter has no job that old.
 	slices.SortFunc(runs, func(a, b ghapi.WorkflowRun) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	runs = slices.DeleteFunc(runs, func(run ghapi.WorkflowRun) bool { return now.Sub(run.CreatedAt) < x.cfg.MissingAfter })
+	x.swept.mu.Lock()
+	from := x.swept.runFrom[r.repo.ID]
+	x.swept.mu.Unlock()
+	if i := slices.IndexFunc(runs, func(run ghapi.WorkflowRun) bool { return run.ID == from }); i >= 0 {
+		runs = append(runs[i+1:], runs[:i+1]...)
+	}
+	stopped := int64(0)
+	defer func() {
+		x.swept.mu.Lock()
+		defer x.swept.mu.Unlock()
+		if x.swept.runFrom == nil {
+			x.swept.runFrom = map[int64]int64{}
+		}
+		x.swept.runFrom[r.repo.ID] = stopped
+	}()
 	var out []sweptJob
 	for _, run := range runs {
-		if now.Sub(run.CreatedAt) < x.cfg.MissingAfter {
-			break
+		if b.used >= share {
+			break // the next sweep goes on from here
 		}
 		if err := b.spend(1); err != nil {
 			return out, err
 		}
+		stopped = run.ID
 		list, err := gh.RunJobs(ctx, owner, name, run.ID)
 		if err != nil {
 			return out, err
@@ -410,23 +479,21 @@ func (x *Dispatcher) admitMissing(ctx context.Context, now time.Time, router *jo
 			x.d.Log.Warn("a queued job no delivery brought: admitted by the sweep", "job", j.ID, "repository", j.Repo, "pool", j.Pool)
 		}
 	}
-	if err := x.send(ctx, msgs, nil); err != nil {
-		// Forgotten, so that the next sweep (or a delivery) admits them again.
-		for _, m := range msgs {
-			if ferr := x.d.Events.ForgetEvent(context.WithoutCancel(ctx), m.Job.ID, string(jobs.KindQueued)); ferr != nil {
-				errs = append(errs, ferr)
-			}
+	failed, err := x.sendEach(ctx, msgs, nil)
+	// Those not sent are forgotten, so that the next sweep (or a delivery) admits them again.
+	for _, i := range failed {
+		if ferr := x.d.Events.ForgetEvent(context.WithoutCancel(ctx), msgs[i].Job.ID, string(jobs.KindQueued)); ferr != nil {
+			errs = append(errs, ferr)
 		}
-		return rescued, errors.Join(append(errs, err, rescueErr)...)
 	}
-	return len(msgs) + rescued, errors.Join(append(errs, rescueErr)...)
+	return len(msgs) - len(failed) + rescued, errors.Join(append(errs, err, rescueErr)...)
 }
 
-// rescue places again, as a spare, each job of found GitHub still has queued although its queued
-// event was recorded longer ago than MissingAfter and its runner's bound, when no instance holds
-// any of its keys and it waits on no waiter: its runner vanished with nothing left to say so (an
-// event lost for good, a runner taken by a job whose placement was lost). Placing again is
-// bounded as for any lost runner (jobs.MaxRedispatch).
+// rescue places again each job of found GitHub still has queued although its queued event was
+// recorded longer ago than MissingAfter and its runner's bound, when no instance holds any of its
+// keys and its pool has no job waiting for room: its runner vanished with nothing left to say so
+// (an event lost for good). Placing again is bounded as for any lost runner (jobs.MaxRedispatch),
+// and the placement is not a spare: a job that has started or ended meanwhile is not placed.
 func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob, recorded map[int64]string) (int, error) {
 	n := 0
 	var errs []error
@@ -454,7 +521,7 @@ func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob
 			continue
 		}
 		if waiting[doc.Name] == nil {
-			ws, err := x.d.Waiting.Waiters(ctx, doc.Name, maxWaitersLook)
+			ws, err := x.d.Waiting.Waiters(ctx, doc.Name, 1)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -464,7 +531,9 @@ func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob
 				waiting[doc.Name][w.Key] = true
 			}
 		}
-		if waiting[doc.Name][latest] {
+		// A pool with jobs waiting for room is at its cap: a job there waits its turn (wake), and a
+		// placement made now would only wait with it.
+		if len(waiting[doc.Name]) > 0 {
 			continue
 		}
 		x.d.Log.Warn("a job queued with no instance and no runner on its way: placed again", "job", f.job.ID, "repository", msg.Job.Repo,
@@ -477,9 +546,6 @@ func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob
 	}
 	return n, errors.Join(errs...)
 }
-
-// maxWaitersLook bounds the waiters the rescue reads per pool.
-const maxWaitersLook = 1000
 
 // keysOf returns the latest key job was placed under (j<id>, or j<id>r<n> after n placings
 // again) and whether an instance holds any of them.

@@ -38,14 +38,17 @@ func (w *fakeWorld) recorded(ids ...int64) []int64 {
 // TestFakeSweepRedelivers: the sweep asks GitHub to deliver again each workflow_job event none
 // of whose attempts was taken (no answer, 401 during a rotation, 429, 5xx), once: not an event
 // one attempt delivered, one refused for good (403: outside the trust set), one redelivered
-// already, another event, nor one older than the sweep's window.
+// already, another event, one of a repository outside the trust set, nor one older than the
+// sweep's window.
 func TestFakeSweepRedelivers(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
 	at := func(ago time.Duration) time.Time { return w.now.Add(-ago) }
 	// Each attempt's id is its position: 1 for the first.
+	w.GitHub.SetRepositories(ghapi.Repository{ID: 11, FullName: "octo/app"}, ghapi.Repository{ID: 12, FullName: "evil/x"})
 	attempt := func(guid, action string, code int, ago time.Duration, redelivery bool) {
-		w.app.Attempt(ghapi.Delivery{GUID: guid, Event: "workflow_job", Action: action, StatusCode: code, At: at(ago), Redelivery: redelivery, Installation: 7})
+		w.app.Attempt(ghapi.Delivery{GUID: guid, Event: "workflow_job", Action: action, StatusCode: code, At: at(ago), Redelivery: redelivery,
+			Installation: 7, RepositoryID: 11})
 	}
 	attempt("old", "queued", 503, 2*time.Hour, false) // before the first sweep's hour
 	attempt("throttled", "queued", 429, 50*time.Minute, false)
@@ -57,6 +60,8 @@ func TestFakeSweepRedelivers(t *testing.T) {
 	attempt("failed-then-taken", "queued", 502, 5*time.Minute, false)
 	attempt("failed-then-taken", "queued", 202, 4*time.Minute, true)
 	w.app.Attempt(ghapi.Delivery{GUID: "ping", Event: "ping", StatusCode: 500, At: at(time.Minute)})
+	w.app.Attempt(ghapi.Delivery{GUID: "outsider", Event: "workflow_job", Action: "queued", StatusCode: 503, At: at(time.Minute),
+		Installation: 7, RepositoryID: 12}) // outside the trust set: it would be refused again
 	w.sweep()
 	require.Equal(t, []int64{7, 2}, w.app.Redelivered(), "rotated (the 7th attempt), then throttled (the 2nd): newest first")
 
@@ -149,7 +154,7 @@ func TestFakeSweepBounded(t *testing.T) {
 
 // TestFakeSweepRescuesStrandedJobs: a job GitHub still has queued long after it was recorded,
 // which no instance holds under any of its keys and which waits on no waiter (its runner vanished
-// with nothing left to say so), is placed again as a spare, once; one an instance holds is not.
+// with nothing left to say so), is placed again, once; one an instance holds is not.
 func TestFakeSweepRescuesStrandedJobs(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
@@ -172,7 +177,7 @@ func TestFakeSweepRescuesStrandedJobs(t *testing.T) {
 	again := w.sent(jobs.KindQueued)
 	require.Len(t, again, 1, "job 600, stranded, is placed again; job 601 has its instance")
 	require.Equal(t, "j600r1", again[0].Job.Key())
-	require.True(t, again[0].Spare)
+	require.False(t, again[0].Spare, "not placed if it starts meanwhile")
 	w.now = w.now.Add(5 * time.Minute)
 	sends := w.SQS.Calls("SendMessageBatch")
 	w.sweep()

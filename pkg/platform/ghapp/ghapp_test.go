@@ -285,12 +285,12 @@ func TestSweepReads(t *testing.T) {
 	require.True(t, page[0].Redelivery)
 	require.Equal(t, 1, gh.Redelivered())
 
-	ids, _, err := ac.Installations(t.Context())
+	ids, _, err := ac.Installations(t.Context(), 10)
 	require.NoError(t, err)
 	require.Equal(t, []int64{installation}, ids)
 	c, err := app.Client(installation, ghapi.Scope{})
 	require.NoError(t, err)
-	repos, _, err := c.Repositories(t.Context())
+	repos, _, err := c.Repositories(t.Context(), 10)
 	require.NoError(t, err)
 	require.Equal(t, []ghapi.Repository{{ID: gh.RepoID("octo/app"), FullName: "octo/app"}}, repos)
 	runs, requests, err := c.ActiveRuns(t.Context(), "octo", "app")
@@ -307,6 +307,6 @@ func TestSweepReads(t *testing.T) {
 	// The key is rotated: the App's own requests read it again.
 	now = now.Add(time.Minute)
 	src.set(ghapp.Credentials{AppID: 42, PrivateKey: string(gh.EnableApp(42))})
-	_, _, err = ac.Installations(t.Context())
+	_, _, err = ac.Installations(t.Context(), 10)
 	require.NoError(t, err, "the rotated key is read again")
 }

@@ -55,8 +55,9 @@ func (a *AppClient) Redeliver(ctx context.Context, id int64) error {
 	return nil
 }
 
-// Installations returns the ids of the App's installations (every page) and the requests it took.
-func (a *AppClient) Installations(ctx context.Context) ([]int64, int, error) {
+// Installations returns the ids of the App's active installations (at most maxPages pages of
+// 100) and the requests it took.
+func (a *AppClient) Installations(ctx context.Context, maxPages int) ([]int64, int, error) {
 	var out []int64
 	opts := &github.ListOptions{PerPage: 100}
 	for n := 1; ; n++ {
@@ -69,16 +70,16 @@ func (a *AppClient) Installations(ctx context.Context) ([]int64, int, error) {
 				out = append(out, in.GetID())
 			}
 		}
-		if resp.NextPage == 0 {
+		if resp.NextPage == 0 || n >= maxPages {
 			return out, n, nil
 		}
 		opts.Page = resp.NextPage
 	}
 }
 
-// Repositories returns the repositories the client's installation may act on (every page), and
-// the requests it took.
-func (c *Client) Repositories(ctx context.Context) ([]ghapi.Repository, int, error) {
+// Repositories returns the repositories the client's installation may act on (at most maxPages
+// pages of 100), and the requests it took.
+func (c *Client) Repositories(ctx context.Context, maxPages int) ([]ghapi.Repository, int, error) {
 	var out []ghapi.Repository
 	opts := &github.ListOptions{PerPage: 100}
 	for n := 1; ; n++ {
@@ -89,7 +90,7 @@ func (c *Client) Repositories(ctx context.Context) ([]ghapi.Repository, int, err
 		for _, r := range page.Repositories {
 			out = append(out, ghapi.Repository{ID: r.GetID(), FullName: r.GetFullName(), Archived: r.GetArchived()})
 		}
-		if resp.NextPage == 0 {
+		if resp.NextPage == 0 || n >= maxPages {
 			return out, n, nil
 		}
 		opts.Page = resp.NextPage
