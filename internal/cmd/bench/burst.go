@@ -178,7 +178,7 @@ func benchBurst(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		row("burst: GitHub API requests", "requests", perJob(gh), burstGitHubTarget, fmt.Sprintf("≤ %d", burstGitHubTarget)).
 			note("per job: " + breakdown(gh, burstJobs)),
 		row("sweep: GitHub requests an hour, 10 installations", "requests", float64(sweepHour), sweepHourTarget, fmt.Sprintf("≤ %d", sweepHourTarget)).
-			note("twelve sweeps (one an hour at the five-minute schedule), nothing lost: the deliveries, each repository's queued and in-progress runs, the installations and their repositories once an hour, a token per installation"),
+			note("twelve sweeps (one an hour at the five-minute schedule), nothing lost: the deliveries, each repository's runs of the last day, the installations and their repositories once an hour, a token per installation"),
 	}, nil
 }
 

@@ -114,7 +114,7 @@ func (g *GitHub) Repositories(context.Context, int) ([]ghapi.Repository, int, er
 	return slices.Clone(g.repos), 1, nil
 }
 
-// ActiveRuns returns the runs of owner/name with a job that has not completed, in two requests.
+// ActiveRuns returns the runs of owner/name with a job that has not completed, in one request.
 func (g *GitHub) ActiveRuns(_ context.Context, owner, name string) ([]ghapi.WorkflowRun, int, error) {
 	if err := g.call("ActiveRuns"); err != nil {
 		return nil, 1, err
@@ -128,7 +128,7 @@ func (g *GitHub) ActiveRuns(_ context.Context, owner, name string) ([]ghapi.Work
 			out = append(out, ghapi.WorkflowRun{ID: w.job.RunID, Status: "queued", CreatedAt: w.job.CreatedAt})
 		}
 	}
-	return out, 2, nil
+	return out, 1, nil
 }
 
 // RunJobs returns the jobs of run runID of owner/name.

@@ -290,7 +290,7 @@ func (x *Dispatcher) recoverQueued(ctx context.Context, now time.Time, router *j
 	)
 	for visited < len(repos) {
 		r := repos[(start+visited)%len(repos)]
-		if b.left < 3 { // its runs and one run's jobs
+		if b.left < 2 { // its runs and one run's jobs
 			errs = append(errs, errBudget)
 			break
 		}
@@ -371,7 +371,7 @@ func (x *Dispatcher) queuedIn(ctx context.Context, now time.Time, router *jobs.R
 	}
 	owner, name, _ := strings.Cut(r.repo.FullName, "/")
 	share := b.used + sweepPerRepo // this repository's requests end there
-	if err := b.spend(2); err != nil {
+	if err := b.spend(1); err != nil {
 		return nil, err
 	}
 	runs, _, err := gh.ActiveRuns(ctx, owner, name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/google/go-github/v66/github"
 
@@ -97,22 +98,24 @@ func (c *Client) Repositories(ctx context.Context, maxPages int) ([]ghapi.Reposi
 	}
 }
 
-// ActiveRuns returns repository owner/name's workflow runs that are queued or in progress (a run
-// some of whose jobs run may have others queued), and the requests it took: one page of the
-// newest 100 of each, which is as many as a repository runs at once.
+// ActiveRuns returns repository owner/name's workflow runs of the last day that have not
+// completed (a run some of whose jobs run may have others queued; GitHub cancels a job queued for
+// a day), and the requests it took: one, the newest 100 runs, which covers every run a repository
+// has going unless it starts more than 100 a day and keeps an old one going.
 func (c *Client) ActiveRuns(ctx context.Context, owner, name string) ([]ghapi.WorkflowRun, int, error) {
+	since := time.Now().Add(-24 * time.Hour).UTC().Format(time.RFC3339)
+	runs, _, err := c.gh.Actions.ListRepositoryWorkflowRuns(ctx, owner, name, &github.ListWorkflowRunsOptions{
+		Created: ">=" + since, ListOptions: github.ListOptions{PerPage: 100}})
+	if err != nil {
+		return nil, 1, fmt.Errorf("list the runs of %s/%s: %w", owner, name, classify(err))
+	}
 	var out []ghapi.WorkflowRun
-	for i, status := range []string{"queued", "in_progress"} {
-		runs, _, err := c.gh.Actions.ListRepositoryWorkflowRuns(ctx, owner, name, &github.ListWorkflowRunsOptions{
-			Status: status, ListOptions: github.ListOptions{PerPage: 100}})
-		if err != nil {
-			return nil, i + 1, fmt.Errorf("list the %s runs of %s/%s: %w", status, owner, name, classify(err))
-		}
-		for _, r := range runs.WorkflowRuns {
+	for _, r := range runs.WorkflowRuns {
+		if r.GetStatus() != "completed" {
 			out = append(out, ghapi.WorkflowRun{ID: r.GetID(), Status: r.GetStatus(), CreatedAt: r.GetCreatedAt().Time})
 		}
 	}
-	return out, 2, nil
+	return out, 1, nil
 }
 
 // RunJobs returns the jobs of the latest attempt of run runID of repository owner/name (one page
