@@ -121,20 +121,9 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	return rows, nil
 }
 
-// waitJobs waits for jobs to complete successfully.
+// waitJobs waits three minutes at most for jobs to complete successfully.
 func waitJobs(ctx context.Context, e *localenv.Env, jobs []int64) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	for _, id := range jobs {
-		j, err := e.GH.WaitJob(ctx, id)
-		if err != nil {
-			return err
-		}
-		if j.Conclusion != "success" {
-			return fmt.Errorf("job %d: %s: %s", id, j.Conclusion, j.Output)
-		}
-	}
-	return nil
+	return waitJobsWithin(ctx, e, jobs, 3*time.Minute)
 }
 
 // waitSettled waits until n instances are idle, wiped, and offered (none busy); when they are not

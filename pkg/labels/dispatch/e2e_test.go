@@ -269,11 +269,7 @@ func TestSweepsWhileMinting(t *testing.T) {
 		_, again, _ := names.ParseJobKey(key)
 		require.Zero(t, again, "job %d: no job had to be placed again (%s)", j.ID, j.RunnerName)
 	}
-	instances := 0
-	for _, n := range w.ec2.Fleets() {
-		instances += int(n)
-	}
-	w.offeredOnce(w.settled(instances, 3*time.Minute))
+	w.offeredOnce(w.settled(w.launched(), 3*time.Minute))
 }
 
 // TestOrganizationScopeTwoRepositories: two repositories of one organisation share an
@@ -306,11 +302,7 @@ func TestOrganizationScopeTwoRepositories(t *testing.T) {
 		require.Zero(t, again, "job %d: placed once (%s)", j.ID, j.RunnerName)
 	}
 	require.Equal(t, 2, w.GH.GroupsMade(), "one group per repository")
-	instances := 0
-	for _, n := range w.ec2.Fleets() {
-		instances += int(n)
-	}
-	w.settled(instances, 3*time.Minute)
+	w.settled(w.launched(), 3*time.Minute)
 }
 
 // TestBurstOverTheCap: twelve jobs at once on an empty pool with maxInstances 4: never more than
@@ -340,10 +332,7 @@ func TestBurstOverTheCap(t *testing.T) {
 		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
 		runners[j.RunnerName] = true
 	}
-	created := 0 // none ends in this test: what was ever launched is what is live
-	for _, n := range w.ec2.Fleets() {
-		created += int(n)
-	}
+	created := w.launched() // none ends in this test: what was ever launched is what is live
 	require.LessOrEqual(t, created, 4, "never more instances than the cap: fleets %v", w.ec2.Fleets())
 	require.Contains(t, w.jobs.Metrics.String(), "JobsWaiting")
 	require.NotContains(t, w.jobs.Metrics.String(), "JobsFailed")
@@ -398,10 +387,7 @@ func TestLostDeliveries(t *testing.T) {
 		require.False(t, runners[j.RunnerName], "job %d: runner %s ran another job too", j.ID, j.RunnerName)
 		runners[j.RunnerName] = true
 	}
-	created := 0
-	for _, n := range w.ec2.Fleets() {
-		created += int(n)
-	}
+	created := w.launched()
 	require.LessOrEqual(t, created, 40, "never more instances than the cap: fleets %v", w.ec2.Fleets())
 	var dropped, failed int
 	for _, d := range w.GH.Deliveries() {
@@ -451,9 +437,5 @@ func TestRotationMidBurst(t *testing.T) {
 		require.True(t, d.Status == 202 || d.Status == 200, "delivery %s (%s of job %d) answered %d", d.ID, d.Action, d.JobID, d.Status)
 	}
 	require.NotContains(t, w.jobs.Metrics.String(), "AppErrors")
-	created := 0
-	for _, n := range w.ec2.Fleets() {
-		created += int(n)
-	}
-	w.settled(created, 3*time.Minute)
+	w.settled(w.launched(), 3*time.Minute)
 }

@@ -112,6 +112,15 @@ func (w *world) ran(ids []int64, timeout time.Duration) []ghfake.Job {
 	return out
 }
 
+// launched counts the instances the dispatcher's CreateFleets launched.
+func (w *world) launched() int {
+	n := 0
+	for _, c := range w.ec2.Fleets() {
+		n += int(c)
+	}
+	return n
+}
+
 // instanceOf returns the instance whose runner ran a job.
 func (w *world) instanceOf(j ghfake.Job) string {
 	w.t.Helper()
