@@ -167,11 +167,18 @@ func (a *App) transport(ctx context.Context, id int64) (*ghinstallation.Transpor
 	if t := a.installs[id]; t != nil {
 		return t, nil
 	}
-	apps, err := a.appsLocked(ctx)
-	if err != nil {
+	if _, err := a.appsLocked(ctx); err != nil {
 		return nil, err
 	}
-	t := ghinstallation.NewFromAppsTransport(apps, id)
+	// Each installation gets an App transport of its own: ghinstallation writes to the one it
+	// was made from whenever it refreshes a token, and a shared one would be written by one
+	// installation while another reads it.
+	own, err := ghinstallation.NewAppsTransport(a.base, a.creds.AppID, []byte(a.creds.PrivateKey))
+	if err != nil {
+		return nil, fmt.Errorf("the GitHub App's private key (app %d): %w", a.creds.AppID, err)
+	}
+	own.BaseURL = a.apiURL
+	t := ghinstallation.NewFromAppsTransport(own, id)
 	t.BaseURL = a.apiURL
 	a.installs[id] = t
 	a.tokens++
