@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -80,24 +78,9 @@ func benchBurst(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	}
 	// The stack's event source mappings: batches of 10, up to 8 invocations on the jobs queue and
 	// 2 on the returns queue at once (infra/stack/jobs.go).
-	jo := localenv.JobsOptions{MaxInstances: burstCap, BatchSize: 10, JobsPollers: 8, ReturnsPollers: 2, CheckAfter: time.Minute,
-		SweepEvery: time.Second}
-	if os.Getenv("HANGAR_BENCH_LOG") != "" {
-		jo.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	j, err := e.ServeJobs(ctx, jo)
+	j, err := serveWarm(ctx, e, localenv.JobsOptions{MaxInstances: burstCap, BatchSize: 10, JobsPollers: 8, ReturnsPollers: 2,
+		CheckAfter: time.Minute, SweepEvery: time.Second}, burstWarm, 900000)
 	if err != nil {
-		return nil, err
-	}
-	labels := []string{"self-hosted", "hangar", "linux-x64"}
-	var warm []int64
-	for i := range burstWarm {
-		warm = append(warm, j.QueueJob(localenv.Repo, int64(900000+i), labels, "true"))
-	}
-	if err := waitJobs(ctx, e, warm); err != nil {
-		return nil, err
-	}
-	if err := waitSettled(ctx, e, burstWarm); err != nil {
 		return nil, err
 	}
 	idle, err := e.Store.InPoolState(ctx, e.Pool, state.Idle)

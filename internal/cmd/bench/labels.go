@@ -45,24 +45,8 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 	}
 	defer e.Close()
 	// The check fires a second after placement so that it is counted with its job.
-	jo := localenv.JobsOptions{CheckAfter: time.Second}
-	if os.Getenv("HANGAR_BENCH_LOG") != "" {
-		jo.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	j, err := e.ServeJobs(ctx, jo)
+	j, err := serveWarm(ctx, e, localenv.JobsOptions{CheckAfter: time.Second}, labelsWarm, 800000)
 	if err != nil {
-		return nil, err
-	}
-	labels := []string{"self-hosted", "hangar", "linux-x64"}
-	// Warm the pool: labelsWarm jobs on an empty pool create its instances, which come back idle.
-	var warm []int64
-	for i := range labelsWarm {
-		warm = append(warm, j.QueueJob(benchLabelsRepo, int64(800000+i), labels, "true"))
-	}
-	if err := waitJobs(ctx, e, warm); err != nil {
-		return nil, err
-	}
-	if err := waitSettled(ctx, e, labelsWarm); err != nil {
 		return nil, err
 	}
 
@@ -119,6 +103,30 @@ func benchLabels(ctx context.Context, cfg benchConfig) ([]Row, error) {
 			note("per job: " + breakdown(gh, cfg.rounds)),
 	}
 	return rows, nil
+}
+
+// labels are the labels of the benchmarks' label-routed jobs: they name the local world's pool.
+var labels = []string{"self-hosted", "hangar", "linux-x64"}
+
+// serveWarm serves label-routed jobs in e with jo (logging to stderr when HANGAR_BENCH_LOG is
+// set), and warms the pool: n jobs (runs from run) on the empty pool create its instances, which
+// come back idle, wiped and offered.
+func serveWarm(ctx context.Context, e *localenv.Env, jo localenv.JobsOptions, n int, run int64) (*localenv.Jobs, error) {
+	if os.Getenv("HANGAR_BENCH_LOG") != "" {
+		jo.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	j, err := e.ServeJobs(ctx, jo)
+	if err != nil {
+		return nil, err
+	}
+	var warm []int64
+	for i := range n {
+		warm = append(warm, j.QueueJob(benchLabelsRepo, run+int64(i), labels, "true"))
+	}
+	if err := waitJobs(ctx, e, warm); err != nil {
+		return nil, err
+	}
+	return j, waitSettled(ctx, e, n)
 }
 
 // waitJobs waits three minutes at most for jobs to complete successfully.

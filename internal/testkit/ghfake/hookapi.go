@@ -145,8 +145,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listInstallationRepositories(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "token "))
-	t, ok := s.instTokens[cred]
+	t, ok := s.instTokens[credential(r)]
 	in := s.installationByID(t.installation)
 	if !ok || !s.now().Before(t.expires) || in == nil {
 		writeError(w, http.StatusUnauthorized, "Bad credentials")

@@ -17,13 +17,17 @@ const (
 
 var kindNames = [numKinds]string{"none", "admin", "installation", "app", "runner"}
 
+// credential is the token or JWT of r's Authorization header ("Bearer x" or "token x"), or "".
+func credential(r *http.Request) string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "token "))
+}
+
 // kindOf classifies a request by its credential, by its look only: counting takes no lock.
 func kindOf(r *http.Request) int {
 	if strings.HasPrefix(r.URL.Path, "/_fake/") {
 		return kindRunner
 	}
-	auth := r.Header.Get("Authorization")
-	cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
+	cred := credential(r)
 	switch {
 	case cred == "":
 		return kindNone

@@ -74,13 +74,12 @@ func (s *Server) restNeeding(mux *http.ServeMux, pattern, need string, h func(ht
 // authorize accepts an admin token, or an unexpired installation token of an installation that
 // covers scope; otherwise it writes 401 and returns false. The caller holds s.mu.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, scope Scope, need string) bool {
-	auth := r.Header.Get("Authorization")
-	cred := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(auth, "Bearer "), "token "))
-	if auth != "" && s.admin[cred] {
+	cred := credential(r)
+	if cred != "" && s.admin[cred] {
 		return true
 	}
 	t, ok := s.instTokens[cred]
-	if auth == "" || !ok || !s.now().Before(t.expires) {
+	if cred == "" || !ok || !s.now().Before(t.expires) {
 		writeError(w, http.StatusUnauthorized, "Bad credentials")
 		return false
 	}

@@ -231,16 +231,6 @@ func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, repos []swe
 		cursor = next
 	}
 	now := x.d.Now()
-	x.swept.mu.Lock()
-	defer x.swept.mu.Unlock()
-	for guid, at := range x.swept.asked {
-		if now.Sub(at) > 2*x.cfg.SweepEvery+sweepOverlap { // out of every window a sweep looks at
-			delete(x.swept.asked, guid)
-		}
-	}
-	if x.swept.asked == nil {
-		x.swept.asked = map[string]time.Time{}
-	}
 	n := 0
 	for _, guid := range order {
 		attempts := byEvent[guid]
@@ -248,15 +238,13 @@ func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, repos []swe
 		// repository's, and those would be refused again.
 		first := attempts[0]
 		if first.Event != "workflow_job" || !admissible(first.Action) || !trusted[first.RepositoryID] ||
-			slices.ContainsFunc(attempts, func(d ghapi.Delivery) bool { return taken(d.StatusCode) || d.Redelivery }) {
+			slices.ContainsFunc(attempts, func(d ghapi.Delivery) bool { return taken(d.StatusCode) || d.Redelivery }) ||
+			x.askedRecently(guid, now) {
 			continue
 		}
 		// A quarter of the budget is left for the jobs no delivery brought.
 		if b.used >= x.cfg.SweepRequests*3/4 {
 			return n, errBudget
-		}
-		if _, ok := x.swept.asked[guid]; ok {
-			continue
 		}
 		if err := b.spend(1); err != nil {
 			return n, err
@@ -265,12 +253,32 @@ func (x *Dispatcher) redeliver(ctx context.Context, since time.Time, repos []swe
 		if err := x.d.App.Redeliver(ctx, latest.ID); err != nil {
 			return n, fmt.Errorf("redeliver event %s (%s): %w", guid, latest.Action, err)
 		}
+		x.swept.mu.Lock()
 		x.swept.asked[guid] = now
+		x.swept.mu.Unlock()
 		x.d.Log.Info("delivery redelivered", "delivery", guid, "action", latest.Action, "status", latest.StatusCode,
 			"installation", latest.Installation, "repositoryId", latest.RepositoryID)
 		n++
 	}
 	return n, nil
+}
+
+// askedRecently reports whether this dispatcher asked for event guid to be delivered again
+// within the windows sweeps look at (GitHub makes the attempt later; until it lists it, a sweep
+// would ask again), forgetting the events asked for before them.
+func (x *Dispatcher) askedRecently(guid string, now time.Time) bool {
+	x.swept.mu.Lock()
+	defer x.swept.mu.Unlock()
+	if x.swept.asked == nil {
+		x.swept.asked = map[string]time.Time{}
+	}
+	for g, at := range x.swept.asked {
+		if now.Sub(at) > 2*x.cfg.SweepEvery+sweepOverlap {
+			delete(x.swept.asked, g)
+		}
+	}
+	_, ok := x.swept.asked[guid]
+	return ok
 }
 
 // recoverQueued admits the stack's jobs queued for longer than MissingAfter whose queued event
@@ -489,15 +497,15 @@ func (x *Dispatcher) admitMissing(ctx context.Context, now time.Time, router *jo
 	return len(msgs) - len(failed) + rescued, errors.Join(append(errs, err, rescueErr)...)
 }
 
-// rescue places again each job of found GitHub still has queued although its queued event was
-// recorded longer ago than MissingAfter and its runner's bound, when no instance holds any of its
-// keys and its pool has no job waiting for room: its runner vanished with nothing left to say so
+// rescue places again each job of found GitHub has had queued for longer than MissingAfter and
+// its runner's bound although its queued event was recorded, when its pool has no job waiting
+// for room and no instance holds any of its keys: its runner vanished with nothing left to say so
 // (an event lost for good). Placing again is bounded as for any lost runner (jobs.MaxRedispatch),
 // and the placement is not a spare: a job that has started or ended meanwhile is not placed.
 func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob, recorded map[int64]string) (int, error) {
 	n := 0
 	var errs []error
-	waiting := map[string]map[string]bool{} // pool → keys on its waiters
+	waiting := map[string]bool{} // pool → it has jobs waiting for room, read once a sweep
 	for _, f := range found {
 		body, ok := recorded[f.job.ID]
 		if !ok || !f.queued {
@@ -515,25 +523,27 @@ func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob
 		if now.Sub(f.created) < x.cfg.MissingAfter+x.bound(doc) {
 			continue
 		}
-		latest, held, err := x.keysOf(ctx, f.job.ID)
-		if err != nil || held {
-			errs = append(errs, err)
-			continue
-		}
-		if waiting[doc.Name] == nil {
+		// A pool with jobs waiting for room is at its cap: a job there waits its turn (wake), and a
+		// placement made now would only wait with it.
+		has, read := waiting[doc.Name]
+		if !read {
 			ws, err := x.d.Waiting.Waiters(ctx, doc.Name, 1)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			waiting[doc.Name] = map[string]bool{}
-			for _, w := range ws {
-				waiting[doc.Name][w.Key] = true
-			}
+			has = len(ws) > 0
+			waiting[doc.Name] = has
 		}
-		// A pool with jobs waiting for room is at its cap: a job there waits its turn (wake), and a
-		// placement made now would only wait with it.
-		if len(waiting[doc.Name]) > 0 {
+		if has {
+			continue
+		}
+		latest, held, err := x.keysOf(ctx, f.job.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if held {
 			continue
 		}
 		x.d.Log.Warn("a job queued with no instance and no runner on its way: placed again", "job", f.job.ID, "repository", msg.Job.Repo,
