@@ -68,6 +68,9 @@ type Fit struct {
 	MinVCPU, MinMemoryMiB int
 	// Exclude lists instances not to claim (ones that already failed the request).
 	Exclude []string
+	// Given are idle instances the door holds in hand, on no queue (just back in the pool):
+	// claimed first, by the first group they fit; the door offers those not claimed.
+	Given []*state.Instance
 }
 
 // Launch is how the instances a request does not claim are created.
@@ -87,6 +90,10 @@ type Launch struct {
 	Deadline time.Time
 	// Reason is the created items' state reason.
 	Reason string
+	// NoWait has a creation under a cap that another creation is counting against not wait its
+	// turn: its instances are Capped at once (a door whose requests can wait asks again when
+	// that creation is done, Acquired.Room, rather than hold its caller meanwhile).
+	NoWait bool
 }
 
 // ErrNoneLeft is what a Personalize hook returns when it has no assignment left to complete:
@@ -134,6 +141,10 @@ type Acquired struct {
 	// for them, and they may be asked for again once instances end or come back.
 	Capped int
 	CapErr error
+	// Room is how many more instances the cap had room for when this creation counted, under
+	// its lease, beyond those it created: the door may ask for that many more at once (0 when
+	// uncapped, or when nothing was created).
+	Room int
 	// ClaimErr is why the pool could not be read or a claim failed (the rest was created);
 	// StartErr, why the stopped instances could not be started; CreateErr, why instances could
 	// not be launched or recorded.
@@ -187,6 +198,14 @@ func (r Request) validate() error {
 	if r.Secret == nil {
 		return fmt.Errorf("acquire from pool %s: no Secret hook: an instance must be handed what it serves with", r.Doc.Name)
 	}
+	for _, in := range r.Fit.Given {
+		if in.Pool != r.Doc.Name {
+			return fmt.Errorf("acquire from pool %s: instance %s given is of pool %q", r.Doc.Name, in.ID, in.Pool)
+		}
+		if _, err := offers.MessageFor(in); err != nil {
+			return fmt.Errorf("acquire from pool %s: %w", r.Doc.Name, err)
+		}
+	}
 	return nil
 }
 
@@ -217,6 +236,11 @@ func (a *acquiring) claim(ctx context.Context) {
 	// An instance one group won is never another's to claim: a second offer of it (SQS delivers at
 	// least once) would otherwise have a later group make an assignment for it, and lose.
 	exclude := slices.Clone(a.req.Fit.Exclude)
+	var given []offers.Message
+	for _, in := range a.req.Fit.Given {
+		m, _ := offers.MessageFor(in) // checked by validate
+		given = append(given, m)
+	}
 	var errs []error
 	for i, g := range a.req.Groups {
 		if g.Count == 0 {
@@ -234,7 +258,7 @@ func (a *acquiring) claim(ctx context.Context) {
 		}
 		res, tidy, err := sel.ClaimAsync(ctx, offers.Request{Count: g.Count, UsageClass: a.req.Fit.UsageClass,
 			InstanceTypes: a.req.Fit.InstanceTypes, MinVCPU: a.req.Fit.MinVCPU, MinMemoryMiB: a.req.Fit.MinMemoryMiB,
-			Exclude: exclude, Assign: g.Assign, Personalize: personalize, Unused: a.req.Unused, Home: &home,
+			Exclude: exclude, Given: given, Assign: g.Assign, Personalize: personalize, Unused: a.req.Unused, Home: &home,
 			Reuse: doc.Reuse, AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: a.req.ClaimDeadline})
 		// The pool's messages are tidied (the unneeded given back, the used deleted) while the
 		// hand-overs go out; Wait waits for it.
@@ -303,12 +327,15 @@ func (a *acquiring) create(ctx context.Context) {
 	start := time.Now()
 	defer func() { a.out.CreateTook = time.Since(start) }()
 	doc, l := a.req.Doc, a.req.Launch
-	capacity, release, err := a.p.reserve(ctx, doc, len(slots), l.Deadline)
+	capacity, release, err := a.p.reserve(ctx, doc, len(slots), l.Deadline, l.NoWait)
 	if err != nil {
 		a.out.CreateErr = err
 		return
 	}
 	defer release() // once what was launched is recorded, for the next creation to count
+	if doc.Capped() {
+		a.out.Room = max(capacity.Left-len(slots), 0)
+	}
 	if capacity.Allowed < len(slots) {
 		a.out.Capped, a.out.CapErr = len(slots)-capacity.Allowed, capacity.Err(len(slots))
 		slots = slots[:capacity.Allowed]

@@ -35,11 +35,15 @@ var ErrAtCapacity = errors.New("at its maxInstances")
 
 // Capacity is what a cap leaves for one creation.
 type Capacity struct {
-	// Allowed is how many instances may be created now (the count asked for, when uncapped).
-	Allowed int
+	// Allowed is how many instances may be created now (the count asked for, when uncapped);
+	// Left, how many the cap has room for in all.
+	Allowed, Left int
 	// Limit and Live say which cap bound it, for the messages: the pool's or the stack's.
 	Limit, Live int
 	Of          string // "pool <name>" or "the stack"
+	// Busy says another creation was counting against the cap, and this one did not wait its
+	// turn (Launch.NoWait): nothing is known of the room, and Allowed is 0.
+	Busy bool
 }
 
 // Err is ErrAtCapacity with the cap that bound it, when fewer than want may be created; nil
@@ -48,6 +52,9 @@ func (c Capacity) Err(want int) error {
 	if c.Allowed >= want {
 		return nil
 	}
+	if c.Busy {
+		return fmt.Errorf("another launch is counting against %s's maxInstances, so %d instances wait for it: %w", c.Of, want, ErrAtCapacity)
+	}
 	return fmt.Errorf("%s has %d live instances of its maxInstances %d, so %d of %d could not be created: %w",
 		c.Of, c.Live, c.Limit, want-c.Allowed, want, ErrAtCapacity)
 }
@@ -55,15 +62,24 @@ func (c Capacity) Err(want int) error {
 // reserve takes the lease of doc's cap (the stack's when it has one, which every pool's creations
 // count against; else the pool's), counts the live instances under it, and returns how many of n
 // instances may be created, with a release to call once what was created is recorded (so that
-// the next creation counts it). An uncapped pool gets n and no lease.
-func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadline time.Time) (Capacity, func(), error) {
+// the next creation counts it). An uncapped pool gets n and no lease. When another creation holds
+// the lease, reserve waits its turn until deadline (capLeaseWait at most), or, with noWait, says
+// the cap is busy at once.
+func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadline time.Time, noWait bool) (Capacity, func(), error) {
 	noop := func() {}
 	if !doc.Capped() {
 		return Capacity{Allowed: n}, noop, nil
 	}
-	name := "cap/" + p.Stack + "/" + doc.Name
+	// A cap the table alone shows full says so without its lease, which creations under one
+	// cap take in turns, and without asking EC2: a count made meanwhile can only miss room (a
+	// creation adds, never frees), never give more than there is, so a job waiting under a full
+	// cap costs one query and does not queue for the lease.
+	if c, err := p.headroom(ctx, doc, n, false); err != nil || c.Allowed == 0 {
+		return c, noop, err
+	}
+	name, of := "cap/"+p.Stack+"/"+doc.Name, "pool "+doc.Name
 	if doc.StackCap != nil {
-		name = "cap/" + p.Stack
+		name, of = "cap/"+p.Stack, "the stack"
 	}
 	holder := state.NewLeaseHolder()
 	waitUntil := time.Now().Add(capLeaseWait)
@@ -81,6 +97,9 @@ func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadli
 		if ok {
 			break
 		}
+		if noWait {
+			return Capacity{Of: of, Busy: true}, noop, nil
+		}
 		if err := backoff.Sleep(wctx); err != nil {
 			return Capacity{}, noop, fmt.Errorf("count pool %s against its cap: another launch held %s throughout: %w", doc.Name, name, err)
 		}
@@ -90,7 +109,7 @@ func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadli
 			p.log().Warn("release the cap's lease; the next launch waits for it to run out", "lease", name, "error", err)
 		}
 	}
-	c, err := p.headroom(ctx, doc, n)
+	c, err := p.headroom(ctx, doc, n, true)
 	if err != nil || c.Allowed == 0 {
 		release()
 		return c, noop, err
@@ -99,10 +118,10 @@ func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadli
 }
 
 // headroom counts the live instances under doc's caps and returns what they leave of n. An
-// instance is live if the table or EC2 says so: the table's index and EC2's descriptions each
-// lag a write by a moment, and an item moving between states can escape one census, so a launch
-// just recorded, or an instance just claimed, is counted by the other.
-func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capacity, error) {
+// instance is live if the table or (withEC2) EC2 says so: the table's index and EC2's
+// descriptions each lag a write by a moment, and an item moving between states can escape one
+// census, so a launch just recorded, or an instance just claimed, is counted by the other.
+func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int, withEC2 bool) (Capacity, error) {
 	pools := []string{doc.Name}
 	if doc.StackCap != nil {
 		pools = doc.StackCap.Pools
@@ -120,7 +139,7 @@ func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capa
 			}
 		})
 	}
-	if p.EC2 != nil {
+	if withEC2 && p.EC2 != nil {
 		wg.Go(func() { ec2Live, errs[len(pools)] = p.describeLive(ctx, pools) })
 	}
 	wg.Wait()
@@ -136,8 +155,8 @@ func (p *Pool) headroom(ctx context.Context, doc *pooldoc.Document, n int) (Capa
 	}
 	out := Capacity{Allowed: n}
 	bound := func(limit, count int, of string) {
-		if left := max(limit-count, 0); left < out.Allowed || out.Of == "" {
-			out = Capacity{Allowed: min(left, out.Allowed), Limit: limit, Live: count, Of: of}
+		if left := max(limit-count, 0); left < out.Left || out.Of == "" {
+			out = Capacity{Allowed: min(left, n), Left: left, Limit: limit, Live: count, Of: of}
 		}
 	}
 	if i := slices.Index(pools, doc.Name); doc.MaxInstances > 0 && i >= 0 {

@@ -126,3 +126,63 @@ func TestCapCountsWhatEC2Sees(t *testing.T) {
 	require.Len(t, acq.Created, 2, "the orphan EC2 runs counts; the terminated one and another stack's do not")
 	require.ErrorContains(t, acq.CapErr, "has 1 live instances of its maxInstances 3")
 }
+
+// TestFullCapNeedsNoLease: under a cap the table shows full, a creation says so at once, without
+// waiting for the cap's lease another creation holds or asking EC2 (jobs waiting for room try
+// again often, and must not queue for it).
+func TestFullCapNeedsNoLease(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["maxInstances"] = 1 }))
+	w.AddIdle(t, fake.Idle{Served: []string{"octo/other"}, LastRun: "101"})
+	ok, err := w.Store.Lease(context.Background(), "cap/"+fake.Stack+"/linux", state.NewLeaseHolder(), time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok, "another creation holds the cap's lease")
+	req, _ := stepsDoor.ask(t, w, 1, "octo/app")
+	req.Launch.Deadline = time.Now().Add(time.Hour) // it would wait the lease's whole turn
+	leases := w.Store.Calls("Lease")
+	acq := acquire(t, w, req)
+	require.NoError(t, acq.CreateErr)
+	require.Equal(t, 1, acq.Capped)
+	require.ErrorIs(t, acq.CapErr, pool.ErrAtCapacity)
+	require.Equal(t, leases, w.Store.Calls("Lease"), "the lease is not asked for")
+	require.Zero(t, w.EC2.Calls("DescribeInstances"), "nor EC2: the table shows the cap full")
+	require.Zero(t, w.EC2.Calls("CreateFleet"))
+}
+
+// TestCreationReportsRoom: a creation under a cap says how much room it left (for the door to
+// place that many more at once); one that will not wait its turn at a busy cap creates nothing,
+// asks EC2 nothing, and says why; uncapped, there is nothing to report.
+func TestCreationReportsRoom(t *testing.T) {
+	t.Parallel()
+	w := fake.NewWorld(t, fake.Pool(t, "linux", func(m map[string]any) { m["maxInstances"] = 4 }))
+	w.AddIdle(t, fake.Idle{Served: []string{"octo/other"}, LastRun: "101"})
+	req, _ := stepsDoor.ask(t, w, 1, "octo/app")
+	req.Fit.InstanceTypes = []string{"m*"} // claims nothing: one is created
+	acq := acquire(t, w, req)
+	require.Len(t, acq.Created, 1)
+	require.Equal(t, 2, acq.Room, "4, less the one live and the one created")
+
+	holder := state.NewLeaseHolder()
+	ok, err := w.Store.Lease(context.Background(), "cap/"+fake.Stack+"/linux", holder, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	req, _ = stepsDoor.ask(t, w, 2, "octo/app")
+	req.Fit.InstanceTypes = []string{"m*"}
+	req.Launch.NoWait = true
+	req.Launch.Token += "-busy"
+	fleets := w.EC2.Calls("CreateFleet")
+	acq = acquire(t, w, req)
+	require.Empty(t, acq.Created)
+	require.Equal(t, 2, acq.Capped)
+	require.ErrorIs(t, acq.CapErr, pool.ErrAtCapacity)
+	require.ErrorContains(t, acq.CapErr, "another launch is counting against pool linux's maxInstances")
+	require.Zero(t, acq.Room)
+	require.Equal(t, fleets, w.EC2.Calls("CreateFleet"))
+	require.NoError(t, w.Store.ReleaseLease(context.Background(), "cap/"+fake.Stack+"/linux", holder))
+
+	u := fake.NewWorld(t, nil)
+	req, _ = stepsDoor.ask(t, u, 1, "octo/app")
+	acq = acquire(t, u, req)
+	require.Len(t, acq.Created, 1)
+	require.Zero(t, acq.Room, "uncapped: no room to report")
+}

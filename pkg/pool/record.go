@@ -129,7 +129,7 @@ func (p *Pool) price(ctx context.Context, items []*state.Instance) {
 // errors.Is ErrAtCapacity, when the pool's or the stack's maxInstances leaves less room. Token
 // makes the request idempotent; deadline bounds its retries after capacity errors.
 func (p *Pool) Warm(ctx context.Context, doc *pooldoc.Document, n int, at time.Time, token string, deadline time.Time) (int, error) {
-	capacity, release, err := p.reserve(ctx, doc, n, deadline)
+	capacity, release, err := p.reserve(ctx, doc, n, deadline, false)
 	if err != nil {
 		return 0, err
 	}

@@ -55,6 +55,10 @@ type Request struct {
 	ClaimDeadline time.Time
 	// Exclude lists instances not to claim (ones that already failed this request).
 	Exclude []string
+	// Given are offers the caller holds in hand and put on no queue (an instance just back in
+	// the pool, for the job that has waited longest): claimed first, without a receive, when
+	// they fit. The caller offers those not claimed.
+	Given []Message
 }
 
 // home is the Home the claims write (none when the request gives none that says where to go

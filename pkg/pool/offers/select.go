@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,12 +112,20 @@ func (s *Selector) ClaimAsync(ctx context.Context, req Request) (res Result, tid
 	if err := req.Validate(); err != nil {
 		return Result{}, func() {}, fmt.Errorf("claim from pool %s: %w", s.Queue.pool, err)
 	}
+	for _, m := range req.Given {
+		if err := m.validate(s.Queue.pool); err != nil {
+			return Result{}, func() {}, fmt.Errorf("claim from pool %s: the offer given of %s: %w", s.Queue.pool, m.InstanceID, err)
+		}
+	}
 	sel := &selection{Selector: s, req: req, seen: map[string]int64{}}
 	sel.run(ctx)
 
 	for _, r := range sel.stopped {
 		sel.give = append(sel.give, r.handle)
 	}
+	// The offers given were received from no queue: nothing to give back or delete.
+	sel.give = slices.DeleteFunc(sel.give, func(h string) bool { return h == "" })
+	sel.drop = slices.DeleteFunc(sel.drop, func(h string) bool { return h == "" })
 	sel.res.Stats.Returned += len(sel.give)
 	done := make(chan struct{})
 	// Give back and delete even when ctx has ended: held messages would otherwise stay hidden
@@ -158,6 +167,15 @@ func (s *Selector) now() time.Time {
 func (sel *selection) need() int { return sel.req.Count - len(sel.res.Instances) }
 
 func (sel *selection) run(ctx context.Context) {
+	if len(sel.req.Given) > 0 {
+		var hot []received
+		for _, m := range sel.req.Given {
+			if c, ok := sel.sort(ctx, received{msg: m}); ok {
+				hot = append(hot, c)
+			}
+		}
+		sel.claim(ctx, hot[:min(sel.need(), len(hot))])
+	}
 	for sel.need() > 0 && len(sel.errs) == 0 {
 		msgs, got, err := sel.receive(ctx)
 		if err != nil {

@@ -236,3 +236,53 @@ func TestPoisonGoesToDeadLetter(t *testing.T) {
 		require.Equal(t, w.pool, aws.ToString(attrs[0]["hangar-pool"].StringValue), body)
 	}
 }
+
+// TestClaimGiven: an offer the caller holds in hand (on no queue) is claimed first, with no
+// receive and nothing to delete; one that does not fit, or is stale, is not claimed and is left
+// to the caller; the rest of the request comes from the queue.
+func TestClaimGiven(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	given := w.idleIn(w.pool, spotC7, false)
+	msg, err := offers.MessageFor(given)
+	require.NoError(t, err)
+
+	res, err := w.selector().Claim(w.ctx, offersWith(request("21", 1), msg))
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, given.ID, res.Instances[0].ID)
+	require.Equal(t, state.Claimed, w.Store.Item(given.ID).State)
+	require.Equal(t, "21", w.Store.Item(given.ID).RunID)
+	require.Equal(t, offers.Stats{Claimed: 1}, res.Stats, "no receive")
+	require.Zero(t, w.SQS.Calls("ReceiveMessage")+w.SQS.Calls("DeleteMessageBatch")+w.SQS.Calls("ChangeMessageVisibilityBatch"))
+
+	// Given again, now claimed: stale, and the one offered on the queue serves instead.
+	queued := w.idle(spotC7)
+	res, err = w.selector().Claim(w.ctx, offersWith(request("22", 1), msg))
+	require.NoError(t, err)
+	require.Len(t, res.Instances, 1)
+	require.Equal(t, queued.ID, res.Instances[0].ID)
+	require.Equal(t, "21", w.Store.Item(given.ID).RunID, "the stale given offer claims nothing")
+
+	// Given, but of a type the request does not fit: not claimed, and not offered either.
+	other := w.idleIn(w.pool, state.Spec{InstanceType: "m7g.large", UsageClass: state.UsageSpot, VCPU: 2, MemoryMiB: 8192}, false)
+	m2, err := offers.MessageFor(other)
+	require.NoError(t, err)
+	req := offersWith(request("23", 1), m2)
+	req.InstanceTypes = []string{"c7i.*"}
+	res, err = w.selector().Claim(w.ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, res.Instances)
+	require.Equal(t, state.Idle, w.Store.Item(other.ID).State)
+	require.Empty(t, w.offered())
+
+	// A given offer of another pool is refused before anything is received.
+	m2.Pool = "other"
+	_, err = w.selector().Claim(w.ctx, offersWith(request("24", 1), m2))
+	require.ErrorContains(t, err, "the offer given of "+other.ID)
+}
+
+func offersWith(r offers.Request, given ...offers.Message) offers.Request {
+	r.Given = given
+	return r
+}
