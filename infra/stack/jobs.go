@@ -47,7 +47,9 @@ const (
 	// under it: a mapping that invokes a throttled function gets its batch back after the
 	// visibility timeout, counted as a receive, and a burst would age messages into the
 	// dead-letter queue for nothing.
-	jobsConcurrency    = 8
+	// Under a cap, each return is how the next waiting job gets its instance (a wake hands it
+	// on), so the returns queue has as much of the concurrency as a burst's arrivals need.
+	jobsConcurrency    = 6
 	returnsConcurrency = dispatchConcurrency - jobsConcurrency
 	// A message that failed this many receives is poison: to the dead-letter queue, whose alarm
 	// fires.

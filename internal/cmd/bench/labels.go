@@ -119,9 +119,15 @@ func serveWarm(ctx context.Context, e *localenv.Env, jo localenv.JobsOptions, n 
 	if err != nil {
 		return nil, err
 	}
+	// Under a cap, a job that finds another creation under way waits for room, and may then be
+	// handed an instance back rather than a new one: the warm jobs last until all are placed.
+	command := "true"
+	if jo.MaxInstances > 0 {
+		command = "sleep 10"
+	}
 	var warm []int64
 	for i := range n {
-		warm = append(warm, j.QueueJob(benchLabelsRepo, run+int64(i), labels, "true"))
+		warm = append(warm, j.QueueJob(benchLabelsRepo, run+int64(i), labels, command))
 	}
 	if err := waitJobs(ctx, e, warm); err != nil {
 		return nil, err

@@ -267,10 +267,12 @@ type Message struct {
 // (malformed) is logged and done with: retrying it would change nothing.
 func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 	var (
-		mu     sync.Mutex
-		failed []string
-		queued []queuedJob
-		wg     sync.WaitGroup
+		mu      sync.Mutex
+		failed  []string
+		queued  []queuedJob
+		backs   []back
+		wg      sync.WaitGroup
+		returns sync.WaitGroup
 	)
 	fail := func(id string) {
 		mu.Lock()
@@ -279,10 +281,16 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 	}
 	for _, m := range batch {
 		if m.Source == FromReturns {
-			wg.Go(func() {
-				if err := x.returned(ctx, m); err != nil {
+			returns.Go(func() {
+				b, err := x.returned(ctx, m)
+				if err != nil {
 					x.d.Log.Error("an agent's return", "message", m.ID, "error", err)
 					fail(m.ID)
+				}
+				if b != nil {
+					mu.Lock()
+					backs = append(backs, *b)
+					mu.Unlock()
 				}
 			})
 			continue
@@ -310,6 +318,14 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 			}
 		})
 	}
+	// The batch's returns are taken back together: the instances that came back to a pool go to
+	// its waiting jobs in one placement.
+	wg.Go(func() {
+		returns.Wait()
+		for _, id := range x.comeBack(ctx, backs) {
+			fail(id)
+		}
+	})
 	if len(queued) > 0 {
 		failedIDs := x.place(ctx, queued)
 		x.putBack(ctx, queued, failedIDs)

@@ -624,7 +624,8 @@ func TestFakeOrganizationScope(t *testing.T) {
 // other three wait, in order, on the pool's waiters (no message failed, no receive burned, none
 // counted failed), each with its own delayed try. A try while the pool is still full waits
 // again. When an instance comes back (its agent wiped it), the job that has waited longest is
-// placed on it at once, and that job's own try then finds nothing to do.
+// placed on it at once, handed that very instance (never offered, where another claim could
+// take it), and that job's own try then finds nothing to do.
 func TestFakeWaitsForRoom(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 2 })
@@ -688,6 +689,7 @@ func TestFakeWaitsForRoom(t *testing.T) {
 	require.Empty(t, w.ret(jobs.Return{InstanceID: first.ID, Key: first.RunID, Version: first.Version}))
 	oldest := w.Store.Item(first.ID).RunID
 	require.Contains(t, keys, oldest, "the instance that came back serves a job that waited (the longest: they all began at once)")
+	require.Empty(t, w.Offered(t), "handed to the waiting job, never offered")
 	w.holderOf(oldest)
 	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
 	require.NoError(t, err)
@@ -736,4 +738,121 @@ func TestFakeWaitingSiblingTookTheRunner(t *testing.T) {
 	held, err := w.Store.ByRun(context.Background(), names.JobKey(waiter, 0))
 	require.NoError(t, err)
 	require.Len(t, held, 1, "placed when room came, for the job whose runner it took")
+}
+
+// TestFakeComeBackFitsReuse: an instance that comes back goes to the longest waiting job its
+// pool's reuse scope lets it serve (not to an older one of another repository, which it may not
+// serve); with no such job waiting, it is offered.
+func TestFakeComeBackFitsReuse(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 1 })
+	require.Empty(t, w.handle(queued(w.job(81, ""))...))
+	it := w.holder(81)
+	w.now = w.now.Add(time.Second)
+	require.Empty(t, w.handle(queued(w.job(82, "acme/web"))...), "waits: the cap")
+	w.now = w.now.Add(time.Second)
+	require.Empty(t, w.handle(queued(w.job(83, ""))...), "waits: the cap")
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 2)
+	require.Equal(t, names.JobKey(82, 0), waiting[0].Key, "acme/web's job has waited longest")
+
+	back := func(it *state.Instance, job int64, repo string) {
+		t.Helper()
+		j := w.job(job, repo)
+		j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
+		require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+		require.Eventually(t, func() bool {
+			cur := w.Store.Item(it.ID)
+			return cur.SignalFor(state.SignalDeregistered, it.RunID, cur.Version)
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
+	}
+	back(it, 81, "")
+	require.Equal(t, names.JobKey(83, 0), w.Store.Item(it.ID).RunID, "octo/app's instance serves octo/app's waiting job")
+	require.Empty(t, w.Offered(t))
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1)
+	require.Equal(t, names.JobKey(82, 0), waiting[0].Key, "acme/web's job still waits: its own tries, or room, place it")
+
+	it = w.holder(83)
+	back(it, 83, "")
+	require.Equal(t, state.Idle, w.Store.Item(it.ID).State)
+	require.Equal(t, []string{it.ID}, w.Offered(t), "no job it may serve waits: offered")
+}
+
+// TestFakeRoomWakesWaiters: a job that finds another creation counting against the cap does not
+// hold its batch: it waits for room. The next creation, which leaves room to spare, places it at
+// once (it does not wait for its own try), and never more than the cap is launched.
+func TestFakeRoomWakesWaiters(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 3 })
+	lease, holder := "cap/"+fake.Stack+"/linux", state.NewLeaseHolder()
+	ok, err := w.Store.Lease(context.Background(), lease, holder, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok, "another creation is under way")
+	require.Empty(t, w.handle(queued(w.job(61, ""))...), "nothing failed: it waits")
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1)
+	require.Zero(t, w.EC2.Calls("CreateFleet"), "nothing launched while the cap is busy")
+	require.Contains(t, w.metrics.String(), `"JobsWaiting":1`)
+
+	require.NoError(t, w.Store.ReleaseLease(context.Background(), lease, holder))
+	require.Empty(t, w.handle(queued(w.job(62, ""))...))
+	w.holder(62)
+	w.holder(61) // placed by the room job 62's creation left, not by its own try
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Empty(t, waiting)
+	live := 0
+	for _, it := range w.Store.Items() {
+		if it.State != state.Terminated {
+			live++
+		}
+	}
+	require.Equal(t, 2, live)
+}
+
+// TestFakeReturnsHandedOnTogether: a batch of returns takes its instances back together: each
+// goes to a job waiting for room, in one placement, and none is offered.
+func TestFakeReturnsHandedOnTogether(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 2 })
+	require.Empty(t, w.handle(queued(w.job(51, ""), w.job(52, ""), w.job(53, ""), w.job(54, ""))...))
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 2)
+	var batch []dispatch.Message
+	var held []*state.Instance
+	for _, id := range []int64{51, 52, 53, 54} {
+		keys, _ := w.Store.ByRun(context.Background(), names.JobKey(id, 0))
+		if len(keys) == 0 {
+			continue
+		}
+		it := w.holder(id)
+		held = append(held, it)
+		j := w.job(id, "")
+		j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
+		require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+		require.Eventually(t, func() bool {
+			cur := w.Store.Item(it.ID)
+			return cur.SignalFor(state.SignalDeregistered, it.RunID, cur.Version)
+		}, 10*time.Second, 10*time.Millisecond)
+		body, err := jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}.Encode()
+		require.NoError(t, err)
+		batch = append(batch, dispatch.Message{ID: "r-" + it.ID, Body: body, Source: dispatch.FromReturns, Receives: 1})
+	}
+	require.Len(t, batch, 2)
+	require.Empty(t, w.x.Handle(context.Background(), batch))
+	for _, wt := range waiting {
+		id, _, _ := names.ParseJobKey(wt.Key)
+		got := w.holder(id)
+		require.True(t, got.ID == held[0].ID || got.ID == held[1].ID, "a waiting job got an instance back")
+	}
+	require.Empty(t, w.Offered(t))
+	left, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Empty(t, left)
 }

@@ -92,7 +92,7 @@ func (x *Dispatcher) placeNeeded(ctx context.Context, queued []queuedJob) []stri
 	)
 	for name, list := range byPool {
 		wg.Go(func() {
-			ids := x.placeInPool(ctx, stack.Pool(name), name, list)
+			ids, _ := x.placeInPool(ctx, stack.Pool(name), name, list, nil)
 			mu.Lock()
 			failed = append(failed, ids...)
 			mu.Unlock()
@@ -160,15 +160,19 @@ func (x *Dispatcher) holder(ctx context.Context, key string) (*state.Instance, e
 }
 
 // placeInPool places one pool's jobs: claims for each repository's jobs, then one CreateFleet for
-// all that are left. It returns the ids of the messages whose jobs could not be placed.
-func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob) []string {
+// all that are left. It returns the ids of the messages whose jobs could not be placed. woken,
+// for jobs a wake took off the waiters, holds the idle instances just back in the pool (on no
+// queue) that are claimed first, and the ids of those claimed are returned (the others are the
+// caller's to offer); the jobs of a wake wait their turn at the cap's lease (they were woken to
+// use the room), where others wait for room with the waiters.
+func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob, woken *waking) ([]string, map[string]bool) {
 	if doc == nil || doc.Jobs == nil {
 		for _, q := range list {
 			x.d.Log.Error("job routed to a pool that serves no label-routed jobs (any more); dropped", "job", q.job.ID,
 				"repository", q.job.Repo, "pool", name)
 		}
 		x.count(name, "JobsFailed", len(list))
-		return nil
+		return nil, nil
 	}
 	// The webhook function routed each job and checked its repository and installation; the
 	// pools may have changed since, and a job is placed only where its pool admits it now.
@@ -183,17 +187,18 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		return true
 	})
 	if len(list) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := x.d.Pool.Resolve(ctx, doc); err != nil {
 		x.d.Log.Error("the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
-		return messageIDs(list)
+		return messageIDs(list), nil
 	}
 	start := x.d.Now()
-	placed, acq, err := x.acquire(ctx, doc, list)
+	placed, acq, err := x.acquire(ctx, doc, list, woken)
+	acquired := x.d.Now().Sub(start)
 	if err != nil {
 		x.d.Log.Error("acquire instances for jobs", "pool", name, "jobs", len(list), "error", err)
-		return messageIDs(list)
+		return messageIDs(list), nil
 	}
 	switch {
 	case acq.ClaimErr != nil:
@@ -204,12 +209,15 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	if acq.CreateErr != nil {
 		x.d.Log.Error("create instances for jobs", "pool", name, "error", acq.CreateErr)
 	}
-	reused := 0
+	reused, took := 0, map[string]bool{}
 	done := map[int64]bool{}
 	for _, pl := range placed {
 		done[pl.job.ID] = true
 		if pl.reused {
 			reused++
+		}
+		if woken != nil && slices.ContainsFunc(woken.given, func(in *state.Instance) bool { return in.ID == pl.instance.ID }) {
+			took[pl.instance.ID] = true
 		}
 	}
 	var failed []queuedJob
@@ -229,12 +237,18 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)
 	}
+	if acq.Room > 0 {
+		// The cap had room to spare when this creation counted: jobs that waited for it (or
+		// for this creation's turn) are placed in it now.
+		x.wake(ctx, doc, nil, acq.Room)
+	}
 	x.count(name, "JobsFailed", len(failed))
 	x.count(name, "JobsReused", reused)
 	x.count(name, "JobsCreated", len(placed)-reused)
 	x.d.Log.Info("jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
-		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds())
-	return append(again, messageIDs(failed)...)
+		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds(), "claimMs", acq.ClaimTook.Milliseconds(),
+		"createMs", acq.CreateTook.Milliseconds(), "acquiredMs", acquired.Milliseconds())
+	return append(again, messageIDs(failed)...), took
 }
 
 // acquire asks the pool for an instance per job: one group per repository, whose reuse scope
@@ -244,7 +258,7 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 // cannot be made (GitHub failing) gets no new instances: they would fail the same way. An
 // instance created whose job could not be given is recorded without one, a warm instance of the
 // pool. It returns the placements, every one the pool handed its configuration to.
-func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []queuedJob) ([]placement, *pool.Acquired, error) {
+func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []queuedJob, woken *waking) ([]placement, *pool.Acquired, error) {
 	now := x.d.Now()
 	claimID := randomID()
 	clients := &clientCache{x: x, clients: map[string]Runners{}}
@@ -292,9 +306,16 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 	// configuration (in memory only), by instance and job key, so that one instance's claims for
 	// two jobs (a second offer of it) never mix.
 	var made sync.Map // assignmentKey → assigned
+	var fit pool.Fit
+	if woken != nil {
+		fit.Given = woken.given
+	}
 	acq, err := x.d.Pool.Acquire(ctx, pool.Request{
-		Doc: doc, Groups: groups,
-		Launch: pool.Launch{Token: createToken(doc.Name, list), Deadline: now.Add(x.cfg.CreateWait), Reason: "created for label-routed jobs"},
+		Doc: doc, Groups: groups, Fit: fit,
+		// A job does not hold its batch while another creation counts against the cap: it waits
+		// for room with the others, and that creation wakes them to the room it leaves.
+		Launch: pool.Launch{Token: createToken(doc.Name, list), Deadline: now.Add(x.cfg.CreateWait), Reason: "created for label-routed jobs",
+			NoWait: woken == nil},
 		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
 		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
 		ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),

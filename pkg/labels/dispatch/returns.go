@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
@@ -15,38 +16,51 @@ import (
 // returned serves an agent's word that it has finished a job (the returns queue). The message is
 // a hint from an instance: only what the instance's item says is acted on. An item still holding
 // the job whose agent signalled DEREGISTERED for it goes back to idle (the completed webhook may
-// not have come yet; one conditional write wins) and is offered; one already given back is
-// offered now that its agent has wiped it; one whose agent FAILED is terminated.
-func (x *Dispatcher) returned(ctx context.Context, m Message) error {
+// not have come yet; one conditional write wins); one already given back is taken back now that
+// its agent has wiped it; one whose agent FAILED is terminated. What comes back (an instance,
+// or the room one leaves) is returned for the batch's wakes (comeBack).
+func (x *Dispatcher) returned(ctx context.Context, m Message) (*back, error) {
 	r, err := jobs.ParseReturn(m.Body)
 	if err != nil {
 		x.d.Log.Error("a returns message that is not one; dropped", "message", m.ID, "error", err)
-		return nil
+		return nil, nil
 	}
 	// A write that loses to the completed webhook's (or a check's) is read again: the instance
-	// is then given back, and is offered here.
+	// is then given back, and is taken back here.
 	for range 3 {
-		again, err := x.returnOnce(ctx, r)
+		again, b, err := x.returnOnce(ctx, r)
 		if !again {
-			return err
+			if b != nil {
+				b.msg = m.ID
+			}
+			return b, err
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// back is what a return leaves to its batch's wakes: an instance back in its pool, idle and
+// wiped (in), or the room one that ended left (in nil). msg is the return's message, delivered
+// again should the instance be neither handed on nor offered.
+type back struct {
+	msg string
+	doc *pooldoc.Document
+	in  *state.Instance
 }
 
 // returnOnce acts on a return as the item now says; it reports whether its write lost and the
 // item should be read again.
-func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error) {
+func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, *back, error) {
 	it, err := x.d.Pool.Store.Get(ctx, r.InstanceID)
 	if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrBadItem) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	doc, err := x.pool(ctx, it.Pool)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	holds := it.RunID == r.Key && serving(it.State)
 	gaveBack := it.State == state.Idle && it.RunID == "" && it.LastRunID == r.Key
@@ -57,13 +71,13 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 	case holds && noRunner:
 		// The agent could not start the job's runner (it cleaned up first): the instance goes
 		// back, counted (retired at the second failure in a row), and the job gets another.
-		return false, x.notStarted(ctx, it, doc, r.Key)
+		return false, nil, x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
 		res := x.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
-		if res.Err == nil {
-			x.wake(ctx, doc) // room to create one
+		if res.Err != nil {
+			return false, nil, res.Err
 		}
-		return false, res.Err
+		return false, &back{doc: doc}, nil // room to create one
 	case holds && wiped:
 		if r.Lost && it.RunnerID != 0 && it.Installation != 0 {
 			// The runner died with the agent mid-job: GitHub still lists it.
@@ -71,18 +85,90 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, error
 				x.d.Log.Warn("delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
 			}
 		}
-		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + names.Describe(r.Key)})
+		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Wiped: true,
+			Reason: "its agent finished " + names.Describe(r.Key)})
 		if errors.Is(err, state.ErrConflict) {
-			return true, nil
+			return true, nil, nil
 		}
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
-		return false, x.offerAndWake(ctx, doc, out)
+		return false, &back{doc: doc, in: out}, nil
 	case gaveBack && wiped:
-		return false, x.offerAndWake(ctx, doc, it)
+		return false, &back{doc: doc, in: it}, nil
 	}
-	return false, nil
+	return false, nil, nil
+}
+
+// comeBack takes back into their pools what a batch's returns brought: each instance is handed
+// straight to a job waiting for room in its pool (wake), or else offered; one its pool may not
+// have again is retired, and the room it leaves, like an ended instance's, goes to a waiting
+// job. It returns the ids of the returns to deliver again (an instance neither handed on nor
+// offered).
+func (x *Dispatcher) comeBack(ctx context.Context, backs []back) []string {
+	byPool := map[string][]back{}
+	for _, b := range backs {
+		byPool[b.doc.Name] = append(byPool[b.doc.Name], b)
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+		wg     sync.WaitGroup
+	)
+	for _, list := range byPool {
+		wg.Go(func() {
+			ids := x.comeBackTo(ctx, list)
+			mu.Lock()
+			failed = append(failed, ids...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+// comeBackTo is comeBack for one pool's returns.
+func (x *Dispatcher) comeBackTo(ctx context.Context, list []back) []string {
+	doc := list[0].doc
+	var (
+		ins    []*state.Instance
+		rooms  int
+		failed []string
+	)
+	msgOf := map[string]string{}
+	for _, b := range list {
+		switch {
+		case b.in == nil:
+			rooms++
+		case pool.NotReusable(b.in, doc) != "":
+			if err := x.offer(ctx, doc, b.in); err != nil { // retires it
+				x.d.Log.Error("retire an instance back that its pool may not have again", "instance", b.in.ID, "error", err)
+				failed = append(failed, b.msg)
+				continue
+			}
+			rooms++
+		default:
+			ins = append(ins, b.in)
+			msgOf[b.in.ID] = b.msg
+		}
+	}
+	start := x.d.Now()
+	took := x.wake(ctx, doc, ins, rooms)
+	var left []*state.Instance
+	for _, in := range ins {
+		if !took[in.ID] {
+			left = append(left, in)
+		}
+	}
+	if err := x.d.Pool.Offer(ctx, left...); err != nil {
+		x.d.Log.Error("offer instances back in the pool; their returns come again", "pool", doc.Name, "instances", len(left), "error", err)
+		for _, in := range left {
+			failed = append(failed, msgOf[in.ID])
+		}
+	}
+	x.d.Log.Info("instances back in the pool", "pool", doc.Name, "handedOn", len(took), "offered", len(left), "rooms", rooms,
+		"ms", x.d.Now().Sub(start).Milliseconds())
+	return failed
 }
 
 // offer offers an instance that has served a job to its pool, or retires it when its item or its
@@ -96,16 +182,6 @@ func (x *Dispatcher) offer(ctx context.Context, doc *pooldoc.Document, it *state
 		}
 	}
 	return res.Err
-}
-
-// offerAndWake offers an instance back to its pool, then wakes the job that has waited longest
-// for room in it: the instance (or, retired, the room it leaves) is that job's.
-func (x *Dispatcher) offerAndWake(ctx context.Context, doc *pooldoc.Document, it *state.Instance) error {
-	if err := x.offer(ctx, doc, it); err != nil {
-		return err
-	}
-	x.wake(ctx, doc)
-	return nil
 }
 
 // notStarted gives back an instance whose agent could not start its job's runner, and places the

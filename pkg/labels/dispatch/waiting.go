@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
@@ -19,7 +20,7 @@ const (
 	// waitRetryFirst and waitRetryMax pace a waiting job's own tries: they cover room that
 	// appears without an instance coming back here (one that ends, another pool's under the
 	// stack's cap), so they need not be frequent.
-	waitRetryFirst = 5 * time.Second
+	waitRetryFirst = 15 * time.Second
 	waitRetryMax   = 2 * time.Minute
 	// MaxWait is how long a job waits for room before it is given up (JobsFailed): GitHub keeps
 	// it queued for a day, but an hour without room means the cap is wrong, and someone must be
@@ -114,45 +115,148 @@ func (x *Dispatcher) putBack(ctx context.Context, queued []queuedJob, failed []s
 	}
 }
 
-// wakeLook bounds how many waiters one wake looks at for a job still to place: one that was
-// cancelled meanwhile is skipped.
-const wakeLook = 3
+// wakeLook is how many waiters past those it needs a wake reads (oldest first): for ones an
+// instance back in the pool may serve (its reuse scope lets only some repositories have it), and
+// past those cancelled or taken meanwhile. wakeRounds bounds its reads, for instances whose
+// waiters another wake took first.
+const (
+	wakeLook   = 10
+	wakeRounds = 3
+)
 
-// wake places the job that has waited longest for room in doc's pool, if any: an instance just
-// came back to the pool (or ended), and the pool stays work-conserving. A job that cannot be
-// placed after all goes back on the waiters.
-func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document) {
+// wake places the jobs that have waited longest for room in doc's pool: instances came back to
+// the pool (ins: idle, on no queue yet) or ended (rooms: room to create one each), and the pool
+// stays work-conserving. Each instance back goes to the oldest waiting job it may serve, claimed
+// with no queue between them (an offer would race every other claim, and the job would find the
+// cap). It returns the ids of the instances it handed on; the others are the caller's to offer.
+// A job that cannot be placed after all goes back on the waiters.
+func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document, ins []*state.Instance, rooms int) map[string]bool {
+	took := map[string]bool{}
 	if !doc.Capped() {
-		return
+		return took
 	}
-	ws, err := x.d.Waiting.Waiters(ctx, doc.Name, wakeLook)
-	if err != nil {
-		x.d.Log.Warn("read the jobs waiting for room; their own tries place them", "pool", doc.Name, "error", err)
-		return
-	}
-	for _, w := range ws {
-		taken, ok, err := x.d.Waiting.TakeWaiter(ctx, doc.Name, w.Key, state.AnyRound)
-		if err != nil || !ok {
-			continue // someone else woke it, or its own try took it
-		}
-		msg, err := jobs.Parse(taken.Body)
-		if err != nil {
-			x.d.Log.Error("a waiting job's message that is not one; dropped", "pool", doc.Name, "job", w.Key, "error", err)
-			continue
-		}
-		q := queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: taken.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
-			round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
-		needed := x.unplaced(ctx, []queuedJob{q})
-		if len(needed) == 0 {
-			continue // cancelled: the next one
-		}
-		x.d.Log.Info("an instance came back: the longest waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
-			"waited", x.d.Now().Sub(taken.Since).Round(time.Millisecond))
-		if failed := x.placeNeeded(ctx, needed); len(failed) > 0 {
-			if err := x.d.Waiting.AddWaiter(ctx, taken); err != nil {
-				x.d.Log.Error("put a woken job back on the waiters; its own try places it", "job", w.Key, "error", err)
+	tried := map[string]bool{}
+	for round := 0; round < wakeRounds; round++ {
+		var left []*state.Instance
+		for _, in := range ins {
+			if !took[in.ID] {
+				left = append(left, in)
 			}
 		}
-		return
+		if len(left) == 0 && rooms == 0 {
+			break
+		}
+		ws, err := x.d.Waiting.Waiters(ctx, doc.Name, min(len(tried)+len(left)+rooms+wakeLook, 100))
+		if err != nil {
+			x.d.Log.Warn("read the jobs waiting for room; their own tries place them", "pool", doc.Name, "error", err)
+			break
+		}
+		ws = slices.DeleteFunc(ws, func(w state.Waiter) bool { return tried[w.Key] })
+		chosen := chooseWaiters(doc, ws, left, rooms)
+		if len(chosen) == 0 {
+			break
+		}
+		rooms = 0 // a room goes to one waiter, once
+		for _, w := range chosen {
+			tried[w.Key] = true
+		}
+		taken := x.takeWaiters(ctx, doc, chosen)
+		if len(taken) == 0 {
+			continue
+		}
+		qs := make([]queuedJob, 0, len(taken))
+		byMsg := map[string]state.Waiter{}
+		for _, w := range taken {
+			msg, err := jobs.Parse(w.Body)
+			if err != nil {
+				x.d.Log.Error("a waiting job's message that is not one; dropped", "pool", doc.Name, "job", w.Key, "error", err)
+				continue
+			}
+			q := queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: w.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
+				round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
+			qs = append(qs, q)
+			byMsg[q.msg.ID] = w
+			x.d.Log.Info("room in the pool: a waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
+				"waited", x.d.Now().Sub(w.Since).Round(time.Millisecond))
+		}
+		needed := x.unplaced(ctx, qs)
+		if len(needed) == 0 {
+			continue // cancelled meanwhile: the next ones
+		}
+		failed, gave := x.placeInPool(ctx, doc, doc.Name, needed, &waking{given: left})
+		for _, id := range failed {
+			if err := x.d.Waiting.AddWaiter(ctx, byMsg[id]); err != nil {
+				x.d.Log.Error("put a woken job back on the waiters; its own try places it", "job", byMsg[id].Key, "error", err)
+			}
+		}
+		for id := range gave {
+			took[id] = true
+		}
 	}
+	return took
+}
+
+// waking is what a wake places its jobs with: the idle instances back in the pool, on no queue,
+// that they are given first.
+type waking struct {
+	given []*state.Instance
+}
+
+// chooseWaiters picks, of ws (oldest first), the oldest each instance of ins may serve (its
+// pool's reuse scope and the repositories it served decide), then rooms more of the oldest left.
+func chooseWaiters(doc *pooldoc.Document, ws []state.Waiter, ins []*state.Instance, rooms int) []state.Waiter {
+	repos := make([]string, len(ws))
+	for i, w := range ws {
+		if msg, err := jobs.Parse(w.Body); err == nil {
+			repos[i] = msg.Job.Repo
+		}
+	}
+	used := make([]bool, len(ws))
+	var out []state.Waiter
+	for _, in := range ins {
+		for i := range ws {
+			if !used[i] && state.Reusable(doc.Reuse, in.ServedRepos, repos[i]) {
+				used[i] = true
+				out = append(out, ws[i])
+				break
+			}
+		}
+	}
+	for i := range ws {
+		if rooms == 0 {
+			break
+		}
+		if !used[i] {
+			used[i] = true
+			out = append(out, ws[i])
+			rooms--
+		}
+	}
+	return out
+}
+
+// takeWaiters takes the waiters ws off doc's pool's waiters, at once, and returns those it took:
+// another wake, or a job's own try, may have taken some first.
+func (x *Dispatcher) takeWaiters(ctx context.Context, doc *pooldoc.Document, ws []state.Waiter) []state.Waiter {
+	out := make([]*state.Waiter, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() {
+			taken, ok, err := x.d.Waiting.TakeWaiter(ctx, doc.Name, w.Key, state.AnyRound)
+			if err != nil {
+				x.d.Log.Warn("take a job off the waiters; its own try places it", "pool", doc.Name, "job", w.Key, "error", err)
+			}
+			if ok {
+				out[i] = &taken
+			}
+		})
+	}
+	wg.Wait()
+	var taken []state.Waiter
+	for _, w := range out {
+		if w != nil {
+			taken = append(taken, *w)
+		}
+	}
+	return taken
 }
