@@ -134,6 +134,20 @@ func (w *fakeWorld) holderOf(key string) *state.Instance {
 	return w.Store.Item(id)
 }
 
+// finish ends job (of repo) on the instance it holds, as GitHub and the agent do: its completed
+// webhook, then the agent's DEREGISTERED; it returns the agent's return, for the test to hand in.
+func (w *fakeWorld) finish(it *state.Instance, job int64, repo string) jobs.Return {
+	w.t.Helper()
+	j := w.job(job, repo)
+	j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
+	require.Empty(w.t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
+	require.Eventually(w.t, func() bool {
+		cur := w.Store.Item(it.ID)
+		return cur.SignalFor(state.SignalDeregistered, it.RunID, cur.Version)
+	}, 10*time.Second, 10*time.Millisecond)
+	return jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}
+}
+
 // checks returns the checks the dispatcher sent itself.
 func (w *fakeWorld) sent(kind jobs.Kind) []jobs.Message {
 	w.t.Helper()
@@ -679,14 +693,7 @@ func TestFakeWaitsForRoom(t *testing.T) {
 
 	// The first job ends and its instance comes back: the oldest waiting job gets it.
 	first := w.holder(71)
-	j := w.job(71, "")
-	j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(first.ID, first.RunID), "success"
-	require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
-	require.Eventually(t, func() bool {
-		it := w.Store.Item(first.ID)
-		return it.SignalFor(state.SignalDeregistered, first.RunID, it.Version)
-	}, 10*time.Second, 10*time.Millisecond)
-	require.Empty(t, w.ret(jobs.Return{InstanceID: first.ID, Key: first.RunID, Version: first.Version}))
+	require.Empty(t, w.ret(w.finish(first, 71, "")))
 	oldest := w.Store.Item(first.ID).RunID
 	require.Contains(t, keys, oldest, "the instance that came back serves a job that waited (the longest: they all began at once)")
 	require.Empty(t, w.Offered(t), "handed to the waiting job, never offered")
@@ -757,18 +764,7 @@ func TestFakeComeBackFitsReuse(t *testing.T) {
 	require.Len(t, waiting, 2)
 	require.Equal(t, names.JobKey(82, 0), waiting[0].Key, "acme/web's job has waited longest")
 
-	back := func(it *state.Instance, job int64, repo string) {
-		t.Helper()
-		j := w.job(job, repo)
-		j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
-		require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
-		require.Eventually(t, func() bool {
-			cur := w.Store.Item(it.ID)
-			return cur.SignalFor(state.SignalDeregistered, it.RunID, cur.Version)
-		}, 10*time.Second, 10*time.Millisecond)
-		require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
-	}
-	back(it, 81, "")
+	require.Empty(t, w.ret(w.finish(it, 81, "")))
 	require.Equal(t, names.JobKey(83, 0), w.Store.Item(it.ID).RunID, "octo/app's instance serves octo/app's waiting job")
 	require.Empty(t, w.Offered(t))
 	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
@@ -777,7 +773,7 @@ func TestFakeComeBackFitsReuse(t *testing.T) {
 	require.Equal(t, names.JobKey(82, 0), waiting[0].Key, "acme/web's job still waits: its own tries, or room, place it")
 
 	it = w.holder(83)
-	back(it, 83, "")
+	require.Empty(t, w.ret(w.finish(it, 83, "")))
 	require.Equal(t, state.Idle, w.Store.Item(it.ID).State)
 	require.Equal(t, []string{it.ID}, w.Offered(t), "no job it may serve waits: offered")
 }
@@ -833,14 +829,7 @@ func TestFakeReturnsHandedOnTogether(t *testing.T) {
 		}
 		it := w.holder(id)
 		held = append(held, it)
-		j := w.job(id, "")
-		j.RunnerName, j.Conclusion = state.RunnerNamesOf(fake.Stack).Name(it.ID, it.RunID), "success"
-		require.Empty(t, w.handle(jobs.Message{Kind: jobs.KindCompleted, Job: j}))
-		require.Eventually(t, func() bool {
-			cur := w.Store.Item(it.ID)
-			return cur.SignalFor(state.SignalDeregistered, it.RunID, cur.Version)
-		}, 10*time.Second, 10*time.Millisecond)
-		body, err := jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}.Encode()
+		body, err := w.finish(it, id, "").Encode()
 		require.NoError(t, err)
 		batch = append(batch, dispatch.Message{ID: "r-" + it.ID, Body: body, Source: dispatch.FromReturns, Receives: 1})
 	}

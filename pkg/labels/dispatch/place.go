@@ -81,9 +81,18 @@ func (x *Dispatcher) placeNeeded(ctx context.Context, queued []queuedJob) []stri
 		x.d.Log.Error("read the stack's pool documents; the batch's jobs wait", "jobs", len(queued), "error", err)
 		return messageIDs(queued)
 	}
-	byPool := map[string][]queuedJob{}
-	for _, q := range queued {
-		byPool[q.job.Pool] = append(byPool[q.job.Pool], q)
+	return eachPool(queued, func(q queuedJob) string { return q.job.Pool }, func(name string, list []queuedJob) []string {
+		ids, _ := x.placeInPool(ctx, stack.Pool(name), name, list, nil)
+		return ids
+	})
+}
+
+// eachPool runs do for each pool's share of items, the pools at once, and returns the message ids
+// they all failed.
+func eachPool[T any](items []T, poolOf func(T) string, do func(pool string, list []T) []string) []string {
+	byPool := map[string][]T{}
+	for _, it := range items {
+		byPool[poolOf(it)] = append(byPool[poolOf(it)], it)
 	}
 	var (
 		mu     sync.Mutex
@@ -92,7 +101,7 @@ func (x *Dispatcher) placeNeeded(ctx context.Context, queued []queuedJob) []stri
 	)
 	for name, list := range byPool {
 		wg.Go(func() {
-			ids, _ := x.placeInPool(ctx, stack.Pool(name), name, list, nil)
+			ids := do(name, list)
 			mu.Lock()
 			failed = append(failed, ids...)
 			mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
@@ -106,25 +105,9 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, *back
 // job. It returns the ids of the returns to deliver again (an instance neither handed on nor
 // offered).
 func (x *Dispatcher) comeBack(ctx context.Context, backs []back) []string {
-	byPool := map[string][]back{}
-	for _, b := range backs {
-		byPool[b.doc.Name] = append(byPool[b.doc.Name], b)
-	}
-	var (
-		mu     sync.Mutex
-		failed []string
-		wg     sync.WaitGroup
-	)
-	for _, list := range byPool {
-		wg.Go(func() {
-			ids := x.comeBackTo(ctx, list)
-			mu.Lock()
-			failed = append(failed, ids...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return failed
+	return eachPool(backs, func(b back) string { return b.doc.Name }, func(_ string, list []back) []string {
+		return x.comeBackTo(ctx, list)
+	})
 }
 
 // comeBackTo is comeBack for one pool's returns.
