@@ -143,7 +143,7 @@ type Acquired struct {
 	CapErr error
 	// Room is how many more instances the cap had room for when this creation counted, under
 	// its lease, beyond those it created: the door may ask for that many more at once (0 when
-	// uncapped, or when nothing was created).
+	// uncapped, when nothing was counted, or when the launch failed).
 	Room int
 	// ClaimErr is why the pool could not be read or a claim failed (the rest was created);
 	// StartErr, why the stopped instances could not be started; CreateErr, why instances could
@@ -333,9 +333,13 @@ func (a *acquiring) create(ctx context.Context) {
 		return
 	}
 	defer release() // once what was launched is recorded, for the next creation to count
-	if doc.Capped() {
-		a.out.Room = max(capacity.Left-len(slots), 0)
-	}
+	defer func() {
+		// The room left is the count's, less what was launched; a launch that failed leaves none
+		// to report (the next creation would fail the same way).
+		if doc.Capped() && a.out.CreateErr == nil {
+			a.out.Room = max(capacity.Left-len(a.out.Created), 0)
+		}
+	}()
 	if capacity.Allowed < len(slots) {
 		a.out.Capped, a.out.CapErr = len(slots)-capacity.Allowed, capacity.Err(len(slots))
 		slots = slots[:capacity.Allowed]

@@ -24,9 +24,6 @@ type Back struct {
 	// (state.Change.Unacknowledged); RegisterFailed counts a failed registration
 	// (state.Change.RegisterFailed).
 	Unacknowledged, RegisterFailed bool
-	// Wiped says its agent has ended the run and wiped the instance already (it signalled
-	// DEREGISTERED and said so): there is nothing to stop, and no doorbell is rung.
-	Wiped bool
 }
 
 // ToIdle moves one instance to idle, conditional on its state, version and run as given, with its
@@ -63,7 +60,7 @@ func (p *Pool) ToIdleAll(ctx context.Context, backs []Back) []state.Written {
 	for i, b := range backs {
 		// The doorbell rung is the one the pool names, never the item's own: whoever may write
 		// items could rewrite that.
-		if out[i].Err == nil && out[i].Item.Bell != "" && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged && !b.Wiped {
+		if out[i].Err == nil && out[i].Item.Bell != "" && (b.Instance.State != state.Created || b.RunID != "") && !b.Unacknowledged {
 			bells = append(bells, p.Bells.URL(out[i].Item.ID))
 		}
 	}

@@ -391,6 +391,17 @@ func (s *Store) Waiters(_ context.Context, pool string, limit int) ([]state.Wait
 	return out[:min(limit, len(out))], nil
 }
 
+// IsWaiting reports whether pool's job key is on its waiters.
+func (s *Store) IsWaiting(_ context.Context, pool, key string) (bool, error) {
+	if err := s.call("IsWaiting"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.waiters[pool+"/"+key]
+	return ok, nil
+}
+
 // TakeWaiter removes and returns a waiter of round (state.AnyRound: any); ok false when there was
 // none.
 func (s *Store) TakeWaiter(_ context.Context, pool, key string, round int) (state.Waiter, bool, error) {

@@ -99,6 +99,16 @@ func (s *Store) Waiters(ctx context.Context, pool string, limit int) ([]Waiter, 
 	return out, nil
 }
 
+// IsWaiting reports whether pool's job key is on its waiters (a consistent read).
+func (s *Store) IsWaiting(ctx context.Context, pool, key string) (bool, error) {
+	res, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: waiterKey(pool, key), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("#k"), ExpressionAttributeNames: map[string]string{"#k": AttrARN}})
+	if err != nil {
+		return false, fmt.Errorf("read whether job %s waits in pool %s: %w", key, pool, err)
+	}
+	return len(res.Item) > 0, nil
+}
+
 // AnyRound takes a waiter whatever its round (TakeWaiter).
 const AnyRound = -1
 

@@ -143,6 +143,7 @@ type Waiting interface {
 	AddWaiter(ctx context.Context, w state.Waiter) error
 	Waiters(ctx context.Context, pool string, limit int) ([]state.Waiter, error)
 	TakeWaiter(ctx context.Context, pool, key string, round int) (state.Waiter, bool, error)
+	IsWaiting(ctx context.Context, pool, key string) (bool, error)
 }
 
 // Pools reads the stack's pool documents (pooldoc.Cache).

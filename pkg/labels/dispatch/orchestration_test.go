@@ -845,3 +845,35 @@ func TestFakeReturnsHandedOnTogether(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, left)
 }
+
+// TestFakeWokenJobNotLost: a job a wake takes off the waiters whose placement then fails (GitHub
+// cannot make its runner) waits again, with a try of its own of the next round, and the instance
+// that came back is offered: neither is lost.
+func TestFakeWokenJobNotLost(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 1 })
+	require.Empty(t, w.handle(queued(w.job(41, ""), w.job(42, ""))...))
+	waiting, err := w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1)
+	waiter, _, _ := names.ParseJobKey(waiting[0].Key)
+	it := w.holder(41 + 42 - waiter)
+	w.sent(jobs.KindQueued) // drain the first tries
+	ret := w.finish(it, 41+42-waiter, "")
+	w.GitHub.Inject("GenerateJITConfig", fake.GitHubError(http.StatusBadGateway, "Server Error"))
+	require.Empty(t, w.ret(ret))
+
+	require.Equal(t, []string{it.ID}, w.Offered(t), "the instance is offered")
+	waiting, err = w.Store.Waiters(context.Background(), "linux", 10)
+	require.NoError(t, err)
+	require.Len(t, waiting, 1, "the job waits again")
+	require.Equal(t, names.JobKey(waiter, 0), waiting[0].Key)
+	require.Equal(t, 2, waiting[0].Round)
+	var tries []jobs.Message
+	for _, m := range w.sent(jobs.KindQueued) {
+		if m.Job.ID == waiter && m.Round == 2 {
+			tries = append(tries, m)
+		}
+	}
+	require.Len(t, tries, 1, "with a try of its own")
+}

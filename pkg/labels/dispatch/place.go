@@ -82,7 +82,7 @@ func (x *Dispatcher) placeNeeded(ctx context.Context, queued []queuedJob) []stri
 		return messageIDs(queued)
 	}
 	return eachPool(queued, func(q queuedJob) string { return q.job.Pool }, func(name string, list []queuedJob) []string {
-		ids, _ := x.placeInPool(ctx, stack.Pool(name), name, list, nil)
+		ids, _, _ := x.placeInPool(ctx, stack.Pool(name), name, list, nil)
 		return ids
 	})
 }
@@ -171,17 +171,18 @@ func (x *Dispatcher) holder(ctx context.Context, key string) (*state.Instance, e
 // placeInPool places one pool's jobs: claims for each repository's jobs, then one CreateFleet for
 // all that are left. It returns the ids of the messages whose jobs could not be placed. woken,
 // for jobs a wake took off the waiters, holds the idle instances just back in the pool (on no
-// queue) that are claimed first, and the ids of those claimed are returned (the others are the
-// caller's to offer); the jobs of a wake wait their turn at the cap's lease (they were woken to
-// use the room), where others wait for room with the waiters.
-func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob, woken *waking) ([]string, map[string]bool) {
+// queue) that are claimed first; the ids of those claimed are returned (the others are the
+// caller's to offer), and the room the creation left, for the wake to hand on. Jobs of a wake,
+// and jobs that have waited, wait their turn at the cap's lease; a batch of new jobs does not
+// (it waits for room with the waiters), and the room its creation leaves wakes waiting jobs.
+func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, name string, list []queuedJob, woken *waking) ([]string, map[string]bool, int) {
 	if doc == nil || doc.Jobs == nil {
 		for _, q := range list {
 			x.d.Log.Error("job routed to a pool that serves no label-routed jobs (any more); dropped", "job", q.job.ID,
 				"repository", q.job.Repo, "pool", name)
 		}
 		x.count(name, "JobsFailed", len(list))
-		return nil, nil
+		return nil, nil, 0
 	}
 	// The webhook function routed each job and checked its repository and installation; the
 	// pools may have changed since, and a job is placed only where its pool admits it now.
@@ -196,18 +197,18 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		return true
 	})
 	if len(list) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
 	if err := x.d.Pool.Resolve(ctx, doc); err != nil {
 		x.d.Log.Error("the pool's instance types cannot be resolved; its jobs wait", "pool", name, "error", err)
-		return messageIDs(list), nil
+		return messageIDs(list), nil, 0
 	}
 	start := x.d.Now()
 	placed, acq, err := x.acquire(ctx, doc, list, woken)
 	acquired := x.d.Now().Sub(start)
 	if err != nil {
 		x.d.Log.Error("acquire instances for jobs", "pool", name, "jobs", len(list), "error", err)
-		return messageIDs(list), nil
+		return messageIDs(list), nil, 0
 	}
 	switch {
 	case acq.ClaimErr != nil:
@@ -246,7 +247,7 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 		x.d.Log.Error("job not placed; it is tried again", "job", q.job.ID, "repository", q.job.Repo, "pool", name,
 			"receives", q.msg.Receives)
 	}
-	if acq.Room > 0 {
+	if acq.Room > 0 && woken == nil {
 		// The cap had room to spare when this creation counted: jobs that waited for it (or
 		// for this creation's turn) are placed in it now.
 		x.wake(ctx, doc, nil, acq.Room)
@@ -257,7 +258,7 @@ func (x *Dispatcher) placeInPool(ctx context.Context, doc *pooldoc.Document, nam
 	x.d.Log.Info("jobs placed", "pool", name, "jobs", len(list), "reused", reused, "created", len(placed)-reused,
 		"failed", len(failed), "ms", x.d.Now().Sub(start).Milliseconds(), "claimMs", acq.ClaimTook.Milliseconds(),
 		"createMs", acq.CreateTook.Milliseconds(), "acquiredMs", acquired.Milliseconds())
-	return append(again, messageIDs(failed)...), took
+	return append(again, messageIDs(failed)...), took, acq.Room
 }
 
 // acquire asks the pool for an instance per job: one group per repository, whose reuse scope
@@ -324,7 +325,7 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 		// A job does not hold its batch while another creation counts against the cap: it waits
 		// for room with the others, and that creation wakes them to the room it leaves.
 		Launch: pool.Launch{Token: createToken(doc.Name, list), Deadline: now.Add(x.cfg.CreateWait), Reason: "created for label-routed jobs",
-			NoWait: woken == nil},
+			NoWait: woken == nil && !slices.ContainsFunc(list, queuedJob.waited)},
 		// The claim's deadline leaves the job's check a whole claimed timeout to act first: the
 		// check removes a waiting runner from GitHub, which refresh, expiring the claim, cannot.
 		ClaimDeadline: now.Add(x.bound(doc) + doc.Timeout(state.Claimed)),

@@ -84,8 +84,7 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, *back
 				x.d.Log.Warn("delete the runner an agent lost", "instance", it.ID, "runner", it.RunnerID, "error", err)
 			}
 		}
-		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Wiped: true,
-			Reason: "its agent finished " + names.Describe(r.Key)})
+		out, err := x.d.Pool.ToIdle(ctx, pool.Back{Instance: *it, Idle: doc.Timeout(state.Idle), RunID: r.Key, Reason: "its agent finished " + names.Describe(r.Key)})
 		if errors.Is(err, state.ErrConflict) {
 			return true, nil, nil
 		}
@@ -119,7 +118,7 @@ func (x *Dispatcher) comeBackTo(ctx context.Context, list []back) []string {
 		failed []string
 	)
 	msgOf := map[string]string{}
-	for _, b := range list {
+	for _, b := range dedupe(list) {
 		switch {
 		case b.in == nil:
 			rooms++
@@ -136,7 +135,7 @@ func (x *Dispatcher) comeBackTo(ctx context.Context, list []back) []string {
 		}
 	}
 	start := x.d.Now()
-	took := x.wake(ctx, doc, ins, rooms)
+	took, spare := x.wake(ctx, doc, ins, 0)
 	var left []*state.Instance
 	for _, in := range ins {
 		if !took[in.ID] {
@@ -151,7 +150,34 @@ func (x *Dispatcher) comeBackTo(ctx context.Context, list []back) []string {
 	}
 	x.d.Log.Info("instances back in the pool", "pool", doc.Name, "handedOn", len(took), "offered", len(left), "rooms", rooms,
 		"ms", x.d.Now().Sub(start).Milliseconds())
+	// Room goes to waiting jobs once the instances not handed on are offered: a creation for
+	// them may take a while, and the offers are for anyone.
+	if rooms+spare > 0 {
+		x.wake(ctx, doc, nil, rooms+spare)
+	}
 	return failed
+}
+
+// dedupe keeps one back per instance, the newest (a return delivered twice, or forged for
+// another instance, must not wake a job for each copy), and every room.
+func dedupe(list []back) []back {
+	out := list[:0:0]
+	at := map[string]int{}
+	for _, b := range list {
+		if b.in == nil {
+			out = append(out, b)
+			continue
+		}
+		if i, ok := at[b.in.ID]; ok {
+			if b.in.Version > out[i].in.Version {
+				out[i] = b
+			}
+			continue
+		}
+		at[b.in.ID] = len(out)
+		out = append(out, b)
+	}
+	return out
 }
 
 // offer offers an instance that has served a job to its pool, or retires it when its item or its

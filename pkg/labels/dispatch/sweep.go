@@ -505,7 +505,6 @@ func (x *Dispatcher) admitMissing(ctx context.Context, now time.Time, router *jo
 func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob, recorded map[int64]string) (int, error) {
 	n := 0
 	var errs []error
-	waiting := map[string]bool{} // pool → it has jobs waiting for room, read once a sweep
 	for _, f := range found {
 		body, ok := recorded[f.job.ID]
 		if !ok || !f.queued {
@@ -523,27 +522,20 @@ func (x *Dispatcher) rescue(ctx context.Context, now time.Time, found []sweptJob
 		if now.Sub(f.created) < x.cfg.MissingAfter+x.bound(doc) {
 			continue
 		}
-		// A pool with jobs waiting for room is at its cap: a job there waits its turn (wake), and a
-		// placement made now would only wait with it.
-		has, read := waiting[doc.Name]
-		if !read {
-			ws, err := x.d.Waiting.Waiters(ctx, doc.Name, 1)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			has = len(ws) > 0
-			waiting[doc.Name] = has
-		}
-		if has {
-			continue
-		}
 		latest, held, err := x.keysOf(ctx, f.job.ID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if held {
+			continue
+		}
+		// A job waiting for room waits its turn (a wake or its own try places it). One a wake took
+		// off the waiters and then lost (its invocation died) is on neither: it is placed again.
+		if waits, err := x.d.Waiting.IsWaiting(ctx, doc.Name, latest); err != nil || waits {
+			if err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		x.d.Log.Warn("a job queued with no instance and no runner on its way: placed again", "job", f.job.ID, "repository", msg.Job.Repo,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapi"
 )
 
@@ -182,4 +183,16 @@ func TestFakeSweepRescuesStrandedJobs(t *testing.T) {
 	sends := w.SQS.Calls("SendMessageBatch")
 	w.sweep()
 	require.Equal(t, sends, w.SQS.Calls("SendMessageBatch"), "j600r1 waits on the waiters: not placed again")
+
+	// A wake took j600r1 off the waiters and died before placing it: the next sweep places it.
+	_, ok, err := w.Store.TakeWaiter(context.Background(), "linux", "j600r1", state.AnyRound)
+	require.NoError(t, err)
+	require.True(t, ok)
+	w.now = w.now.Add(5 * time.Minute)
+	w.sweep()
+	var keys []string
+	for _, m := range w.sent(jobs.KindQueued) {
+		keys = append(keys, m.Job.Key())
+	}
+	require.Contains(t, keys, "j600r2", "placed again: on no waiter and held by no instance")
 }

@@ -128,12 +128,14 @@ const (
 // the pool (ins: idle, on no queue yet) or ended (rooms: room to create one each), and the pool
 // stays work-conserving. Each instance back goes to the oldest waiting job it may serve, claimed
 // with no queue between them (an offer would race every other claim, and the job would find the
-// cap). It returns the ids of the instances it handed on; the others are the caller's to offer.
-// A job that cannot be placed after all goes back on the waiters.
-func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document, ins []*state.Instance, rooms int) map[string]bool {
-	took := map[string]bool{}
+// cap). It returns the ids of the instances it handed on (the others are the caller's to offer)
+// and the room its creations left unused (the caller's to hand to waiting jobs in turn: a wake
+// never wakes another itself). A job it took off the waiters and could not place waits again,
+// with a try of its own.
+func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document, ins []*state.Instance, rooms int) (map[string]bool, int) {
+	took, spare := map[string]bool{}, 0
 	if !doc.Capped() {
-		return took
+		return took, 0
 	}
 	tried := map[string]bool{}
 	for round := 0; round < wakeRounds; round++ {
@@ -156,44 +158,66 @@ func (x *Dispatcher) wake(ctx context.Context, doc *pooldoc.Document, ins []*sta
 		if len(chosen) == 0 {
 			break
 		}
-		rooms = 0 // a room goes to one waiter, once
 		for _, w := range chosen {
 			tried[w.Key] = true
 		}
-		taken := x.takeWaiters(ctx, doc, chosen)
-		if len(taken) == 0 {
-			continue
-		}
-		qs := make([]queuedJob, 0, len(taken))
-		byMsg := map[string]state.Waiter{}
-		for _, w := range taken {
-			msg, err := jobs.Parse(w.Body)
-			if err != nil {
-				x.d.Log.Error("a waiting job's message that is not one; dropped", "pool", doc.Name, "job", w.Key, "error", err)
-				continue
-			}
-			q := queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: w.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
-				round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
-			qs = append(qs, q)
-			byMsg[q.msg.ID] = w
-			x.d.Log.Info("room in the pool: a waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
-				"waited", x.d.Now().Sub(w.Since).Round(time.Millisecond))
-		}
+		qs := x.woken(doc, x.takeWaiters(ctx, doc, chosen))
 		needed := x.unplaced(ctx, qs)
 		if len(needed) == 0 {
-			continue // cancelled meanwhile: the next ones
+			continue // taken or cancelled meanwhile: the next ones
 		}
-		failed, gave := x.placeInPool(ctx, doc, doc.Name, needed, &waking{given: left})
-		for _, id := range failed {
-			if err := x.d.Waiting.AddWaiter(ctx, byMsg[id]); err != nil {
-				x.d.Log.Error("put a woken job back on the waiters; its own try places it", "job", byMsg[id].Key, "error", err)
-			}
-		}
+		rooms = max(rooms-max(len(needed)-len(left), 0), 0) // a room goes to one job, once
+		failed, gave, room := x.placeInPool(ctx, doc, doc.Name, needed, &waking{given: left})
+		x.waitAgain(ctx, doc, needed, failed)
 		for id := range gave {
 			took[id] = true
 		}
+		spare += room
 	}
-	return took
+	return took, spare
+}
+
+// woken turns the waiters a wake took into the jobs to place.
+func (x *Dispatcher) woken(doc *pooldoc.Document, taken []state.Waiter) []queuedJob {
+	qs := make([]queuedJob, 0, len(taken))
+	for _, w := range taken {
+		msg, err := jobs.Parse(w.Body)
+		if err != nil {
+			x.d.Log.Error("a waiting job's message that is not one; dropped", "pool", doc.Name, "job", w.Key, "error", err)
+			x.count(doc.Name, "JobsFailed", 1)
+			continue
+		}
+		qs = append(qs, queuedJob{msg: Message{ID: "waiter/" + w.Key, Body: w.Body, Source: FromJobs, Receives: 1}, job: msg.Job,
+			round: msg.Round, since: msg.WaitingSince, spare: msg.Spare})
+		x.d.Log.Info("room in the pool: a waiting job is placed", "job", msg.Job.ID, "pool", doc.Name,
+			"waited", x.d.Now().Sub(w.Since).Round(time.Millisecond))
+	}
+	return qs
+}
+
+// waitAgain puts back on the waiters, each with a try of its own, the jobs of a wake whose
+// placement failed (failed: their message ids); one that cannot be kept waiting is sent as a
+// queued job afresh, so that no job a wake took is ever lost with it.
+func (x *Dispatcher) waitAgain(ctx context.Context, doc *pooldoc.Document, qs []queuedJob, failed []string) {
+	if len(failed) == 0 {
+		return
+	}
+	var again []queuedJob
+	for _, q := range qs {
+		if slices.Contains(failed, q.msg.ID) {
+			again = append(again, q)
+		}
+	}
+	lost := x.wait(ctx, doc, again)
+	var msgs []jobs.Message
+	for _, q := range again {
+		if slices.Contains(lost, q.msg.ID) {
+			msgs = append(msgs, jobs.Message{Kind: jobs.KindQueued, Job: q.job, Spare: q.spare})
+		}
+	}
+	if err := x.send(ctx, msgs, nil); err != nil {
+		x.d.Log.Error("send woken jobs that could not wait again; the sweep places them", "pool", doc.Name, "jobs", len(msgs), "error", err)
+	}
 }
 
 // waking is what a wake places its jobs with: the idle instances back in the pool, on no queue,
