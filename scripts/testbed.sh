@@ -221,7 +221,7 @@ EOF
 # per instance, so that an agent's end-of-run cleanup (it kills every process of its runner user)
 # never reaches another instance's runner. Created once, idempotently; existing users are left
 # as they are.
-RUNNER_USERS=${RUNNER_USERS:-64}
+RUNNER_USERS=${RUNNER_USERS:-96}
 ensure_runner_users() {
   command -v useradd >/dev/null || die "useradd is missing: the agent runs jobs as unprivileged users"
   [ "$(id -u)" = 0 ] || die "the test bed creates unprivileged users for the agents' runners: run as root"

@@ -46,7 +46,7 @@ var (
 		FaultCycles: 3, FaultIdle: 3,
 	}
 	// fullScale is make test-reliability's. TestRaces cannot have the 50 provisions over 60 idle
-	// instances the suite aims at: the test bed lends each simulated instance one of its 64 runner
+	// instances the suite aims at: the test bed lends each simulated instance one of its 96 runner
 	// users, shared with every test running on the machine (make test-reliability runs two
 	// packages at once, and this package's other tests hold 15 to 20), and on two cores 60 agents
 	// beside 50 provision processes make provisions time out on CPU rather than race. 20

@@ -44,7 +44,7 @@
 //	TestPartitions dead agents       come back after the give-up stay cut off
 //
 // The full form of TestRaces cannot have the 50 provisions over 60 idle instances the suite
-// aims at: every simulated instance holds one of the test bed's 64 runner users (shared with any
+// aims at: every simulated instance holds one of the test bed's 96 runner users (shared with any
 // other test on the machine), and on two cores 60 agents beside 50 provision processes make
 // provisions time out on CPU rather than race; 20 over 28 keeps the users within bounds and
 // every offer contended.
