@@ -152,7 +152,7 @@ func benchBurst(ctx context.Context, cfg benchConfig) ([]Row, error) {
 				burstJobs, burstWarm, burstCap, len(starts), secs(p95))),
 		row("burst: jobs queue → runner registered, warm instance, p95", "s", p95.Seconds(), burstStartP95Target.Seconds(), "p95 ≤ "+secs(burstStartP95Target)),
 		timed("burst: an instance back in the pool idle while jobs wait", idleGaps, burstIdleTarget, true).
-			note(fmt.Sprintf("%d returns while jobs waited: from the agent's DEREGISTERED to its next hand-over (return, offer, wake, runner, doorbell)", len(idleGaps))),
+			note(fmt.Sprintf("%d returns while jobs waited: from the agent's DEREGISTERED to its next hand-over (return, wake, runner, doorbell)", len(idleGaps))),
 		row("burst: all jobs done", "s", done.Seconds(), burstDoneTarget.Seconds(), "≤ "+secs(burstDoneTarget)).
 			note(fmt.Sprintf("%d one-second jobs; %d instances launched, never more than the cap", burstJobs, launched)),
 		row("burst: AWS requests of the control plane", "requests", perJob(aws), burstAWSTarget, fmt.Sprintf("≤ %d", burstAWSTarget)).
