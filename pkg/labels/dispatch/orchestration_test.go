@@ -373,17 +373,29 @@ func TestFakeReturnFirst(t *testing.T) {
 }
 
 // TestFakeReturnFailed: an agent that could not wipe (FAILED) has its instance terminated, never
-// offered.
+// offered, and the job it held, which never started, is placed again at once, once.
 func TestFakeReturnFailed(t *testing.T) {
 	t.Parallel()
 	w := newFakeWorld(t)
 	w.AddIdle(t, fake.Idle{})
 	require.Empty(t, w.handle(queued(w.job(71, ""))...))
+	w.sent(jobs.KindCheck)
+	body, err := jobs.Message{Kind: jobs.KindQueued, Job: w.job(71, "")}.Encode()
+	require.NoError(t, err)
+	_, err = w.Store.RecordEvent(context.Background(), 71, "queued", body) // the webhook's record
+	require.NoError(t, err)
 	it := w.holder(71)
 	require.NoError(t, w.Store.AgentSignal(it.ID, state.Signal{Name: state.SignalFailed, Version: it.Version, At: time.Now(), Log: "cleanup failed"}))
 	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}))
 	require.Equal(t, state.Terminated, w.Store.Item(it.ID).State)
 	require.Empty(t, w.Offered(t))
+	again := w.sent(jobs.KindQueued)
+	require.Len(t, again, 1, "the job it held, not started, is placed again at once")
+	require.Equal(t, "j71r1", again[0].Job.Key())
+	require.Empty(t, w.ret(jobs.Return{InstanceID: it.ID, Key: it.RunID, Version: it.Version}), "a return delivered again")
+	for _, m := range w.sent(jobs.KindQueued) {
+		require.Equal(t, "j71r1", m.Job.Key(), "places nothing more")
+	}
 }
 
 // TestFakeCheck: a runner still waiting at its check is deleted and its instance given back, and

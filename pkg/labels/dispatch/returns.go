@@ -72,6 +72,14 @@ func (x *Dispatcher) returnOnce(ctx context.Context, r jobs.Return) (bool, *back
 		// back, counted (retired at the second failure in a row), and the job gets another.
 		return false, nil, x.notStarted(ctx, it, doc, r.Key)
 	case (holds || gaveBack) && failed:
+		if holds {
+			// Its runner goes with it: the job gets another now, not at its check (placed again
+			// once per lost runner, and not if it has started).
+			made, _, _ := names.ParseJobKey(r.Key)
+			if err := x.redispatch(ctx, made, r.Key, jobs.Job{}); err != nil {
+				return false, nil, err
+			}
+		}
 		res := x.d.Pool.Retire(ctx, []state.Instance{*it}, pool.Because("its agent failed after job "+r.Key+": "+it.SignalLog))
 		if res.Err != nil {
 			return false, nil, res.Err
