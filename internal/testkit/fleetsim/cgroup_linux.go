@@ -22,8 +22,18 @@ import (
 // cgroupSimDir is the directory below the cgroup2 mount holding every simulator's cgroups.
 const cgroupSimDir = "hangar-sim"
 
-// cgroupMountPoint finds the cgroup2 mount in /proc/self/mountinfo.
+// cgroupMountPoint finds the cgroup2 mount.
 func cgroupMountPoint() (string, error) {
+	mount, err := mountPoint(func(fsType string, _ []string) bool { return fsType == "cgroup2" })
+	if err == nil && mount == "" {
+		err = errors.New("no cgroup2 file system is mounted: the agents contain their runs in cgroups v2")
+	}
+	return mount, err
+}
+
+// mountPoint returns the first mount in /proc/self/mountinfo whose file system type and super
+// options match ("" when none does).
+func mountPoint(match func(fsType string, superOptions []string) bool) (string, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
@@ -32,11 +42,34 @@ func cgroupMountPoint() (string, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if fl, fr := strings.Fields(left), strings.Fields(right); ok && len(fl) >= 5 && len(fr) >= 1 && fr[0] == "cgroup2" {
+		fl, fr := strings.Fields(left), strings.Fields(right)
+		if !ok || len(fl) < 5 || len(fr) < 1 {
+			continue
+		}
+		var opts []string
+		if len(fr) >= 3 {
+			opts = strings.Split(fr[2], ",")
+		}
+		if match(fr[0], opts) {
 			return fl[4], nil
 		}
 	}
-	return "", errors.New("no cgroup2 file system is mounted: the agents contain their runs in cgroups v2")
+	return "", sc.Err()
+}
+
+// removeStale removes, with remove, the directories in parent of simulators whose process is
+// gone (named <pid>-<random>).
+func removeStale(parent string, remove func(dir string)) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.SplitN(e.Name(), "-", 2)[0])
+		if err == nil && !processExists(pid) {
+			remove(filepath.Join(parent, e.Name()))
+		}
+	}
 }
 
 // newCgroupBase makes this simulator's cgroup directory, after removing the empty ones of
@@ -50,14 +83,7 @@ func newCgroupBase() (mount, base string, err error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", "", fmt.Errorf("make %s: %w", parent, err)
 	}
-	if entries, err := os.ReadDir(parent); err == nil {
-		for _, e := range entries {
-			pid, err := strconv.Atoi(strings.SplitN(e.Name(), "-", 2)[0])
-			if err == nil && !processExists(pid) {
-				_ = removeCgroupTree(mount, filepath.Join(parent, e.Name()))
-			}
-		}
-	}
+	removeStale(parent, func(dir string) { _ = removeCgroupTree(mount, dir) })
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	base = filepath.Join(parent, fmt.Sprintf("%d-%s", os.Getpid(), hex.EncodeToString(b[:])))

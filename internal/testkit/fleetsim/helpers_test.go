@@ -208,11 +208,14 @@ func (f *fakeEC2) set(id string, state ec2types.InstanceStateName) {
 	f.states[id] = state
 }
 
-func (f *fakeEC2) DescribeInstances(_ context.Context, _ *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
+func (f *fakeEC2) DescribeInstances(_ context.Context, in *ec2.DescribeInstancesInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var insts []ec2types.Instance
 	for id, state := range f.states {
+		if len(in.InstanceIds) > 0 && !slices.Contains(in.InstanceIds, id) {
+			continue
+		}
 		insts = append(insts, ec2types.Instance{
 			InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: state}, InstanceType: ec2types.InstanceTypeC7iLarge,
 			Placement: &ec2types.Placement{AvailabilityZone: aws.String("us-east-1a")},
@@ -220,6 +223,30 @@ func (f *fakeEC2) DescribeInstances(_ context.Context, _ *ec2.DescribeInstancesI
 		})
 	}
 	return &ec2.DescribeInstancesOutput{Reservations: []ec2types.Reservation{{OwnerId: aws.String("123456789012"), Instances: insts}}}, nil
+}
+
+func (f *fakeEC2) DescribeInstanceStatus(_ context.Context, in *ec2.DescribeInstanceStatusInput, _ ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &ec2.DescribeInstanceStatusOutput{}
+	for _, id := range in.InstanceIds {
+		if state, ok := f.states[id]; ok {
+			out.InstanceStatuses = append(out.InstanceStatuses, ec2types.InstanceStatus{InstanceId: aws.String(id), InstanceState: &ec2types.InstanceState{Name: state}})
+		}
+	}
+	return out, nil
+}
+
+// DescribeTags gives every instance's stack tag: all are testStack's.
+func (f *fakeEC2) DescribeTags(_ context.Context, _ *ec2.DescribeTagsInput, _ ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &ec2.DescribeTagsOutput{}
+	for id := range f.states {
+		out.Tags = append(out.Tags, ec2types.TagDescription{ResourceId: aws.String(id), ResourceType: ec2types.ResourceTypeInstance,
+			Key: aws.String(fleet.TagStack), Value: aws.String(testStack)})
+	}
+	return out, nil
 }
 
 func (f *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {

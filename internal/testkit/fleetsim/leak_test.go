@@ -74,13 +74,33 @@ func TestRunThenCancelLeavesNoProcess(t *testing.T) {
 	reapOnFailure(t, dir)
 	sim, err := newTestSimulator(dir, imds, "", newFakeEC2(testInstance), nil)
 	require.NoError(t, err)
+	// Weighed as a benchmark weighs its instances (Config.CPUShares), where the machine can.
+	sim.cfg.CPUShares = 256
+	sim.cpuGroup, err = newCPUGroup(sim.cgroupBase, sim.cfg.CPUShares)
+	require.NoError(t, err)
 	stop := runSim(t, sim)
 	requireTree(t, sim, dir, testInstance)
 	require.Equal(t, []string{testInstance}, sim.Running())
 	require.DirExists(t, filepath.Join(sim.cgroupBase, testInstance), "the instance's cgroup root")
+	if mount, err := cpuMountPoint(); err == nil && mount != "" && sim.cfg.CPUShares > 0 {
+		// The agent and what it started weigh as one process on the CPU (see cpu_linux.go).
+		require.NotEmpty(t, sim.cpuGroup, "a cgroup v1 cpu controller is mounted at %s", mount)
+		procs, err := os.ReadFile(filepath.Join(sim.cpuGroup, "cgroup.procs"))
+		require.NoError(t, err)
+		runner, job := readyPIDs(t, filepath.Join(dir, testInstance))
+		for _, pid := range []int{sim.AgentPID(testInstance), runner, job} {
+			require.Contains(t, strings.Fields(string(procs)), strconv.Itoa(pid), "not in the instances' cpu cgroup %s", sim.cpuGroup)
+		}
+		shares, err := os.ReadFile(filepath.Join(sim.cpuGroup, "cpu.shares"))
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(sim.cfg.CPUShares), strings.TrimSpace(string(shares)))
+	}
 
 	stop()
 	require.NoDirExists(t, sim.cgroupBase, "Run returned with the simulator's cgroups left")
+	if sim.cpuGroup != "" {
+		require.NoDirExists(t, sim.cpuGroup, "Run returned with the instances' cpu cgroup left")
+	}
 
 	require.Empty(t, procsUnder(dir), "Run returned with processes left")
 }

@@ -63,9 +63,17 @@ func shimMain(args []string) int {
 	// As a subreaper the shim inherits the agent's orphans: reap those that die, as init would.
 	orphans := make(chan os.Signal, 1)
 	signal.Notify(orphans, syscall.SIGCHLD)
-	if err := os.Unsetenv(shimEnv); err != nil {
-		log.Error("clear the shim's environment variable", "error", err)
-		return 1
+	if dir := os.Getenv(cpuShimEnv); dir != "" {
+		// The agent, and all it starts, in the simulated instances' cgroup (see cpu_linux.go).
+		if err := joinCPUGroup(dir); err != nil {
+			log.Warn("join the instances' cpu cgroup; this agent runs at full weight", "error", err)
+		}
+	}
+	for _, env := range []string{shimEnv, cpuShimEnv} {
+		if err := os.Unsetenv(env); err != nil {
+			log.Error("clear the shim's environment variable", "name", env, "error", err)
+			return 1
+		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

@@ -27,6 +27,8 @@ import (
 // EC2 is the part of the EC2 client the simulator uses.
 type EC2 interface {
 	DescribeInstances(ctx context.Context, params *ec2.DescribeInstancesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	DescribeInstanceStatus(ctx context.Context, params *ec2.DescribeInstanceStatusInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error)
+	DescribeTags(ctx context.Context, params *ec2.DescribeTagsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeTagsOutput, error)
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
@@ -58,7 +60,10 @@ type Config struct {
 	Prepare func(instanceID, runnerDir string) error
 	// Interval is how often EC2 is looked at (default 200ms).
 	Interval time.Duration
-	Log      *slog.Logger
+	// CPUShares, when set, runs the instances together in a cgroup of that CPU weight (cgroup v1
+	// cpu.shares; a process's is 1024), where the machine has that controller: see cpu_linux.go.
+	CPUShares int
+	Log       *slog.Logger
 }
 
 type instance struct {
@@ -87,6 +92,9 @@ type Simulator struct {
 	// cgroupMount is the cgroup2 mount; cgroupBase this simulator's directory below it, holding
 	// one cgroup root per instance (see cgroup_linux.go).
 	cgroupMount, cgroupBase string
+	// cpuGroup is the cgroup of lower CPU weight every agent runs in ("" where there is none; see
+	// cpu_linux.go).
+	cpuGroup string
 }
 
 // New returns a simulator.
@@ -121,8 +129,14 @@ func New(cfg Config, client EC2) (*Simulator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleetsim: %w", err)
 	}
+	var cpu string
+	if cfg.CPUShares > 0 {
+		if cpu, err = newCPUGroup(base, cfg.CPUShares); err != nil {
+			cfg.Log.Warn("fleetsim: the instances share the CPU at full weight", "error", err)
+		}
+	}
 	return &Simulator{cfg: cfg, ec2: client, self: self, insts: map[string]*instance{}, ready: make(chan struct{}),
-		cgroupMount: mount, cgroupBase: base}, nil
+		cgroupMount: mount, cgroupBase: base, cpuGroup: cpu}, nil
 }
 
 // Run simulates until ctx ends, then stops every agent and mock and returns once every process
@@ -132,6 +146,9 @@ func (s *Simulator) Run(ctx context.Context) error {
 	defer func() {
 		s.stopAll()
 		if err := removeCgroupTree(s.cgroupMount, s.cgroupBase); err != nil {
+			s.cfg.Log.Warn("fleetsim: remove the simulator's cgroups", "error", err)
+		}
+		if err := removeCPUGroup(s.cpuGroup); err != nil {
 			s.cfg.Log.Warn("fleetsim: remove the simulator's cgroups", "error", err)
 		}
 	}()
@@ -150,22 +167,78 @@ func (s *Simulator) Run(ctx context.Context) error {
 	}
 }
 
+// reconcile looks at the stack's instances in EC2 and brings each one's simulation in line. The
+// look is cheap, as it runs five times a second beside the code under test: the stack's instance
+// ids from their tags, their states, and a whole description only of instances new to the
+// simulator (moto serializes a described instance in some 2 ms of its one interpreter, a state
+// in a fraction of that; described whole, forty instances held every other request of the
+// emulator back a third of the time).
 func (s *Simulator) reconcile(ctx context.Context) error {
-	p := ec2.NewDescribeInstancesPaginator(s.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + fleet.TagStack), Values: []string{s.cfg.Stack}},
+	var ids []string
+	tags := ec2.NewDescribeTagsPaginator(s.ec2, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("resource-type"), Values: []string{"instance"}},
+		{Name: aws.String("key"), Values: []string{fleet.TagStack}},
+		{Name: aws.String("value"), Values: []string{s.cfg.Stack}},
 	}})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for tags.HasMorePages() {
+		page, err := tags.NextPage(ctx)
 		if err != nil {
 			return err
 		}
-		for _, r := range page.Reservations {
+		for _, t := range page.Tags {
+			ids = append(ids, aws.ToString(t.ResourceId))
+		}
+	}
+	states := map[string]ec2types.InstanceStateName{}
+	for chunk := range slices.Chunk(ids, 100) {
+		st := ec2.NewDescribeInstanceStatusPaginator(s.ec2, &ec2.DescribeInstanceStatusInput{InstanceIds: chunk, IncludeAllInstances: aws.Bool(true)})
+		for st.HasMorePages() {
+			page, err := st.NextPage(ctx)
+			if err != nil {
+				return err
+			}
+			for _, is := range page.InstanceStatuses {
+				if is.InstanceState != nil {
+					states[aws.ToString(is.InstanceId)] = is.InstanceState.Name
+				}
+			}
+		}
+	}
+	var unknown []string
+	s.mu.Lock()
+	for _, id := range ids {
+		if s.insts[id] == nil && up(states[id]) {
+			unknown = append(unknown, id)
+		}
+	}
+	s.mu.Unlock()
+	for chunk := range slices.Chunk(unknown, 100) {
+		out, err := s.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: chunk})
+		if err != nil {
+			return err
+		}
+		for _, r := range out.Reservations {
 			for _, in := range r.Instances {
 				s.apply(ctx, in, aws.ToString(r.OwnerId))
 			}
 		}
 	}
+	for _, id := range ids {
+		if !slices.Contains(unknown, id) {
+			// An instance whose id is tagged but whose state EC2 no longer gives is gone.
+			name, ok := states[id]
+			if !ok {
+				name = ec2types.InstanceStateNameTerminated
+			}
+			s.apply(ctx, ec2types.Instance{InstanceId: aws.String(id), State: &ec2types.InstanceState{Name: name}}, "")
+		}
+	}
 	return nil
+}
+
+// up reports whether an instance in state st is up, or coming up.
+func up(st ec2types.InstanceStateName) bool {
+	return st == ec2types.InstanceStateNameRunning || st == ec2types.InstanceStateNamePending
 }
 
 func tag(in ec2types.Instance, key string) string {
@@ -183,7 +256,7 @@ func (s *Simulator) apply(ctx context.Context, in ec2types.Instance, owner strin
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inst := s.insts[id]
-	running := in.State != nil && (in.State.Name == ec2types.InstanceStateNameRunning || in.State.Name == ec2types.InstanceStateNamePending)
+	running := in.State != nil && up(in.State.Name)
 	if inst != nil && inst.agent != nil {
 		if _, err := os.Stat(filepath.Join(inst.dir, "poweroff")); err == nil && running {
 			// The agent powered the machine off; the launch template makes that a termination.
@@ -315,6 +388,9 @@ func (s *Simulator) startAgent(inst *instance, args, env []string) error {
 	defer pidIn.Close()
 	cmd := exec.Command(s.self, append([]string{s.cfg.AgentBin}, args...)...)
 	cmd.Env = append(env, shimEnv+"=1")
+	if s.cpuGroup != "" {
+		cmd.Env = append(cmd.Env, cpuShimEnv+"="+s.cpuGroup)
+	}
 	cmd.ExtraFiles = []*os.File{pidOut} // descriptor 3
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = inst.dir

@@ -73,7 +73,10 @@ type Options struct {
 	// Requirements choose the pool's types by size instead (Types is then ignored).
 	Requirements *pooldoc.Requirements
 	Dir          string // the simulator's directory (default: a temporary one, removed by Close)
-	Log          *slog.Logger
+	// InstanceCPUShares is the simulated instances' CPU weight together (fleetsim.Config.CPUShares;
+	// 0: each process's own, as in tests).
+	InstanceCPUShares int
+	Log               *slog.Logger
 	// TLS serves the GitHub stand-in on https, as GitHub is, with a self-signed certificate that
 	// Environ trusts (SSL_CERT_FILE): for steps run inside a workflow, which accept no plain-http
 	// GitHub.
@@ -233,7 +236,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	simCfg := fleetsim.Config{
 		Stack: e.Stack, AgentBin: agentBin, HelperBin: helperBin, MetadataBin: imdsBin, Dir: dir, Env: e.Environ(), DynamoDBEndpoint: ddbURL,
-		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log,
+		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log, CPUShares: o.InstanceCPUShares,
 	}
 	if o.Baked {
 		simCfg.Prepare = func(_, dir string) error { return fakerunner.Install(dir, runnerBin) }
