@@ -391,6 +391,23 @@ func (s *Store) Waiters(_ context.Context, pool string, limit int) ([]state.Wait
 	return out[:min(limit, len(out))], nil
 }
 
+// NextRound moves a waiter of round from on to w.Round and w.Body; ok false when there is none
+// of that round.
+func (s *Store) NextRound(_ context.Context, w state.Waiter, from int) (bool, error) {
+	if err := s.call("NextRound"); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.waiters[w.Pool+"/"+w.Key]
+	if !ok || old.Round != from {
+		return false, nil
+	}
+	old.Round, old.Body, old.Due = w.Round, w.Body, w.Due
+	s.waiters[w.Pool+"/"+w.Key] = old
+	return true, nil
+}
+
 // IsWaiting reports whether pool's job key is on its waiters.
 func (s *Store) IsWaiting(_ context.Context, pool, key string) (bool, error) {
 	if err := s.call("IsWaiting"); err != nil {

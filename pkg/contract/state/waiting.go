@@ -28,6 +28,8 @@ type Waiter struct {
 	// Round is the try whose message may take the waiter (TakeWaiter): a try of an earlier
 	// round, still on its way when the job was put back, takes nothing.
 	Round int
+	// Due is when its next try is due (zero: no try is known to be on its way).
+	Due time.Time
 }
 
 // waitingState is the pseudo-state waiters are kept under in the byPoolState index (one shard:
@@ -49,6 +51,7 @@ const (
 	attrWaiterJob   = "wJob"
 	attrWaiterPool  = "pool"
 	attrWaiterRound = "wRound"
+	attrWaiterDue   = "wDue"
 )
 
 // AddWaiter keeps w (replacing a waiter of the same pool and job).
@@ -66,6 +69,7 @@ func (s *Store) AddWaiter(ctx context.Context, w Waiter) error {
 		Set(expression.Name(attrWaiterRound), expression.Value(w.Round)).
 		Set(expression.Name(attrEventBody), expression.Value(w.Body)).
 		Set(expression.Name(AttrPoolStateShard), expression.Value(poolStateKey(w.Pool, waitingState, 0)))
+	upd = setDue(upd, w.Due)
 	expr, err := expression.NewBuilder().WithUpdate(upd).Build()
 	if err != nil {
 		return err
@@ -75,6 +79,38 @@ func (s *Store) AddWaiter(ctx context.Context, w Waiter) error {
 		return fmt.Errorf("keep job %s waiting for room in pool %s: %w", w.Key, w.Pool, err)
 	}
 	return nil
+}
+
+// NextRound moves a waiter on from round from to w.Round, keeping w.Body (its next try's
+// message), unless it has been taken or moved on meanwhile: ok false then (one conditional write
+// wins, as TakeWaiter's delete does, so that a waiter a wake took is never put back).
+func (s *Store) NextRound(ctx context.Context, w Waiter, from int) (bool, error) {
+	cond := expression.AttributeExists(expression.Name(AttrARN)).And(expression.Name(attrWaiterRound).Equal(expression.Value(from)))
+	upd := expression.Set(expression.Name(attrWaiterRound), expression.Value(w.Round)).
+		Set(expression.Name(attrEventBody), expression.Value(w.Body)).
+		Set(expression.Name(AttrTTL), expression.Value(s.now().Add(waiterRetention).Unix()))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(setDue(upd, w.Due)).Build()
+	if err != nil {
+		return false, err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &s.table, Key: waiterKey(w.Pool, w.Key),
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
+	switch {
+	case err == nil:
+		return true, nil
+	case awserr.IsConditionFailed(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("keep job %s waiting in pool %s, round %d: %w", w.Key, w.Pool, w.Round, err)
+}
+
+// setDue adds a waiter's due time to upd, or removes it when zero.
+func setDue(upd expression.UpdateBuilder, due time.Time) expression.UpdateBuilder {
+	if due.IsZero() {
+		return upd.Remove(expression.Name(attrWaiterDue))
+	}
+	return upd.Set(expression.Name(attrWaiterDue), expression.Value(millis(due)))
 }
 
 // Waiters returns up to limit of pool's waiters, those that have waited longest first.
@@ -153,5 +189,12 @@ func waiterOf(it map[string]types.AttributeValue) (Waiter, bool) {
 	if r, ok := it[attrWaiterRound].(*types.AttributeValueMemberN); ok {
 		_, _ = fmt.Sscan(r.Value, &round)
 	}
-	return Waiter{Pool: pool.Value, Key: job.Value, Body: body.Value, Since: time.UnixMilli(ms).UTC(), Round: round}, true
+	w := Waiter{Pool: pool.Value, Key: job.Value, Body: body.Value, Since: time.UnixMilli(ms).UTC(), Round: round}
+	if d, ok := it[attrWaiterDue].(*types.AttributeValueMemberN); ok {
+		var due int64
+		if _, err := fmt.Sscan(d.Value, &due); err == nil {
+			w.Due = time.UnixMilli(due).UTC()
+		}
+	}
+	return w, true
 }

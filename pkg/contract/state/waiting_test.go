@@ -67,8 +67,49 @@ func TestWaiters(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, waits, "taken")
 
+	// A waiter kept for its next round: moved on only from the round it is at, its body with it;
+	// never put back once taken.
+	due := base.Add(time.Hour)
+	require.NoError(t, s.AddWaiter(ctx, state.Waiter{Pool: "linux", Key: "j6", Body: `{"round":1}`, Since: base, Round: 1, Due: due}))
+	ws, err := s.Waiters(ctx, "linux", 10)
+	require.NoError(t, err)
+	require.WithinDuration(t, due, waiterOf(ws, "j6").Due, time.Millisecond, "when its try is due")
+	ok, err = s.NextRound(ctx, state.Waiter{Pool: "linux", Key: "j6", Body: `{"round":2}`, Round: 2}, 2)
+	require.NoError(t, err)
+	require.False(t, ok, "not at round 2")
+	ok, err = s.NextRound(ctx, state.Waiter{Pool: "linux", Key: "j6", Body: `{"round":2}`, Round: 2, Due: due.Add(time.Minute)}, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ws, err = s.Waiters(ctx, "linux", 10)
+	require.NoError(t, err)
+	require.WithinDuration(t, due.Add(time.Minute), waiterOf(ws, "j6").Due, time.Millisecond, "its next try's")
+	_, ok, err = s.TakeWaiter(ctx, "linux", "j6", 1)
+	require.NoError(t, err)
+	require.False(t, ok, "round 1's try takes nothing now")
+	w, ok, err = s.TakeWaiter(ctx, "linux", "j6", 2)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, `{"round":2}`, w.Body)
+	require.WithinDuration(t, base, w.Since, time.Millisecond, "it has waited since it began")
+	ok, err = s.NextRound(ctx, state.Waiter{Pool: "linux", Key: "j6", Body: "{}", Round: 3}, 2)
+	require.NoError(t, err)
+	require.False(t, ok, "taken: not put back")
+	waits, err = s.IsWaiting(ctx, "linux", "j6")
+	require.NoError(t, err)
+	require.False(t, waits)
+
 	c, err := s.Census(ctx, "linux")
 	require.NoError(t, err)
 	require.Zero(t, c.Live(), "a waiter is no instance")
 	require.Error(t, s.AddWaiter(ctx, state.Waiter{Pool: "linux", Key: "4242", Body: "{}", Since: base}), "a run id is no job key")
+}
+
+// waiterOf returns the waiter of key among ws (a zero one when none is).
+func waiterOf(ws []state.Waiter, key string) state.Waiter {
+	for _, w := range ws {
+		if w.Key == key {
+			return w
+		}
+	}
+	return state.Waiter{}
 }

@@ -143,6 +143,7 @@ type Waiting interface {
 	AddWaiter(ctx context.Context, w state.Waiter) error
 	Waiters(ctx context.Context, pool string, limit int) ([]state.Waiter, error)
 	TakeWaiter(ctx context.Context, pool, key string, round int) (state.Waiter, bool, error)
+	NextRound(ctx context.Context, w state.Waiter, from int) (bool, error)
 	IsWaiting(ctx context.Context, pool, key string) (bool, error)
 }
 
@@ -270,7 +271,8 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 	var (
 		mu      sync.Mutex
 		failed  []string
-		queued  []queuedJob
+		arrived []queuedJob // the batch's queued jobs
+		queued  []queuedJob // those to place
 		backs   []back
 		wg      sync.WaitGroup
 		returns sync.WaitGroup
@@ -302,14 +304,7 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 			continue
 		}
 		if msg.Kind == jobs.KindQueued {
-			q, ok, err := x.unwait(ctx, m, msg)
-			switch {
-			case err != nil:
-				x.d.Log.Error("take a job off its pool's waiters", "message", m.ID, "job", msg.Job.ID, "error", err)
-				fail(m.ID)
-			case ok:
-				queued = append(queued, q)
-			}
+			arrived = append(arrived, queuedJob{msg: m, job: msg.Job, round: msg.Round, since: msg.WaitingSince, spare: msg.Spare})
 			continue
 		}
 		wg.Go(func() {
@@ -318,6 +313,16 @@ func (x *Dispatcher) Handle(ctx context.Context, batch []Message) []string {
 				fail(m.ID)
 			}
 		})
+	}
+	for _, q := range x.waitBehind(ctx, arrived) {
+		ok, err := x.unwait(ctx, q)
+		switch {
+		case err != nil:
+			x.d.Log.Error("take a job off its pool's waiters", "message", q.msg.ID, "job", q.job.ID, "error", err)
+			fail(q.msg.ID)
+		case ok:
+			queued = append(queued, q)
+		}
 	}
 	// The batch's returns are taken back together: the instances that came back to a pool go to
 	// its waiting jobs in one placement.

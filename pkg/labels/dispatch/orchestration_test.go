@@ -889,3 +889,70 @@ func TestFakeWokenJobNotLost(t *testing.T) {
 	}
 	require.Len(t, tries, 1, "with a try of its own")
 }
+
+// TestFakeTriesWaitBehindTheLongestWaiting: under a full cap, the try of a job another of its
+// repository has waited longer than does not count the cap (some twenty queries on DynamoDB): it
+// moves on to its next round and schedules its next try; the longest-waiting job's own try counts
+// it. A job of another repository, or behind a job whose try is overdue, is tried anyway.
+func TestFakeTriesWaitBehindTheLongestWaiting(t *testing.T) {
+	t.Parallel()
+	w := newFakeWorldWith(t, func(d map[string]any) { d["maxInstances"] = 1 })
+	require.Empty(t, w.handle(queued(w.job(81, ""))...), "the one instance the cap allows")
+	require.Empty(t, w.handle(queued(w.job(82, ""))...))
+	w.now = w.now.Add(time.Second)
+	require.Empty(t, w.handle(queued(w.job(83, ""), w.job(84, ""), w.job(85, "octo/other"))...))
+	tries := map[int64]jobs.Message{}
+	for _, m := range w.sent(jobs.KindQueued) {
+		tries[m.Job.ID] = m
+	}
+	require.Len(t, tries, 4, "82 to 85 wait, each with a try")
+	waiter := func(id int64) state.Waiter {
+		ws, err := w.Store.Waiters(context.Background(), "linux", 10)
+		require.NoError(t, err)
+		for _, wt := range ws {
+			if wt.Key == (jobs.Job{ID: id}).Key() {
+				return wt
+			}
+		}
+		return state.Waiter{Round: -1}
+	}
+	require.False(t, waiter(82).Due.IsZero(), "a waiter says when its try is due")
+
+	census, takes := w.Store.Calls("Census"), w.Store.Calls("TakeWaiter")
+	w.now = w.now.Add(15 * time.Second)
+	require.Empty(t, w.handle(tries[83], tries[84]))
+	require.Equal(t, census, w.Store.Calls("Census"), "behind 82: the cap is not counted")
+	require.Equal(t, takes, w.Store.Calls("TakeWaiter"), "nor are they taken off the waiters")
+	require.Equal(t, 2, waiter(83).Round)
+	require.Equal(t, 2, waiter(84).Round)
+	require.True(t, waiter(84).Due.After(w.now), "its next try is due later")
+	next := map[int64]jobs.Message{}
+	for _, m := range w.sent(jobs.KindQueued) {
+		if m.Round == 2 {
+			next[m.Job.ID] = m
+		}
+	}
+	require.Len(t, next, 2, "each one's next try")
+	require.Equal(t, tries[83].WaitingSince, next[83].WaitingSince, "it has waited since it began")
+	require.Empty(t, w.handle(tries[83]), "a repeated delivery of the round before")
+	require.Equal(t, 2, waiter(83).Round, "takes nothing and moves nothing")
+
+	// Another repository's job: an idle instance only it may use could be on the queue.
+	census = w.Store.Calls("Census")
+	require.Empty(t, w.handle(tries[85]))
+	require.Greater(t, w.Store.Calls("Census"), census, "85 is octo/other's: it is tried")
+	require.Equal(t, 2, waiter(85).Round, "and waits again")
+
+	// The longest-waiting job's own try counts the cap, and waits again.
+	census = w.Store.Calls("Census")
+	require.Empty(t, w.handle(tries[82]))
+	require.Greater(t, w.Store.Calls("Census"), census, "the longest waiting counts the cap")
+	require.Equal(t, 2, waiter(82).Round)
+
+	// 82's next try is lost: once it is overdue by two minutes, 84 counts the cap itself.
+	w.now = waiter(82).Due.Add(3 * time.Minute)
+	census = w.Store.Calls("Census")
+	require.Empty(t, w.handle(next[84]))
+	require.Greater(t, w.Store.Calls("Census"), census, "82's try is overdue: 84 is tried")
+	require.Equal(t, 3, waiter(84).Round, "and waits again")
+}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,9 +48,11 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 			continue
 		}
 		m := jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: since, Spare: q.spare}
+		delay := retryDelay(q.round)
 		body, err := m.Encode()
 		if err == nil {
-			err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: doc.Name, Key: q.job.Key(), Body: body, Since: since, Round: m.Round})
+			err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: doc.Name, Key: q.job.Key(), Body: body, Since: since, Round: m.Round,
+				Due: now.Add(delay)})
 		}
 		if err != nil {
 			x.d.Log.Error("keep the job waiting for room; it is tried again", "job", q.job.ID, "pool", doc.Name, "error", err)
@@ -57,7 +60,7 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 			continue
 		}
 		msgs = append(msgs, m)
-		delays = append(delays, retryDelay(q.round))
+		delays = append(delays, delay)
 	}
 	x.count(doc.Name, "JobsWaiting", len(msgs))
 	if err := x.send(ctx, msgs, delays); err != nil {
@@ -79,21 +82,118 @@ func retryDelay(round int) time.Duration {
 	return wait.Jitter(d)
 }
 
-// unwait turns a queued message into the job to place. A message of a job that waited for room,
-// or of a job placed again, is placed only if its key, of the message's round, is still on its
-// pool's waiters (taken off with one conditional delete, so that a wake and a try never both
-// place it); ok false means someone took it already.
-func (x *Dispatcher) unwait(ctx context.Context, m Message, msg jobs.Message) (queuedJob, bool, error) {
-	q := queuedJob{msg: m, job: msg.Job, round: msg.Round, since: msg.WaitingSince, spare: msg.Spare}
+// unwait readies a queued job to place. One that waited for room, or was placed again, is placed
+// only if its key, of the message's round, is still on its pool's waiters (taken off with one
+// conditional delete, so that a wake and a try never both place it); ok false means someone took
+// it already.
+func (x *Dispatcher) unwait(ctx context.Context, q queuedJob) (bool, error) {
 	if !q.waited() {
-		return q, true, nil
+		return true, nil
 	}
-	_, ok, err := x.d.Waiting.TakeWaiter(ctx, msg.Job.Pool, msg.Job.Key(), msg.Round)
+	_, ok, err := x.d.Waiting.TakeWaiter(ctx, q.job.Pool, q.job.Key(), q.round)
 	if err == nil && !ok {
-		x.d.Log.Info("a waiting job's message finds it taken already", "job", msg.Job.ID, "key", msg.Job.Key(), "pool", msg.Job.Pool,
-			"round", msg.Round)
+		x.takenAlready(q)
 	}
-	return q, ok, err
+	return ok, err
+}
+
+// takenAlready logs a waiting job's message that finds its job taken off the waiters (placed by a
+// wake, or cancelled).
+func (x *Dispatcher) takenAlready(q queuedJob) {
+	x.d.Log.Info("a waiting job's message finds it taken already", "job", q.job.ID, "key", q.job.Key(), "pool", q.job.Pool, "round", q.round)
+}
+
+// waitBehind keeps waiting, without a try, the jobs of a batch's tries that a job of the same
+// pool and repository has waited longer than, and returns the others. Room goes to the job that
+// has waited longest first (a wake; or its own try, which wakes the others into any room it
+// finds to spare), so a try behind it would only count the cap again, some twenty queries under
+// a full one. Only a job of the same repository holds a try back: an idle instance of the pool
+// that another repository's job may not use (its reuse scope) is still claimed by this one's try.
+// And only while its own try is on its way: one overdue by waitRetryMax (lost, or its placement
+// failing for something other than the cap) or past MaxWait holds nothing back. Each job held
+// back gets its next try, then moves to that round with one conditional write (none if a wake
+// took it meanwhile: the try then finds nothing).
+func (x *Dispatcher) waitBehind(ctx context.Context, arrived []queuedJob) []queuedJob {
+	now := x.d.Now()
+	var out []queuedJob
+	tries := map[string][]queuedJob{}
+	for _, q := range arrived {
+		if q.since.IsZero() || q.round == 0 || now.Sub(q.since) > MaxWait {
+			out = append(out, q)
+			continue
+		}
+		tries[q.job.Pool] = append(tries[q.job.Pool], q)
+	}
+	for pool, list := range tries {
+		head, err := x.d.Waiting.Waiters(ctx, pool, 1)
+		if err != nil || len(head) == 0 || head[0].Due.IsZero() || now.After(head[0].Due.Add(waitRetryMax)) || now.Sub(head[0].Since) > MaxWait {
+			out = append(out, list...)
+			continue
+		}
+		h, err := jobs.Parse(head[0].Body)
+		if err != nil {
+			out = append(out, list...)
+			continue
+		}
+		var behind []queuedJob
+		for _, q := range list {
+			if q.job.Key() == head[0].Key || !strings.EqualFold(q.job.Repo, h.Job.Repo) {
+				out = append(out, q)
+			} else {
+				behind = append(behind, q)
+			}
+		}
+		out = append(out, x.nextRound(ctx, pool, behind)...)
+	}
+	return out
+}
+
+// nextRound schedules the next tries of pool's waiting jobs behind, then moves each on to that
+// round (waitBehind); it returns those it could not keep waiting, to be tried now.
+func (x *Dispatcher) nextRound(ctx context.Context, pool string, behind []queuedJob) []queuedJob {
+	if len(behind) == 0 {
+		return nil
+	}
+	now := x.d.Now()
+	msgs := make([]jobs.Message, len(behind))
+	delays := make([]time.Duration, len(behind))
+	for i, q := range behind {
+		msgs[i] = jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: q.since, Spare: q.spare}
+		delays[i] = retryDelay(q.round)
+	}
+	// Sent first: a try whose waiter then could not move on finds nothing to take.
+	unsent, err := x.sendEach(ctx, msgs, delays)
+	if err != nil {
+		x.d.Log.Warn("schedule the next tries of jobs waiting behind others; they are tried now", "pool", pool, "jobs", len(unsent), "error", err)
+	}
+	var tryNow []queuedJob
+	kept := 0
+	for i, q := range behind {
+		if slices.Contains(unsent, i) {
+			tryNow = append(tryNow, q)
+			continue
+		}
+		body, err := msgs[i].Encode()
+		var ok bool
+		if err == nil {
+			ok, err = x.d.Waiting.NextRound(ctx, state.Waiter{Pool: pool, Key: q.job.Key(), Body: body, Since: q.since, Round: msgs[i].Round,
+				Due: now.Add(delays[i])}, q.round)
+		}
+		switch {
+		case err != nil:
+			x.d.Log.Warn("keep a job waiting behind another; it is tried now", "job", q.job.ID, "pool", pool, "error", err)
+			tryNow = append(tryNow, q)
+		case !ok:
+			x.takenAlready(q)
+		default:
+			kept++
+		}
+	}
+	if kept > 0 {
+		x.count(pool, "JobsWaiting", kept)
+		x.d.Log.Info("jobs wait behind those that have waited longer", "pool", pool, "jobs", kept)
+	}
+	return tryNow
 }
 
 // putBack puts back on the waiters the jobs of failed (message ids) that unwait took off them:
