@@ -54,9 +54,17 @@ func TestCheckSubordinateIDs(t *testing.T) {
 	require.NoError(t, err, "no files: no ranges")
 	require.Empty(t, got)
 
-	require.NoError(t, os.WriteFile(subgidFile, []byte("998:500000:10\n"), 0o644))
+	// /etc/subgid names users too, by name or uid: 998 is another user's uid, not the runner's
+	// gid.
+	require.NoError(t, os.WriteFile(subgidFile, []byte("998:400000:10\n"), 0o644))
 	_, err = checkSubordinateIDs(u, false)
-	require.ErrorContains(t, err, subgidFile+" (500000-500009)")
+	require.NoError(t, err, "a range of the user whose uid is 998")
+	require.NoError(t, os.WriteFile(subgidFile, []byte("999:500000:10\n"), 0o644))
+	_, err = checkSubordinateIDs(u, false)
+	require.ErrorContains(t, err, subgidFile+" (500000-500009)", "a subgid range keyed by the runner's uid")
+	require.NoError(t, os.WriteFile(subgidFile, []byte("runner:500000:10\n"), 0o644))
+	_, err = checkSubordinateIDs(u, false)
+	require.ErrorContains(t, err, subgidFile+" (500000-500009)", "a subgid range keyed by the runner's name")
 
 	require.NoError(t, os.WriteFile(subuidFile, []byte("runner:100000:65536\n"), 0o644))
 	_, err = checkSubordinateIDs(u, false)

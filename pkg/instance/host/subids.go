@@ -30,8 +30,8 @@ func (r idRange) contains(id int) bool { return id >= r.start && id < r.start+r.
 
 func (r idRange) String() string { return fmt.Sprintf("%d-%d", r.start, r.start+r.count-1) }
 
-// parseSubIDs returns the ranges that lines "<user name or id>:<start>:<count>" give the user
-// called name with id. Blank lines and comments are skipped; a malformed line of the user is an
+// parseSubIDs returns the ranges that lines "<user name or uid>:<start>:<count>" give the user
+// called name with uid id. Blank lines and comments are skipped; a malformed line of the user is an
 // error (it would otherwise hide a range).
 func parseSubIDs(r io.Reader, name string, id int) ([]idRange, error) {
 	var out []idRange
@@ -85,11 +85,9 @@ func subordinateIDs(file, name string, id int) ([]idRange, error) {
 func checkSubordinateIDs(u *runnerUser, userNamespaces bool) ([]idRange, error) {
 	var uids []idRange
 	for _, file := range []string{subuidFile, subgidFile} {
-		id := u.uid
-		if file == subgidFile {
-			id = u.gid
-		}
-		ranges, err := subordinateIDs(file, u.name, id)
+		// Both files name the user who may map the ids, by login name or by uid (newgidmap
+		// matches /etc/subgid against the calling user's uid, not its gid).
+		ranges, err := subordinateIDs(file, u.name, u.uid)
 		if err != nil {
 			return nil, err
 		}
