@@ -184,11 +184,21 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The agent runs these as root too: only programs root alone can change (host.ResolveProgram).
+	shutdown := strings.Fields(o.shutdown)
+	if len(shutdown) > 0 {
+		if shutdown[0], err = host.ResolveProgram(shutdown[0]); err != nil {
+			return fmt.Errorf("--shutdown-command %q: %w", o.shutdown, err)
+		}
+	}
+	if _, err := host.ResolveProgram(agent.ScriptShell); err != nil {
+		return fmt.Errorf("the shell of the pre-runner scripts: %w", err)
+	}
 	cfg := agent.Config{
 		Identity: id, Pool: pool, RunnerDir: o.runnerDir, StateDir: o.stateDir, RunsDir: o.runsDir,
 		PollInterval: o.poll, SafetyInterval: o.safety, DoorbellWait: o.doorbellWait,
 		HeartbeatInterval: o.heartbeat, TerminateGrace: o.grace, BootWait: o.bootWait,
-		SpotInterval: o.spot, ShutdownCommand: strings.Fields(o.shutdown), Version: version,
+		SpotInterval: o.spot, ShutdownCommand: shutdown, Version: version,
 	}
 	cfg.ApplyDefaults() // settles the agent's own directories, which the host keeps out of the runs' reach
 	log = log.With("instance", id.InstanceID, "pool", pool.Name)

@@ -12,6 +12,10 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
+// ScriptShell runs the pool's pre-runner scripts, as root (the agent checks at start that only
+// root can change it).
+const ScriptShell = "/bin/sh"
+
 // tail is an io.Writer that keeps the last max bytes written to it.
 type tail struct {
 	mu  sync.Mutex
@@ -59,7 +63,7 @@ func runPreRunner(ctx context.Context, script string, timeout time.Duration, env
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := newTail(state.MaxLogTail)
-	cmd := exec.CommandContext(ctx, "/bin/sh", f.Name())
+	cmd := exec.CommandContext(ctx, ScriptShell, f.Name())
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, killed whole on timeout: a script's children must not outlive it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"time"
 )
@@ -13,17 +12,16 @@ import (
 const dockerTimeout = 2 * time.Minute
 
 // cleanDocker removes every container, then every volume, network and image nothing uses any
-// more, when the docker command is on the instance. Images go too: a run could have tagged a
-// poisoned image under a name the next run pulls.
+// more, when the instance has the docker command (docker, its path; "" when it has none). Images
+// go too: a run could have tagged a poisoned image under a name the next run pulls.
 func cleanDocker(ctx context.Context, docker string, log *slog.Logger) error {
-	path, found := lookPath(docker)
-	if !found {
+	if docker == "" {
 		return nil // no Docker on this instance
 	}
 	run := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(ctx, dockerTimeout)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, path, args...).CombinedOutput()
+		out, err := rootCommand(ctx, docker, args...).CombinedOutput()
 		if err != nil {
 			return "", fmt.Errorf("%s %s: %w: %s", docker, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
@@ -48,10 +46,4 @@ func cleanDocker(ctx context.Context, docker string, log *slog.Logger) error {
 	}
 	log.Info("docker cleaned", "containers", len(strings.Fields(ids)))
 	return nil
-}
-
-// lookPath finds a command on PATH.
-func lookPath(cmd string) (string, bool) {
-	p, err := exec.LookPath(cmd)
-	return p, err == nil
 }

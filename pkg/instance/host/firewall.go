@@ -57,10 +57,10 @@ func metadataCgroupRule(path string, ip net.IP, port string) []string {
 
 // ensureRule inserts rule unless it is there already.
 func ensureRule(ctx context.Context, iptables string, rule []string) (string, error) {
-	if exec.CommandContext(ctx, iptables, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
+	if rootCommand(ctx, iptables, append([]string{"-w", "-C"}, rule...)...).Run() == nil {
 		return "", nil
 	}
-	if out, err := exec.CommandContext(ctx, iptables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
+	if out, err := rootCommand(ctx, iptables, append([]string{"-w", "-I"}, rule...)...).CombinedOutput(); err != nil {
 		return string(out), fmt.Errorf("%s %s: %w", iptables, strings.Join(rule, " "), err)
 	}
 	return "", nil
@@ -71,13 +71,17 @@ func ensureRule(ctx context.Context, iptables string, rule []string) (string, er
 // the runner user (a second layer), then proves each with the helper's probe (runas.ProbeCommand): probing as the
 // runner user outside the jobs cgroup, and as root inside it. A probe that gets through is an
 // error.
-func blockMetadata(ctx context.Context, iptables, helper, endpoint string, u *runnerUser, cg *cgroups) (string, error) {
+func blockMetadata(ctx context.Context, t tools, helper, endpoint string, u *runnerUser, cg *cgroups) (string, error) {
 	ip, port, err := metadataAddr(endpoint)
 	if err != nil {
 		return "", err
 	}
-	if ip.To4() == nil && strings.HasSuffix(iptables, "iptables") {
-		iptables = strings.TrimSuffix(iptables, "iptables") + "ip6tables"
+	iptables, name := t.iptables, "iptables"
+	if ip.To4() == nil {
+		iptables, name = t.ip6tables, "ip6tables"
+	}
+	if iptables == "" {
+		return "", fmt.Errorf("keep the runs off the metadata endpoint %s: %s is not on %s", endpoint, name, rootPath)
 	}
 	for _, rule := range [][]string{metadataCgroupRule(cg.rel, ip, port), metadataRule(u.uid, ip, port)} {
 		if out, err := ensureRule(ctx, iptables, rule); err != nil {
@@ -130,12 +134,8 @@ var metadataIPv6 = net.ParseIP("fd00:ec2::254")
 // blockMetadataIPv6 adds the same rules for the IPv6 endpoint with ip6tables, when the agent
 // guards the default endpoint and ip6tables is on the instance. They cannot be proved where the
 // endpoint is off (the default), so a failure is only reported.
-func blockMetadataIPv6(ctx context.Context, iptables, endpoint string, u *runnerUser, cg *cgroups) error {
-	if endpoint != DefaultMetadataEndpoint {
-		return nil
-	}
-	ip6tables, found := lookPath(strings.TrimSuffix(iptables, "iptables") + "ip6tables")
-	if !found {
+func blockMetadataIPv6(ctx context.Context, ip6tables, endpoint string, u *runnerUser, cg *cgroups) error {
+	if endpoint != DefaultMetadataEndpoint || ip6tables == "" {
 		return nil
 	}
 	for _, rule := range [][]string{metadataCgroupRule(cg.rel, metadataIPv6, "80"), metadataRule(u.uid, metadataIPv6, "80")} {

@@ -22,24 +22,21 @@ func defaultHelper(self string) string {
 }
 
 // checkHelper refuses a helper that anyone but root could replace: the agent starts it as root,
-// for every runner script. It must be a regular file owned by root and writable by no group or
-// other user, in a directory of which the same holds unless it is sticky (whoever may rename in
-// the directory may put another binary in its place).
+// for every runner script. It must be a regular file of root's, which only root can change
+// (rootOwned: the file, every directory above it and every link on the way).
 func checkHelper(path string) error {
-	for _, p := range []string{filepath.Dir(path), path} {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("helper %s: %w", path, err)
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		switch {
-		case p == path && !fi.Mode().IsRegular():
-			return fmt.Errorf("helper %s: not a regular file", path)
-		case !ok || st.Uid != 0:
-			return fmt.Errorf("helper %s: %s is not root's; the agent starts the helper as root, so only root may replace it", path, p)
-		case fi.Mode().Perm()&0o022 != 0 && (p == path || fi.Mode()&os.ModeSticky == 0): // a sticky directory keeps root's files root's
-			return fmt.Errorf("helper %s: %s is writable by others (mode %s); the agent starts the helper as root, so only root may replace it", path, p, fi.Mode().Perm())
-		}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("helper %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("helper %s: not a regular file", path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 {
+		return fmt.Errorf("helper %s: %s is not root's; the agent starts the helper as root, so only root may replace it", path, path)
+	}
+	if _, err := rootOwned(path, false, nil); err != nil {
+		return fmt.Errorf("helper %s: %w; the agent starts the helper as root, so only root may replace it", path, err)
 	}
 	return nil
 }

@@ -79,4 +79,15 @@ func TestCheckHelper(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte("#!/bin/true\n"), 0o755))
 	require.NoError(t, os.Chown(p, 65534, 65534))
 	require.ErrorContains(t, checkHelper(p), "is not root's")
+
+	// Every directory above it counts, not only its own: whoever may rename in /x may replace
+	// /x/y/helper.
+	top := filepath.Join(t.TempDir(), "open")
+	require.NoError(t, os.Mkdir(top, 0o755))
+	require.NoError(t, os.Chmod(top, 0o777))
+	deep := filepath.Join(top, "bin")
+	require.NoError(t, os.Mkdir(deep, 0o755))
+	p = filepath.Join(deep, HelperName)
+	require.NoError(t, os.WriteFile(p, []byte("#!/bin/true\n"), 0o755))
+	require.ErrorContains(t, checkHelper(p), top+" is writable by others")
 }

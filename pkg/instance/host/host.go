@@ -91,6 +91,7 @@ type Host struct {
 	log     *slog.Logger
 	user    *runnerUser // set by Init
 	cgroups *cgroups    // set by Init
+	tools   tools       // set by Init: the programs it runs as root
 	// sweepDirs are the directories outside the temporary ones swept after every run (set by
 	// Init; see findSweepDirs).
 	sweepDirs []string
@@ -126,6 +127,13 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	if u.subUIDs, err = checkSubordinateIDs(u, r.UserNamespaces); err != nil {
 		return "", err
 	}
+	if h.tools, err = resolveTools(h.cfg, u); err != nil {
+		return "", fmt.Errorf("find the programs the agent runs as root: %w", err)
+	}
+	if h.tools.ip6tables == "" && !r.MetadataAccess {
+		h.log.Warn("no ip6tables on the instance: the IPv6 metadata endpoint is not closed to the runs (keep it off in the launch template)",
+			"path", rootPath)
+	}
 	if r.UserNamespaces {
 		h.log.Warn("the pool lets the runner make user namespaces (runner.userNamespaces): jobs reach the kernel's namespaced interfaces",
 			"subordinateUIDs", rangesString(u.subUIDs))
@@ -143,11 +151,11 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	h.log.Info("runs are contained in cgroups", "jobs", cg.jobs)
 	if r.MetadataAccess {
 		h.log.Warn("the pool lets the runner user reach instance metadata (runner.metadataAccess): jobs can use the instance role")
-	} else if out, err := blockMetadata(ctx, h.cfg.Iptables, h.cfg.Helper, h.cfg.MetadataEndpoint, u, cg); err != nil {
+	} else if out, err := blockMetadata(ctx, h.tools, h.cfg.Helper, h.cfg.MetadataEndpoint, u, cg); err != nil {
 		return out, err
 	} else {
 		h.log.Info("metadata endpoint closed to the runs", "detail", out)
-		if err := blockMetadataIPv6(ctx, h.cfg.Iptables, h.cfg.MetadataEndpoint, u, cg); err != nil {
+		if err := blockMetadataIPv6(ctx, h.tools.ip6tables, h.cfg.MetadataEndpoint, u, cg); err != nil {
 			h.log.Warn("could not close the IPv6 metadata endpoint to the runs (keep it off in the launch template)", "error", err)
 		}
 	}

@@ -129,7 +129,9 @@ func TestRemoveLeftovers(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, ids, kind.file)
 	}
-	require.NoError(t, removeLeftovers(context.Background(), u))
+	ipcrm, err := resolveTool("ipcrm", u)
+	require.NoError(t, err)
+	require.NoError(t, removeLeftovers(context.Background(), u, tools{ipcrm: ipcrm}))
 	for _, kind := range sysvIPC {
 		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, u.owns)
 		require.NoError(t, err)
@@ -163,5 +165,5 @@ func TestCleanDocker(t *testing.T) {
 	bin, _ = fake(t, `case "$1" in ps) echo c1;; rm) echo busy >&2; exit 1;; esac`)
 	require.ErrorContains(t, cleanDocker(context.Background(), bin, log), "rm -f -v c1")
 
-	require.NoError(t, cleanDocker(context.Background(), filepath.Join(t.TempDir(), "no-docker"), log), "no Docker at all")
+	require.NoError(t, cleanDocker(context.Background(), "", log), "no Docker at all")
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,9 +29,9 @@ var sysvIPCDir = "/proc/sysvipc"
 // lingerDir holds systemd-logind's lingering flags, one file per user.
 var lingerDir = "/var/lib/systemd/linger"
 
-func removeLeftovers(ctx context.Context, u *runnerUser) error {
+func removeLeftovers(ctx context.Context, u *runnerUser, t tools) error {
 	var errs []error
-	errs = append(errs, removeSysVIPC(ctx, u.owns), removeAtJobs(ctx, u.name))
+	errs = append(errs, removeSysVIPC(ctx, t.ipcrm, u.owns), removeAtJobs(ctx, t, u.name))
 	if err := os.Remove(filepath.Join(lingerDir, u.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("turn off lingering for %s: %w", u.name, err))
 	}
@@ -40,9 +39,9 @@ func removeLeftovers(ctx context.Context, u *runnerUser) error {
 	return errors.Join(errs...)
 }
 
-// removeSysVIPC removes every shared memory segment, message queue and semaphore set owned or
-// created by a uid for which owns holds.
-func removeSysVIPC(ctx context.Context, owns func(uid int) bool) error {
+// removeSysVIPC removes, with ipcrm (its path), every shared memory segment, message queue and
+// semaphore set owned or created by a uid for which owns holds.
+func removeSysVIPC(ctx context.Context, ipcrm string, owns func(uid int) bool) error {
 	var errs []error
 	for _, kind := range sysvIPC {
 		ids, err := ipcOwnedBy(filepath.Join(sysvIPCDir, kind.file), kind.idColumn, owns)
@@ -53,8 +52,12 @@ func removeSysVIPC(ctx context.Context, owns func(uid int) bool) error {
 			errs = append(errs, err)
 			continue
 		}
+		if len(ids) > 0 && ipcrm == "" {
+			errs = append(errs, fmt.Errorf("%s %s of the run: ipcrm is not on %s", kind.file, strings.Join(ids, " "), rootPath))
+			continue
+		}
 		for _, id := range ids {
-			if out, err := exec.CommandContext(ctx, "ipcrm", kind.option, id).CombinedOutput(); err != nil {
+			if out, err := rootCommand(ctx, ipcrm, kind.option, id).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("ipcrm %s %s: %w: %s", kind.option, id, err, strings.TrimSpace(string(out))))
 			}
 		}

@@ -136,7 +136,7 @@ func (u *runnerUser) env() []string {
 		home = "/"
 	}
 	return []string{"HOME=" + home, "USER=" + u.name, "LOGNAME=" + u.name,
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+		"PATH=" + RootPATH}
 }
 
 // skelDir is copied into a fresh home (a variable for tests).

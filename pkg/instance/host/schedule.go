@@ -94,16 +94,15 @@ func editUserList(path, name string, listed bool) error {
 // scheduleTimeout bounds each at, cron and keyring command.
 const scheduleTimeout = 30 * time.Second
 
-// atJobs lists the ids of the user's at jobs (atq as root lists everyone's: "id<TAB>date queue
-// user"); none when at is not installed.
-func atJobs(ctx context.Context, name string) ([]string, error) {
-	atq, found := lookPath("atq")
-	if !found {
+// atJobs lists the ids of the user's at jobs (atq, its path, as root lists everyone's:
+// "id<TAB>date queue user"); none when at is not installed (atq "").
+func atJobs(ctx context.Context, atq, name string) ([]string, error) {
+	if atq == "" {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, scheduleTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, atq).CombinedOutput()
+	out, err := rootCommand(ctx, atq).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("atq: %w: %s", err, strings.TrimSpace(string(out)))
 	}
@@ -117,14 +116,17 @@ func atJobs(ctx context.Context, name string) ([]string, error) {
 }
 
 // removeAtJobs removes every at job of the user.
-func removeAtJobs(ctx context.Context, name string) error {
-	ids, err := atJobs(ctx, name)
+func removeAtJobs(ctx context.Context, t tools, name string) error {
+	ids, err := atJobs(ctx, t.atq, name)
 	if err != nil || len(ids) == 0 {
 		return err
 	}
+	if t.atrm == "" {
+		return fmt.Errorf("at jobs %s of %s: atrm is not on %s", strings.Join(ids, " "), name, rootPath)
+	}
 	ctx, cancel := context.WithTimeout(ctx, scheduleTimeout)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "atrm", ids...).CombinedOutput(); err != nil {
+	if out, err := rootCommand(ctx, t.atrm, ids...).CombinedOutput(); err != nil {
 		return fmt.Errorf("atrm %s: %w: %s", strings.Join(ids, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
@@ -201,7 +203,7 @@ func (h *Host) checkNothingLeft(ctx context.Context) error {
 		slices.Sort(pids)
 		left = append(left, fmt.Sprintf("processes %v of the runner user", pids))
 	}
-	ids, err := atJobs(ctx, h.user.name)
+	ids, err := atJobs(ctx, h.tools.atq, h.user.name)
 	if err != nil {
 		return err
 	}

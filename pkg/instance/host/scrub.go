@@ -32,13 +32,13 @@ func (h *Host) Scrub(ctx context.Context, trees ...string) error {
 	if err := killUser(ctx, u.owns); err != nil {
 		return fmt.Errorf("end the runner user's processes: %w", err)
 	}
-	if err := removeLeftovers(ctx, u); err != nil {
+	if err := removeLeftovers(ctx, u, h.tools); err != nil {
 		return fmt.Errorf("remove what outlives the run's processes: %w", err)
 	}
 	if err := h.clearKeyrings(ctx); err != nil {
 		return err
 	}
-	if err := cleanDocker(ctx, h.cfg.Docker, h.log); err != nil {
+	if err := cleanDocker(ctx, h.tools.docker, h.log); err != nil {
 		return fmt.Errorf("remove what the run left in Docker: %w", err)
 	}
 	var errs []error
