@@ -44,7 +44,6 @@ type Row struct {
 }
 
 // row builds a Row judged on value ≤ limit.
-
 func row(metric, unit string, value, limit float64, target string) Row {
 	return Row{Metric: metric, Unit: unit, Value: value, Limit: limit, Target: target, OK: value <= limit}
 }

@@ -130,7 +130,7 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	if h.tools, err = resolveTools(h.cfg, u); err != nil {
 		return "", fmt.Errorf("find the programs the agent runs as root: %w", err)
 	}
-	if h.tools.ip6tables == "" && !r.MetadataAccess {
+	if h.tools.ip6tables == "" && !r.MetadataAccess && h.cfg.MetadataEndpoint == DefaultMetadataEndpoint {
 		h.log.Warn("no ip6tables on the instance: the IPv6 metadata endpoint is not closed to the runs (keep it off in the launch template)",
 			"path", rootPath)
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func TestPlantedProgramOnPathFailsInit(t *testing.T) {
 	require.NoError(t, os.Mkdir(planted, 0o755))
 	require.NoError(t, os.Chmod(planted, 0o1777)) // like /tmp: sticky, and a run may add files
 	require.NoError(t, os.Mkdir(good, 0o755))
-	plantedMark := program(t, filepath.Join(planted, "ipcrm"))
+	program(t, filepath.Join(planted, "ipcrm"))
 	program(t, filepath.Join(good, "ipcrm"))
 	program(t, filepath.Join(good, "iptables"))
 	rootsPath(t, planted, good)
@@ -45,7 +46,6 @@ func TestPlantedProgramOnPathFailsInit(t *testing.T) {
 	_, err := resolveTools(Config{Iptables: "iptables", Docker: "docker"}, nil)
 	require.ErrorContains(t, err, "PATH directory "+planted)
 	require.ErrorContains(t, err, "writable by others")
-	require.NoFileExists(t, plantedMark, "nothing of the planted program ran")
 
 	// The same directory without the plant's write access: the first ipcrm on the path is used.
 	require.NoError(t, os.Chmod(planted, 0o755))
@@ -60,6 +60,23 @@ func TestPlantedProgramOnPathFailsInit(t *testing.T) {
 	require.ErrorContains(t, err, "program iptables: not on "+rootPath)
 	_, err = resolveTools(Config{Iptables: "iptables", Docker: "docker", Runner: pooldoc.Runner{MetadataAccess: true}}, nil)
 	require.NoError(t, err)
+}
+
+// TestInitRefusesAPlantedProgram: a directory on root's PATH a run may write to fails Init, and a
+// host that did not initialise scrubs nothing: the ipcrm planted there never runs.
+func TestInitRefusesAPlantedProgram(t *testing.T) {
+	unitUser(t)
+	planted := filepath.Join(t.TempDir(), "planted")
+	require.NoError(t, os.Mkdir(planted, 0o755))
+	require.NoError(t, os.Chmod(planted, 0o777))
+	mark := program(t, filepath.Join(planted, "ipcrm"))
+	rootsPath(t, planted, "/usr/sbin", "/usr/bin")
+	h, err := New(Config{RunAs: "hangar-unit"}, nil)
+	require.NoError(t, err)
+	_, err = h.Init(context.Background())
+	require.ErrorContains(t, err, "PATH directory "+planted)
+	require.ErrorIs(t, h.Scrub(context.Background()), errNotReady, "no scrub without Init")
+	require.NoFileExists(t, mark, "nothing of the planted program ran")
 }
 
 // TestRootOwned: what only root can change passes; a directory above, a link, the link's target

@@ -47,8 +47,7 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 			x.count(doc.Name, "JobsFailed", 1)
 			continue
 		}
-		m := jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: since, Spare: q.spare}
-		delay := retryDelay(q.round)
+		m, delay := nextTry(q, since)
 		body, err := m.Encode()
 		if err == nil {
 			err = x.d.Waiting.AddWaiter(ctx, state.Waiter{Pool: doc.Name, Key: q.job.Key(), Body: body, Since: since, Round: m.Round,
@@ -68,6 +67,12 @@ func (x *Dispatcher) wait(ctx context.Context, doc *pooldoc.Document, list []que
 		x.d.Log.Warn("schedule the waiting jobs' next tries; they wait for an instance to come back", "pool", doc.Name, "error", err)
 	}
 	return messageIDs(failed)
+}
+
+// nextTry is the message of a waiting job's next try, the job waiting since since, and how long
+// until it is due.
+func nextTry(q queuedJob, since time.Time) (jobs.Message, time.Duration) {
+	return jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: since, Spare: q.spare}, retryDelay(q.round)
 }
 
 // retryDelay is how long a job that has waited round times waits before its next try.
@@ -158,8 +163,7 @@ func (x *Dispatcher) nextRound(ctx context.Context, pool string, behind []queued
 	msgs := make([]jobs.Message, len(behind))
 	delays := make([]time.Duration, len(behind))
 	for i, q := range behind {
-		msgs[i] = jobs.Message{Kind: jobs.KindQueued, Job: q.job, Round: q.round + 1, WaitingSince: q.since, Spare: q.spare}
-		delays[i] = retryDelay(q.round)
+		msgs[i], delays[i] = nextTry(q, q.since)
 	}
 	// Sent first: a try whose waiter then could not move on finds nothing to take.
 	unsent, err := x.sendEach(ctx, msgs, delays)
