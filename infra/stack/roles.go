@@ -76,6 +76,13 @@ var itemActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamod
 	"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem",
 	"dynamodb:PartiQLSelect", "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"}
 
+// deny is statement's explicit refusal, which no allow overrides.
+func deny(actions []string, resources []*string, conditions map[string]interface{}) awsiam.PolicyStatement {
+	s := statement(actions, resources, conditions)
+	s.SetEffect(awsiam.Effect_DENY)
+	return s
+}
+
 func statement(actions []string, resources []*string, conditions map[string]interface{}) awsiam.PolicyStatement {
 	s := awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{Actions: jsii.Strings(actions...), Resources: &resources})
 	if conditions != nil {
@@ -106,6 +113,18 @@ func (r *roles) grant(h *hangar) {
 		// and silencing it would slow that instance down.
 		statement([]string{"sqs:ReceiveMessage", "sqs:DeleteMessage"}, []*string{bells}, map[string]interface{}{
 			"StringEquals": map[string]interface{}{"aws:ResourceTag/" + doorbell.TagKey: sourceInstance},
+		}),
+		// It makes its own doorbell as it boots (the workflows' steps may make none), tagged
+		// with its own ARN and nothing else.
+		statement([]string{"sqs:CreateQueue", "sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
+			"StringEquals":              map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: sourceInstance},
+			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
+		}),
+		// A tag says whose a doorbell is, once: no instance re-tags another's with its own ARN
+		// to hear what is sent to it.
+		deny([]string{"sqs:TagQueue", "sqs:UntagQueue"}, []*string{bells}, map[string]interface{}{
+			"Null":            map[string]interface{}{"aws:ResourceTag/" + doorbell.TagKey: "false"},
+			"StringNotEquals": map[string]interface{}{"aws:ResourceTag/" + doorbell.TagKey: sourceInstance},
 		}),
 	} {
 		r.instance.AddToPolicy(s)
@@ -139,6 +158,16 @@ func (r *roles) grant(h *hangar) {
 	r.workflow.AddToPolicy(statement([]string{"lambda:InvokeFunction"}, []*string{h.arn("lambda", "function:"+pooldoc.RefreshFunction(h.cfg.Stack))}, nil))
 	r.refresh.AddToPolicy(statement([]string{"ec2:StopInstances", "ec2:TerminateInstances"}, []*string{h.arn("ec2", "instance/*")},
 		map[string]interface{}{"StringEquals": stackTag(h)}))
+	// Doorbells are made with the instances the stack's functions launch, tagged (by their code)
+	// with the instance's ARN and nothing else, and deleted with them. No role a workflow can
+	// assume may make, tag or delete one.
+	for _, role := range r.functions() {
+		role.AddToPolicy(statement([]string{"sqs:CreateQueue", "sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
+			"Null":                      map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: "false"},
+			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
+		}))
+		role.AddToPolicy(statement([]string{"sqs:DeleteQueue"}, []*string{bells}, nil))
+	}
 	// The hourly sweep of doorbells left without a live instance lists them by name.
 	r.refresh.AddToPolicy(statement([]string{"sqs:ListQueues"}, []*string{h.arn("sqs", "*")}, nil))
 	if h.jobs != nil {
@@ -150,6 +179,16 @@ func (r *roles) grant(h *hangar) {
 // refresh role and, with label-routed jobs, the dispatcher's.
 func (r *roles) controllers() []awsiam.Role {
 	out := []awsiam.Role{r.workflow, r.refresh}
+	if r.dispatch != nil {
+		out = append(out, r.dispatch)
+	}
+	return out
+}
+
+// functions are the stack's own functions' roles that move instances: refresh and, with
+// label-routed jobs, the dispatcher's. No workflow can assume them.
+func (r *roles) functions() []awsiam.Role {
+	out := []awsiam.Role{r.refresh}
 	if r.dispatch != nil {
 		out = append(out, r.dispatch)
 	}
@@ -195,13 +234,9 @@ func controlPlane(h *hangar, r *roles) []awsiam.PolicyStatement {
 		statement([]string{"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"},
 			queues, nil),
 		statement([]string{"ssm:GetParameter", "ssm:GetParametersByPath"}, []*string{poolDocs, poolPath}, nil),
-		// Doorbells: made with their instances, tagged with the instance's ARN and nothing else,
-		// rung, deleted with them.
-		statement([]string{"sqs:CreateQueue", "sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
-			"Null":                      map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: "false"},
-			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
-		}),
-		statement([]string{"sqs:SendMessage", "sqs:DeleteQueue"}, []*string{bells}, nil),
+		// Doorbells: rung, and handed secrets once their tag says they are the instance's
+		// (ListQueueTags). Making and deleting them is the functions' (grant) and the instances'.
+		statement([]string{"sqs:SendMessage", "sqs:ListQueueTags"}, []*string{bells}, nil),
 		// Launches: see launches.
 		statement([]string{"ec2:CreateTags"}, []*string{h.arn("ec2", "instance/*"), h.arn("ec2", "volume/*"), h.arn("ec2", "fleet/*")},
 			map[string]interface{}{"StringEquals": map[string]interface{}{"ec2:CreateAction": []string{"CreateFleet", "RunInstances"}}}),

@@ -259,7 +259,7 @@ func (a *acquiring) claim(ctx context.Context) {
 		res, tidy, err := sel.ClaimAsync(ctx, offers.Request{Count: g.Count, UsageClass: a.req.Fit.UsageClass,
 			InstanceTypes: a.req.Fit.InstanceTypes, MinVCPU: a.req.Fit.MinVCPU, MinMemoryMiB: a.req.Fit.MinMemoryMiB,
 			Exclude: exclude, Given: given, Assign: g.Assign, Personalize: personalize, Unused: a.req.Unused, Home: &home,
-			Reuse: doc.Reuse, AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: a.req.ClaimDeadline})
+			Considered: a.p.Bells.Expect, Reuse: doc.Reuse, AliveSince: time.Now().Add(-state.HeartbeatFresh), ClaimDeadline: a.req.ClaimDeadline})
 		// The pool's messages are tidied (the unneeded given back, the used deleted) while the
 		// hand-overs go out; Wait waits for it.
 		a.out.background.Go(tidy)
@@ -305,7 +305,7 @@ func (a *acquiring) claimed(ctx context.Context, res offers.Result) {
 		a.out.HandedAt = time.Now()
 	}
 	insts := res.Instances
-	a.out.background.Go(func() { a.p.HandOver(ctx, insts, a.req.Secret) })
+	a.out.background.Go(func() { a.p.HandOver(ctx, a.req.Doc, insts, a.req.Secret) })
 }
 
 // create launches the instances the claims left, for every group whose assignments can be made,
@@ -382,9 +382,13 @@ func (a *acquiring) create(ctx context.Context) {
 					a.req.Held(in, Created)
 				}
 			}
-			// The doorbells exist now (Record makes them): each secret waits there for its agent,
-			// which takes it once it has booted.
-			a.p.HandOver(ctx, items, a.req.Secret)
+			// The doorbells exist now when this side makes them (Record): each secret waits there
+			// for its agent, which takes it once it has booted. A workflow's step makes none: each
+			// agent makes its own at boot, and the step hands over once the agent acknowledges
+			// its assignment (provision's wait).
+			if a.p.Bells.Manages {
+				a.p.HandOver(ctx, doc, items, a.req.Secret)
+			}
 			if err != nil && items != nil {
 				// Written, some without their assignment: those serve as warm instances, and the
 				// launch goes on.
@@ -401,12 +405,15 @@ func (a *acquiring) create(ctx context.Context) {
 	a.out.CreateErr = err
 }
 
-// HandOver sends each instance that holds an assignment its secret (as secret gives it), through
-// its doorbell, for the assignment its item holds (its run and version). The doorbell is the one
-// the pool names, never the item's: whoever may write items could rewrite that, but not where a
-// secret goes. A hand-over that fails is only logged: the agent asks again for what it lacks (a
-// run's), or fails the job's start and the job is placed again (a label-routed job's).
-func (p *Pool) HandOver(ctx context.Context, insts []*state.Instance, secret func(*state.Instance) (Secret, bool)) {
+// HandOver sends each instance of doc's pool that holds an assignment its secret (as secret gives
+// it), through its doorbell, for the assignment its item holds (its run and version). The
+// doorbell is the one the pool names, never the item's: whoever may write items could rewrite
+// that, but not where a secret goes; and it is sent only if the doorbell is tagged with that
+// instance's ARN (doorbell.Bells.HandOver). A hand-over that fails is only logged: the agent asks
+// again for what it lacks (a run's), or fails the job's start and the job is placed again (a
+// label-routed job's).
+func (p *Pool) HandOver(ctx context.Context, doc *pooldoc.Document, insts []*state.Instance, secret func(*state.Instance) (Secret, bool)) {
+	account := doc.StateAccount()
 	ds := make([]doorbell.Delivery, 0, len(insts))
 	for _, in := range insts {
 		if in.RunID == "" {
@@ -416,7 +423,7 @@ func (p *Pool) HandOver(ctx context.Context, insts []*state.Instance, secret fun
 		if !ok {
 			continue
 		}
-		ds = append(ds, doorbell.Delivery{URL: p.Bells.URL(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+		ds = append(ds, doorbell.Delivery{URL: p.Bells.URL(in.ID), ARN: account.ARN(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
 			Kind: s.Kind, Secret: s.Value, ExpiresAt: s.ExpiresAt}})
 	}
 	if err := p.Bells.HandOver(ctx, ds...); err != nil {

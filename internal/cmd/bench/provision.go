@@ -337,7 +337,8 @@ func (s *stepRunner) claimAgain(ctx context.Context, id string, released time.Ti
 		}
 	}
 	in, err := s.e.Store.Transition(ctx, state.Change{InstanceID: id, Pool: s.e.Pool, From: offer.State(), To: state.Claimed, Version: offer.Version,
-		Assign:    &state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo, RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix()},
+		Assign: &state.Assignment{RunID: r, RunAttempt: 1, Repo: localenv.Repo, RunnerURL: s.e.RunnerURL(), RunnerPrefix: s.e.RunnerNames().Prefix(),
+			HandOverSum: state.SecretSum(tok.GetToken())},
 		Threshold: time.Now().Add(time.Minute), Reason: "claimed by the bench"})
 	took := time.Since(released)
 	if err != nil {

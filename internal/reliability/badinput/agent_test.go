@@ -117,7 +117,7 @@ func (w *world) assign(t *testing.T, run string, change func(*world, map[string]
 	it["state"], it["version"], it["poolStateShard"] = s(string(state.Claimed)), n(v), s(state.PoolStateShard(w.Pool, state.Claimed, id))
 	it["threshold"] = n(time.Now().Add(5 * time.Minute).UnixMilli())
 	it["runId"], it["runAttempt"], it["repo"], it["runnerUrl"] = s(run), n(1), s(localenv.Repo), s(w.RunnerURL())
-	it["runnerPrefix"] = s(w.RunnerNames().Prefix())
+	it["runnerPrefix"], it["hoSum"] = s(w.RunnerNames().Prefix()), s(state.SecretSum(tok.GetToken()))
 	change(w, it)
 	w.putItem(t, it)
 	claimed, err := w.Store.Get(w.ctx, id)

@@ -140,7 +140,8 @@ func (a *Agent) handedOver(in *state.Instance, b Behaviour, now time.Time) bool 
 	got := 0
 	for _, body := range a.SQS.Bodies(in.Bell) {
 		var h doorbell.HandOver
-		if json.Unmarshal([]byte(body), &h) == nil && h.Run == in.RunID && h.Version == in.Version && h.Secret != "" {
+		if json.Unmarshal([]byte(body), &h) == nil && h.Run == in.RunID && h.Version == in.Version && h.Secret != "" &&
+			state.SecretSum(h.Secret) == in.HandOverSum {
 			got++
 		}
 	}
@@ -163,7 +164,11 @@ func (a *Agent) act(in *state.Instance) {
 	}
 	now := time.Now()
 	switch {
-	case in.State == state.Claimed && in.RunID != "" && in.AckVersion < in.Version && a.once(in, "ack"):
+	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && in.AckVersion < in.Version && a.once(in, "ack"):
+		// The agent has made its doorbell by the time it acknowledges anything (it boots first).
+		if a.SQS != nil && in.Bell != "" {
+			_ = doorbell.Own(context.Background(), a.SQS, in.Bell, QueueURLBase+"pool", in.ID, a.Store.account.ARN(in.ID))
+		}
 		_ = a.Store.AgentAck(in.ID, in.Version, now)
 	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && !a.handedOver(in, b, now):
 	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && a.once(in, "register"):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ type SQS struct {
 
 	mu     sync.Mutex
 	queues map[string][]*message
+	tags   map[string]map[string]string // by queue URL
 	seq    int
 }
 
@@ -41,7 +43,7 @@ type message struct {
 // Reset empties every queue and forgets recorded calls and injected errors.
 func (q *SQS) Reset() {
 	q.mu.Lock()
-	q.queues = nil
+	q.queues, q.tags = nil, nil
 	q.mu.Unlock()
 	q.resetCalls()
 }
@@ -60,8 +62,8 @@ func (q *SQS) add(url, body string) string {
 	return id
 }
 
-// CreateQueue implements awsapi.SQS: the queue exists from now on (attributes and tags are
-// not kept).
+// CreateQueue implements awsapi.SQS: the queue exists from now on, with the tags it was first
+// made with (making it again changes none; attributes are not kept).
 func (q *SQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if err := q.call("CreateQueue"); err != nil {
 		return nil, err
@@ -69,9 +71,50 @@ func (q *SQS) CreateQueue(_ context.Context, in *sqs.CreateQueueInput, _ ...func
 	url := QueueURLBase + aws.ToString(in.QueueName)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	msgs := q.queue(url)
+	msgs, ok := q.queues[url]
+	q.queue(url)
 	q.queues[url] = msgs
+	if !ok && len(in.Tags) > 0 {
+		q.tagsOf(url)
+		maps.Copy(q.tags[url], in.Tags)
+	}
 	return &sqs.CreateQueueOutput{QueueUrl: aws.String(url)}, nil
+}
+
+func (q *SQS) tagsOf(url string) map[string]string {
+	if q.tags == nil {
+		q.tags = map[string]map[string]string{}
+	}
+	if q.tags[url] == nil {
+		q.tags[url] = map[string]string{}
+	}
+	return q.tags[url]
+}
+
+// TagQueue implements what an attacker holding a role that may tag queues would do: the queue's
+// tags change.
+func (q *SQS) TagQueue(_ context.Context, in *sqs.TagQueueInput, _ ...func(*sqs.Options)) (*sqs.TagQueueOutput, error) {
+	if err := q.call("TagQueue"); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	maps.Copy(q.tagsOf(aws.ToString(in.QueueUrl)), in.Tags)
+	return &sqs.TagQueueOutput{}, nil
+}
+
+// ListQueueTags implements awsapi.SQS; a queue that does not exist is QueueDoesNotExist.
+func (q *SQS) ListQueueTags(_ context.Context, in *sqs.ListQueueTagsInput, _ ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error) {
+	if err := q.call("ListQueueTags"); err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	url := aws.ToString(in.QueueUrl)
+	if _, ok := q.queues[url]; !ok {
+		return nil, &types.QueueDoesNotExist{Message: aws.String("The specified queue does not exist.")}
+	}
+	return &sqs.ListQueueTagsOutput{Tags: maps.Clone(q.tags[url])}, nil
 }
 
 // DeleteQueue implements awsapi.SQS: the queue and its messages are gone.
@@ -82,6 +125,7 @@ func (q *SQS) DeleteQueue(_ context.Context, in *sqs.DeleteQueueInput, _ ...func
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.queues, aws.ToString(in.QueueUrl))
+	delete(q.tags, aws.ToString(in.QueueUrl))
 	return &sqs.DeleteQueueOutput{}, nil
 }
 

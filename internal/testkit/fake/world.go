@@ -94,7 +94,7 @@ func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 	}
 	w := &World{Doc: doc, Store: NewStore(doc.StateAccount()), EC2: &EC2{Subnets: map[string]string{}}, SQS: &SQS{},
 		SSM: &SSM{}, GitHub: &GitHub{}}
-	w.Bells = &doorbell.Bells{SQS: w.SQS, Stack: Stack, Base: QueueURLBase}
+	w.Bells = &doorbell.Bells{SQS: w.SQS, Stack: Stack, Base: QueueURLBase, Manages: true}
 	for _, s := range doc.Subnets {
 		w.EC2.Subnets[s.ID] = s.AZ
 	}
@@ -113,6 +113,14 @@ func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 	w.Agent.Start(context.Background())
 	t.Cleanup(w.Agent.Stop)
 	return w
+}
+
+// makeBell makes instance id's doorbell, tagged with its ARN, as its launch (or its agent) does.
+func (w *World) makeBell(t testing.TB, id string) {
+	t.Helper()
+	if err := doorbell.Own(context.Background(), w.SQS, w.Bells.URL(id), w.Doc.QueueURL, id, w.Doc.StateAccount().ARN(id)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Queue returns the pool's queue.
@@ -203,6 +211,7 @@ func (w *World) AddIdle(t testing.TB, in Idle) *state.Instance {
 	}
 	item.Home = w.Doc.Home()
 	w.Store.Put(item)
+	w.makeBell(t, id)
 	out := w.Store.Item(id)
 	if err := w.Queue(t).Publish(context.Background(), out); err != nil {
 		t.Fatal(err)
@@ -258,5 +267,6 @@ func (w *World) AddHeld(t testing.TB, h Held) *state.Instance {
 	}
 	w.Agent.Behave(id, h.Agent)
 	w.Store.Put(item)
+	w.makeBell(t, id)
 	return w.Store.Item(id)
 }

@@ -640,7 +640,8 @@ func (e *Env) Claim(ctx context.Context, in *state.Instance, run string) (*state
 	}
 	home := e.Doc.Home() // as provision's claim writes it
 	out, err := e.Transition(ctx, state.Change{InstanceID: in.ID, From: in.State, To: state.Claimed, Version: in.Version,
-		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix()}, Home: &home})
+		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: Repo, RunnerURL: e.RunnerURL(), RunnerPrefix: e.RunnerNames().Prefix(),
+			HandOverSum: state.SecretSum(tok.GetToken())}, Home: &home})
 	if err != nil {
 		return nil, err
 	}
@@ -685,7 +686,7 @@ func (e *Env) HandOver(ctx context.Context, in *state.Instance, token string) er
 		e.handed[in.ID] = handed{run: in.RunID, version: in.Version, token: token}
 	}
 	e.handedMu.Unlock()
-	return bells.HandOver(ctx, doorbell.Delivery{URL: bells.URL(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
+	return bells.HandOver(ctx, doorbell.Delivery{URL: bells.URL(in.ID), ARN: e.Store.Account().ARN(in.ID), HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
 		Kind: doorbell.KindRegistration, Secret: token}})
 }
 

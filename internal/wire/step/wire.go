@@ -65,12 +65,15 @@ func (w *Wiring) releaser(cfg release.Config, store *state.Store, bells *doorbel
 	return release.New(cfg, release.Deps{Pool: w.pool(store, bells), GitHub: w.GitHub, Runners: state.RunnerNamesOf(w.Stack), Log: w.Log})
 }
 
-// bells returns the stack's doorbells, which live beside its pool queues.
+// bells returns the stack's doorbells, which live beside its pool queues. The steps neither make
+// nor delete one (the workflow role may not): each instance makes its own, and the stack's
+// functions delete them.
 func (w *Wiring) bells(queueURL string) (*doorbell.Bells, error) {
 	b, err := doorbell.New(w.Clients.SQS, w.Stack, queueURL)
 	if err != nil {
 		return nil, fmt.Errorf("doorbells: %w", err)
 	}
+	b.Manages = false
 	return b, nil
 }
 

@@ -106,7 +106,7 @@ const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
 var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "labels",
-	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation", "assignedAt", "claimed", "registeredAt"}
+	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation", "hoSum", "assignedAt", "claimed", "registeredAt"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -297,6 +297,7 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 		u.setOrRemove("claimId", a.ClaimID != "", a.ClaimID)
 		u.setOrRemove("runnerId", a.RunnerID != 0, a.RunnerID)
 		u.setOrRemove("installation", a.Installation != 0, a.Installation)
+		u.setOrRemove("hoSum", a.HandOverSum != "", a.HandOverSum)
 		u.set("assignedAt", millis(now))
 		u.set("claimed", true)
 		u.remove("registeredAt")

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -123,6 +125,10 @@ type Assignment struct {
 	// Installation is the GitHub App installation the job came from: the dispatcher's
 	// credentials for the job's runner.
 	Installation int64 `dynamodbav:"installation,omitempty"`
+	// HandOverSum is SecretSum of the secret the assignment's hand-over carries, written by
+	// whoever assigns: the agent takes only the hand-over whose secret has it, so one pushed into
+	// its doorbell by anyone else is refused. Never the secret itself.
+	HandOverSum string `dynamodbav:"hoSum,omitempty"`
 }
 
 // ServesJob reports whether the assignment is a label-routed job's (its key is j<job id>) rather
@@ -213,4 +219,15 @@ func (h Home) IdleTimeout() time.Duration { return time.Duration(h.IdleSecs) * t
 // minVersion or later: the test a waiter applies after its own transition wrote minVersion.
 func (i *Instance) SignalFor(name SignalName, run string, minVersion int64) bool {
 	return i.Signal == name && i.SignalRun == run && i.SignalVersion >= minVersion
+}
+
+// sumContext separates hand-over sums from any other use of SHA-256 over the same secret.
+const sumContext = "hangar hand-over\n"
+
+// SecretSum is what an assignment records of the secret its hand-over carries (HandOverSum): the
+// agent takes a hand-over only when its secret has this sum, so only whoever wrote the
+// assignment can hand it over. A secret's sum says nothing of the secret.
+func SecretSum(secret string) string {
+	h := sha256.Sum256([]byte(sumContext + secret))
+	return hex.EncodeToString(h[:])
 }

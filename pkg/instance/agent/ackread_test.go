@@ -113,8 +113,35 @@ func TestMailboxLatest(t *testing.T) {
 	h, ok = m.Latest()
 	require.True(t, ok, "Latest takes nothing")
 	require.Equal(t, "8", h.Run)
-	_, ok = m.Take("8", 9, doorbell.KindRegistration)
+	_, ok = m.Take("8", 9, doorbell.KindRegistration, state.SecretSum("b"))
 	require.True(t, ok)
-	_, ok = m.Latest()
-	require.False(t, ok, "the older one was dropped when the newer came")
+	h, ok = m.Latest()
+	require.True(t, ok, "a version says nothing of a hand-over's worth: the older one stays")
+	require.Equal(t, "7", h.Run)
+}
+
+// TestMailboxRefusesWhatTheAssignmentDoesNotName: a hand-over pushed into the doorbell by anyone
+// but whoever wrote the assignment (its secret is not the one the assignment's sum names) is
+// refused and reported, whether it came before or after the real one, and a flood of them for a
+// later version does not push the real one out.
+func TestMailboxRefusesWhatTheAssignmentDoesNotName(t *testing.T) {
+	t.Parallel()
+	var refused []doorbell.HandOver
+	m := doorbell.NewMailbox()
+	m.Refused = func(h doorbell.HandOver) { refused = append(refused, h) }
+	forged := doorbell.HandOver{Run: "j77", Version: 5, Kind: doorbell.KindJIT, Secret: "the attacker's runner"}
+	real := doorbell.HandOver{Run: "j77", Version: 5, Kind: doorbell.KindJIT, Secret: "the job's runner"}
+	m.Put(forged)
+	m.Put(doorbell.HandOver{Run: "j77", Version: 99, Kind: doorbell.KindJIT, Secret: "a later version, forged"})
+	m.Put(real)
+	m.Put(forged) // again, after the real one
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := m.Wait(ctx, "j77", 5, doorbell.KindJIT, state.SecretSum(real.Secret))
+	require.NoError(t, err)
+	require.Equal(t, real, h, "the hand-over whose secret the assignment names, and no other")
+	require.Equal(t, []doorbell.HandOver{forged}, refused, "the forged one is refused and reported (held once)")
+
+	_, ok := m.Take("j77", 5, doorbell.KindJIT, "")
+	require.False(t, ok, "an assignment that names no secret takes no hand-over")
 }

@@ -114,7 +114,12 @@ func New(cfg Config, store Store, host Host, ec2Client awsapi.AgentEC2, md Metad
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Agent{cfg: cfg, store: store, mailbox: doorbell.NewMailbox(), host: host, ec2: ec2Client, md: md, log: log, http: downloadClient(),
+	mailbox := doorbell.NewMailbox()
+	mailbox.Refused = func(h doorbell.HandOver) {
+		log.Error("refused a hand-over the control plane did not send: its secret is not the one the assignment names", "run", h.Run,
+			"version", h.Version, "kind", h.Kind)
+	}
+	return &Agent{cfg: cfg, store: store, mailbox: mailbox, host: host, ec2: ec2Client, md: md, log: log, http: downloadClient(),
 		rings: make(chan struct{}, 1), ringGap: minRingGap, moved: make(chan struct{})}, nil
 }
 
@@ -161,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { a.watchdog(ctx) })
 	wg.Go(func() { a.watchSpot(ctx) })
-	if a.Doorbell != nil && item.Bell != "" {
+	if a.Doorbell != nil && item.Bell != "" && a.ownDoorbell(ctx, item.Bell) {
 		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox,
 			Settle: a.settled}
 		wg.Go(func() { a.listener.Listen(ctx, a.ring) })
@@ -201,6 +206,23 @@ func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 			return nil, err
 		}
 	}
+}
+
+// ownDoorbell makes the instance's doorbell at url unless it exists (an instance a workflow's step
+// launched has none yet), and reports whether url is the instance's own to listen to. A doorbell
+// that cannot be made is listened to anyway: the listener falls back to polling if it is not
+// there, or not the instance's to receive from.
+func (a *Agent) ownDoorbell(ctx context.Context, url string) bool {
+	err := doorbell.Own(ctx, a.Doorbell, url, a.cfg.Pool.QueueURL, a.cfg.Identity.InstanceID, a.cfg.Identity.ARN())
+	var bad *doorbell.NotOwnError
+	switch {
+	case errors.As(err, &bad):
+		a.log.Error("the item names a doorbell that is not this instance's; polling the item instead", "url", url, "error", err)
+		return false
+	case err != nil:
+		a.log.Warn("could not make the doorbell; listening to it anyway", "url", url, "error", err)
+	}
+	return true
 }
 
 // poll reads the item (as a heartbeat when one is due: one request either way) and remembers its

@@ -198,7 +198,7 @@ func TestGivenBackBeforeItsToken(t *testing.T) {
 	w := newWorld(t, worldOptions{Baked: true})
 	in := w.warm()
 
-	claimed := w.assign(in, "2401", worldGitHubURL+"/"+worldRepo)
+	claimed := w.assign(in, "2401", worldGitHubURL+"/"+worldRepo, "AREGNEVERHANDED")
 	w.ring() // rung, but no token handed over
 	acked := w.waitItem("the claim acknowledged", 30*time.Second, func(it *state.Instance) bool {
 		return it.AckVersion >= claimed.Version

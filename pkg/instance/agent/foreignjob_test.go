@@ -84,7 +84,7 @@ echo own job ran`)
 	in = e.must(e.Store.Get(e.ctx, id))
 	claimed = e.transition(state.Change{InstanceID: id, From: in.State, To: state.Claimed, Version: in.Version,
 		Assign: &state.Assignment{RunID: "3102", RunAttempt: 1, Repo: repo, RunnerURL: e.GH.URL() + "/" + owner, RunnerGroup: "hangar-both",
-			RunnerPrefix: e.RunnerNames().Prefix()}})
+			RunnerPrefix: e.RunnerNames().Prefix(), HandOverSum: state.SecretSum(tok.GetToken())}})
 	require.NoError(t, e.HandOver(e.ctx, claimed, tok.GetToken()))
 	reg = e.waitSignal(id, state.SignalRegistered, "3102", claimed.Version)
 	e.transition(state.Change{InstanceID: id, From: state.Claimed, To: state.Running, Version: reg.Version, RunID: "3102"})

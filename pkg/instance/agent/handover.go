@@ -30,7 +30,9 @@ var errNoHandOver = errors.New("the assignment's secret did not reach this insta
 
 // handOver returns the secret of kind (doorbell.KindRegistration or KindJIT) for the assignment
 // item holds, from the mailbox the doorbell fills, waiting and asking as above. The secret is
-// used for that assignment alone: a hand-over of another run or version is never taken.
+// used for that assignment alone: a hand-over of another run or version is never taken, nor one
+// whose secret is not the one the assignment names (its HandOverSum), which whoever may send to
+// the doorbell could have pushed (the mailbox refuses it, and the agent logs it).
 func (a *Agent) handOver(ctx context.Context, item *state.Instance, kind string) (string, error) {
 	start := a.now()
 	wait, asks := handOverWait, handOverAsks
@@ -39,7 +41,7 @@ func (a *Agent) handOver(ctx context.Context, item *state.Instance, kind string)
 	}
 	for n := 0; ; n++ {
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		h, err := a.mailbox.Wait(wctx, item.RunID, item.Version, kind)
+		h, err := a.mailbox.Wait(wctx, item.RunID, item.Version, kind, item.HandOverSum)
 		cancel()
 		if err == nil {
 			if n > 0 {

@@ -96,13 +96,13 @@ func TestNothingServedBeforeTheAcknowledgement(t *testing.T) {
 			require.NoError(t, err)
 			item := &state.Instance{ID: "i-0123456789abcdef0", State: state.Claimed, Version: 7, Threshold: time.Now().Add(time.Hour),
 				Assignment: state.Assignment{RunID: "4242", RunAttempt: 1, Repo: "octo/app", RunnerURL: "https://github.com/octo/app",
-					RunnerPrefix: "hangar-test-"}}
+					RunnerPrefix: "hangar-test-", HandOverSum: state.SecretSum("token")}}
 			a.mailbox.Put(doorbell.HandOver{Run: "4242", Version: 7, Kind: doorbell.KindRegistration, Secret: "token"})
 			failed, err := a.serve(context.Background(), item)
 			require.NoError(t, err)
 			require.False(t, failed, "not a failed registration: nothing was tried")
 			require.Equal(t, int64(1), store.acks.Load())
-			_, held := a.mailbox.Take("4242", 7, doorbell.KindRegistration)
+			_, held := a.mailbox.Take("4242", 7, doorbell.KindRegistration, state.SecretSum("token"))
 			require.True(t, held, "the registration token was not taken")
 			require.Zero(t, store.asks.Load(), "nor asked for")
 			require.Zero(t, store.signals.Load(), "no signal about the run")

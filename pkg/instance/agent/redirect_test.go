@@ -50,7 +50,7 @@ func TestRewrittenRunnerURL(t *testing.T) {
 
 	const token = "AREGREWRITTEN0123456789"
 	redirected := evil.URL + "/" + worldRepo
-	claimed := w.assign(in, "2301", redirected)
+	claimed := w.assign(in, "2301", redirected, token)
 	w.handOver(claimed, token)
 
 	failed := w.waitSignal(state.SignalRegisterFailed, "2301", claimed.Version)

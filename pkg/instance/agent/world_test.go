@@ -198,21 +198,29 @@ func (w *world) warm() *state.Instance {
 	return w.transition(state.Change{InstanceID: w.id, From: state.Created, To: state.Idle, Version: in.Version})
 }
 
-// assign gives the instance to run at runnerURL (no hand-over yet).
-func (w *world) assign(in *state.Instance, run, runnerURL string) *state.Instance {
+// assign gives the instance to run at runnerURL, naming token as the hand-over's secret (no
+// hand-over yet).
+func (w *world) assign(in *state.Instance, run, runnerURL, token string) *state.Instance {
 	w.t.Helper()
 	home := w.doc.Home() // as provision's claim writes it
 	return w.transition(state.Change{InstanceID: w.id, From: in.State, To: state.Claimed, Version: in.Version,
 		Assign: &state.Assignment{RunID: run, RunAttempt: 1, Repo: worldRepo, RunnerURL: runnerURL,
-			RunnerPrefix: state.RunnerNamesOf(fake.Stack).Prefix()}, Home: &home})
+			RunnerPrefix: state.RunnerNamesOf(fake.Stack).Prefix(), HandOverSum: state.SecretSum(token)}, Home: &home})
 }
 
 // claim gives the instance to run with a fresh registration token handed over, as provision does.
 func (w *world) claim(in *state.Instance, run string) *state.Instance {
 	w.t.Helper()
-	claimed := w.assign(in, run, worldGitHubURL+"/"+worldRepo)
-	w.handOver(claimed, "AREG"+rand.Text())
+	token := "AREG" + rand.Text()
+	claimed := w.assign(in, run, worldGitHubURL+"/"+worldRepo, token)
+	w.handOver(claimed, token)
 	return claimed
+}
+
+// delivery is a hand-over of token to the instance's doorbell for the assignment in holds.
+func (w *world) delivery(in *state.Instance, token string) doorbell.Delivery {
+	return doorbell.Delivery{URL: in.Bell, ARN: fake.Account.ARN(w.id), HandOver: doorbell.HandOver{Run: in.RunID,
+		Version: in.Version, Kind: doorbell.KindRegistration, Secret: token}}
 }
 
 // handOver sends token to the instance's doorbell for the assignment in holds.
@@ -221,8 +229,7 @@ func (w *world) handOver(in *state.Instance, token string) {
 	w.mu.Lock()
 	w.handed[in.Version] = token
 	w.mu.Unlock()
-	require.NoError(w.t, w.bells.HandOver(w.ctx, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID,
-		Version: in.Version, Kind: doorbell.KindRegistration, Secret: token}}))
+	require.NoError(w.t, w.bells.HandOver(w.ctx, w.delivery(in, token)))
 }
 
 // answerAsk hands the token over again, once per ask, when the agent asked for it, as provision
@@ -236,8 +243,7 @@ func (w *world) answerAsk(in *state.Instance) {
 	}
 	w.mu.Unlock()
 	if ok && ask {
-		_ = w.bells.HandOver(w.ctx, doorbell.Delivery{URL: in.Bell, HandOver: doorbell.HandOver{Run: in.RunID, Version: in.Version,
-			Kind: doorbell.KindRegistration, Secret: token}})
+		_ = w.bells.HandOver(w.ctx, w.delivery(in, token))
 	}
 }
 

@@ -404,7 +404,7 @@ func (x *Dispatcher) personalize(ctx context.Context, doc *pooldoc.Document, cli
 	if err != nil {
 		return "", err
 	}
-	a.RunnerID = jit.RunnerID
+	a.RunnerID, a.HandOverSum = jit.RunnerID, state.SecretSum(jit.Config)
 	return jit.Config, nil
 }
 

@@ -55,23 +55,32 @@ func Prefix(stack string) string {
 // Name is the doorbell queue name of instance id in stack.
 func Name(stack, id string) string { return Prefix(stack) + id }
 
-// Bells creates, rings and deletes the doorbells of one stack. The zero value (no SQS client)
-// does nothing: agents without a doorbell read their items on their heartbeats.
+// Bells creates, rings and deletes the doorbells of one stack, and hands secrets over through
+// them. The zero value (no SQS client) does nothing: agents without a doorbell read their items
+// on their heartbeats.
 type Bells struct {
 	SQS   awsapi.SQS
 	Stack string
 	// Base is the queue URL up to the queue's name (scheme, host, account), taken from any queue
 	// of the stack's account and region (the pool queue): doorbell URLs are Base + Name.
 	Base string
+	// Manages says this side makes and deletes doorbells: the stack's functions and the operator
+	// do. The workflows' steps may not (their role cannot): they leave making an instance's
+	// doorbell to its agent (Own) and deleting it to the functions, and Create and Delete do
+	// nothing.
+	Manages bool
+
+	owners sync.Map // doorbell URL → *lookup of the instance ARN it is tagged with
 }
 
-// New returns the bells of stack, whose queues live beside the queue at queueURL.
+// New returns the bells of stack, whose queues live beside the queue at queueURL, made and
+// deleted by this side (Manages).
 func New(client awsapi.SQS, stack, queueURL string) (*Bells, error) {
 	i := strings.LastIndexByte(queueURL, '/')
 	if client == nil || stack == "" || i < 0 {
 		return nil, fmt.Errorf("doorbells of stack %q beside queue %q: want an SQS client, a stack name and a queue URL", stack, queueURL)
 	}
-	return &Bells{SQS: client, Stack: stack, Base: queueURL[:i+1]}, nil
+	return &Bells{SQS: client, Stack: stack, Base: queueURL[:i+1], Manages: true}, nil
 }
 
 // On reports whether b makes doorbells at all.
@@ -85,27 +94,59 @@ func (b *Bells) URL(id string) string {
 	return b.Base + Name(b.Stack, id)
 }
 
-// Create makes the doorbells of instances (id → ARN), tagged with their ARN, in parallel.
-// Creating one that exists with the same attributes is a no-op, so Create may be retried.
+// Create makes the doorbells of instances (id → ARN), tagged with their ARN, in parallel, when
+// this side manages doorbells. Creating one that exists with the same attributes is a no-op, so
+// Create may be retried.
 func (b *Bells) Create(ctx context.Context, instances map[string]string) error {
-	if !b.On() || len(instances) == 0 {
+	if !b.On() || !b.Manages || len(instances) == 0 {
 		return nil
 	}
 	return b.each(ctx, keys(instances), func(ctx context.Context, id string) error {
-		_, err := b.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{
-			QueueName: aws.String(Name(b.Stack, id)),
-			Attributes: map[string]string{
-				string(sqstypes.QueueAttributeNameMessageRetentionPeriod):        retentionSeconds,
-				string(sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds): waitSeconds,
-				string(sqstypes.QueueAttributeNameSqsManagedSseEnabled):          "true",
-			},
-			Tags: map[string]string{TagKey: instances[id]},
-		})
-		if err != nil {
+		if _, err := b.SQS.CreateQueue(ctx, createInput(Name(b.Stack, id), instances[id])); err != nil {
 			return fmt.Errorf("create the doorbell of %s: %w", id, err)
 		}
 		return nil
 	})
+}
+
+// Creator is what making a doorbell asks of SQS.
+type Creator interface {
+	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
+}
+
+// Own makes the doorbell at url for the instance id (ARN arn) that calls it, as its agent does at
+// boot: the instance role may make only a doorbell tagged with its own ARN, so an instance
+// launched by a workflow's step (which may make none) has one before it takes work. One that
+// exists already is left as it is. url comes from the instance's item, which more roles than the
+// instance's may write: it must name id's doorbell beside the pool's queue (queueURL).
+func Own(ctx context.Context, c Creator, url, queueURL, id, arn string) error {
+	i, j := strings.LastIndexByte(url, '/'), strings.LastIndexByte(queueURL, '/')
+	name := url[i+1:]
+	if i < 0 || j < 0 || url[:i] != queueURL[:j] || !strings.HasSuffix(name, separator+id) || len(name) == len(separator+id) {
+		return &NotOwnError{URL: url, Want: fmt.Sprintf("the queue <stack>%s%s beside the pool's queue %s", separator, id, queueURL)}
+	}
+	if _, err := c.CreateQueue(ctx, createInput(name, arn)); err != nil {
+		return fmt.Errorf("make the doorbell of %s: %w", id, err)
+	}
+	return nil
+}
+
+// NotOwnError is a doorbell URL that names no doorbell of the instance.
+type NotOwnError struct{ URL, Want string }
+
+func (e *NotOwnError) Error() string { return fmt.Sprintf("doorbell %q: want %s", e.URL, e.Want) }
+
+// createInput makes the doorbell name, tagged with the instance's ARN.
+func createInput(name, arn string) *sqs.CreateQueueInput {
+	return &sqs.CreateQueueInput{
+		QueueName: aws.String(name),
+		Attributes: map[string]string{
+			string(sqstypes.QueueAttributeNameMessageRetentionPeriod):        retentionSeconds,
+			string(sqstypes.QueueAttributeNameReceiveMessageWaitTimeSeconds): waitSeconds,
+			string(sqstypes.QueueAttributeNameSqsManagedSseEnabled):          "true",
+		},
+		Tags: map[string]string{TagKey: arn},
+	}
 }
 
 // Ring rings the doorbells at urls (empty ones skipped), in parallel. A doorbell that does not
@@ -126,13 +167,15 @@ func (b *Bells) Ring(ctx context.Context, urls ...string) error {
 	})
 }
 
-// Delete deletes the doorbells of instances ids, in parallel; those gone already are no error.
-// An agent long-polling a deleted doorbell is told at once, and reads its item.
+// Delete deletes the doorbells of instances ids, in parallel, when this side manages doorbells;
+// those gone already are no error. An agent long-polling a deleted doorbell is told at once, and
+// reads its item.
 func (b *Bells) Delete(ctx context.Context, ids ...string) error {
-	if !b.On() {
+	if !b.On() || !b.Manages {
 		return nil
 	}
 	return b.each(ctx, ids, func(ctx context.Context, id string) error {
+		b.owners.Delete(b.URL(id))
 		_, err := b.SQS.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(b.URL(id))})
 		if err != nil && !awserr.IsNotFound(err) {
 			return fmt.Errorf("delete the doorbell of %s: %w", id, err)

@@ -5,9 +5,12 @@
 //
 // A plain ring says nothing but "read your item". A claim's ring is a hand-over: it also carries
 // the assignment's one secret (a runner registration token, or a just-in-time runner
-// configuration), so that no secret is ever written to the table. The queue is tagged with the instance's ARN, and the instance role may receive only
-// from queues so tagged (aws:ResourceTag); no other role may receive from any doorbell, so a
-// hand-over is readable by its instance alone. Messages are encrypted at rest (SSE-SQS) and kept
+// configuration), so that no secret is ever written to the table. The queue is tagged with the
+// instance's ARN, which only the instance itself and the stack's functions can set, in making it;
+// the instance role may receive only from queues so tagged (aws:ResourceTag), no other role may
+// receive from any doorbell, and a secret is sent only to a doorbell whose tag names the claimed
+// instance, so a hand-over is readable by its instance alone. The agent takes only a hand-over
+// whose secret the assignment names (state.SecretSum), so one pushed by anyone else is refused. Messages are encrypted at rest (SSE-SQS) and kept
 // at most a few minutes. The agent keeps hand-overs in memory (Mailbox) and uses one only for the
 // assignment its item holds at the hand-over's version. A lost ring costs latency, not
 // correctness: the agent still reads its item with every heartbeat, and asks again for a

@@ -3,6 +3,7 @@ package doorbell_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -124,4 +125,67 @@ func TestRingIsHeardDeleteEndsIt(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{b.URL("i-0aaaaaaaaaaaaaaa3"), *stray.QueueUrl}, left.QueueUrls)
 	require.NoError(t, b.Delete(ctx, "i-0aaaaaaaaaaaaaaa3"))
+}
+
+// TestHandOverOnlyToTheInstancesOwnDoorbell, against SQS's own protocol: the sender reads a
+// doorbell's tag before it hands a secret over, and sends nothing to one that an attacker
+// re-tagged with another instance's ARN, or deleted and made again in its own name, nor to one
+// that is not there (the instance has not made it yet); the instance's agent makes its own, and
+// one that exists stays as it is.
+func TestHandOverOnlyToTheInstancesOwnDoorbell(t *testing.T) {
+	c := client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stack := "bell-own-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	anchor, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stack + "-pool")})
+	require.NoError(t, err)
+	defer c.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: anchor.QueueUrl})
+	arn := func(id string) string { return "arn:aws:ec2:us-east-1:123456789012:instance/" + id }
+	const victim, attacker, booting = "i-0bbbbbbbbbbbbbbb1", "i-0bbbbbbbbbbbbbbb2", "i-0bbbbbbbbbbbbbbb3"
+	maker, err := doorbell.New(c, stack, *anchor.QueueUrl)
+	require.NoError(t, err)
+	require.NoError(t, maker.Create(ctx, map[string]string{victim: arn(victim)}))
+	defer maker.Delete(context.WithoutCancel(ctx), victim, booting)
+	messages := func(id string) int {
+		out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(maker.URL(id)),
+			AttributeNames: []sqstypes.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		require.NoError(t, err)
+		n, err := strconv.Atoi(out.Attributes["ApproximateNumberOfMessages"])
+		require.NoError(t, err)
+		return n
+	}
+	handOver := func(id string) error {
+		// A sender of its own, as a new provision or dispatcher container is: nothing read yet.
+		b, err := doorbell.New(c, stack, *anchor.QueueUrl)
+		require.NoError(t, err)
+		b.Manages = false
+		return b.HandOver(ctx, doorbell.Delivery{URL: b.URL(id), ARN: arn(id), HandOver: doorbell.HandOver{Run: "4242", Version: 5,
+			Kind: doorbell.KindRegistration, Secret: "AREGSECRET"}})
+	}
+
+	require.NoError(t, handOver(victim), "its own doorbell")
+	require.Equal(t, 1, messages(victim))
+
+	_, err = c.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(maker.URL(victim)), Tags: map[string]string{doorbell.TagKey: arn(attacker)}})
+	require.NoError(t, err)
+	require.ErrorContains(t, handOver(victim), "not sent: the doorbell is tagged for "+arn(attacker))
+	require.Equal(t, 1, messages(victim), "nothing sent to a doorbell re-tagged for another instance")
+
+	require.NoError(t, maker.Delete(ctx, victim))
+	_, err = c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(doorbell.Name(stack, victim)),
+		Tags: map[string]string{doorbell.TagKey: arn(attacker)}})
+	require.NoError(t, err)
+	require.ErrorContains(t, handOver(victim), "not sent: the doorbell is tagged for "+arn(attacker))
+	require.Zero(t, messages(victim), "nothing sent to a doorbell made again in another instance's name")
+
+	require.ErrorContains(t, handOver(booting), "the doorbell is not there")
+	url := maker.URL(booting)
+	require.ErrorContains(t, doorbell.Own(ctx, c, maker.URL(attacker), *anchor.QueueUrl, booting, arn(booting)), "want the queue",
+		"an agent makes no doorbell but its own")
+	require.ErrorContains(t, doorbell.Own(ctx, c, "https://elsewhere.example/1/"+doorbell.Name(stack, booting), *anchor.QueueUrl, booting, arn(booting)),
+		"beside the pool's queue", "nor one outside the pool's account and region")
+	require.NoError(t, doorbell.Own(ctx, c, url, *anchor.QueueUrl, booting, arn(booting)), "the agent makes its own as it boots")
+	require.NoError(t, doorbell.Own(ctx, c, url, *anchor.QueueUrl, booting, arn(booting)), "and again after a restart")
+	require.NoError(t, handOver(booting))
+	require.Equal(t, 1, messages(booting))
 }

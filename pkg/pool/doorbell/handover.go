@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/awserr"
 )
 
@@ -55,15 +57,17 @@ func (h HandOver) String() string {
 	return fmt.Sprintf("hand-over of a %s secret for %s at version %d", h.Kind, h.Run, h.Version)
 }
 
-// Delivery is one hand-over and the doorbell it goes to.
+// Delivery is one hand-over and the doorbell it goes to: that of the instance whose ARN is ARN.
 type Delivery struct {
 	URL string
+	ARN string
 	HandOver
 }
 
-// HandOver sends each delivery to its doorbell, in parallel. A delivery without a doorbell URL
-// (an instance without a doorbell) cannot be made and is an error for that instance: its agent
-// will ask (state.Agent.Ask) and fail the registration when nobody answers.
+// HandOver sends each delivery to its doorbell, in parallel, once it has checked that the
+// doorbell is tagged with the delivery's instance (Expect may have read it already): a doorbell
+// tagged for another instance, or not there, is not sent to, and that is an error for that
+// instance. Its agent will ask (state.Agent.Ask) and fail the registration when nobody answers.
 func (b *Bells) HandOver(ctx context.Context, ds ...Delivery) error {
 	if len(ds) == 0 {
 		return nil
@@ -79,7 +83,7 @@ func (b *Bells) HandOver(ctx context.Context, ds ...Delivery) error {
 			errs = append(errs, err)
 			continue
 		}
-		if d.URL == "" {
+		if d.URL == "" || d.ARN == "" {
 			errs = append(errs, fmt.Errorf("%s: the instance has no doorbell", d.HandOver))
 			continue
 		}
@@ -88,6 +92,16 @@ func (b *Bells) HandOver(ctx context.Context, ds ...Delivery) error {
 	}
 	errs = append(errs, b.each(ctx, urls, func(ctx context.Context, url string) error {
 		d := byURL[url]
+		switch owner, err := b.ownerOf(ctx, url); {
+		case awserr.IsNotFound(err):
+			return fmt.Errorf("%s to %s: the doorbell is not there (its instance is ending, or has not made it yet)", d.HandOver, url)
+		case err != nil:
+			return fmt.Errorf("%s: %w", d.HandOver, err)
+		case owner != d.ARN:
+			// Only the instance itself or the stack's functions may tag one: someone made this
+			// doorbell in the instance's name who is not it, to hear what is sent to it.
+			return fmt.Errorf("%s to %s: not sent: the doorbell is tagged for %s, not for %s", d.HandOver, url, owner, d.ARN)
+		}
 		body, err := json.Marshal(d.HandOver)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d.HandOver, err)
@@ -116,13 +130,19 @@ func parseHandOver(body string) (HandOver, bool) {
 	return h, true
 }
 
-// mailboxSize is how many hand-overs an agent keeps: one assignment at a time is served, and a
-// newer version makes older ones worthless.
-const mailboxSize = 4
+// mailboxSize is how many hand-overs an agent keeps, the oldest going first: one assignment at a
+// time is served, and room is left for hand-overs of the current one that are not the control
+// plane's (Take refuses them) beside the one that is.
+const mailboxSize = 8
 
 // Mailbox holds the hand-overs an agent's doorbell brought until the agent takes them. It lives
 // in the agent's memory only: a restarted agent has an empty mailbox and asks again.
 type Mailbox struct {
+	// Refused, when set, is told of each hand-over Take finds for the assignment it waits for
+	// whose secret is not the one the assignment names: sent by someone other than the control
+	// plane that wrote it.
+	Refused func(HandOver)
+
 	mu     sync.Mutex
 	held   []HandOver
 	notify chan struct{} // closed and replaced on every put
@@ -131,17 +151,12 @@ type Mailbox struct {
 // NewMailbox returns an empty mailbox.
 func NewMailbox() *Mailbox { return &Mailbox{notify: make(chan struct{})} }
 
-// Put keeps h, dropping any hand-over for an older version (and the oldest beyond the size).
+// Put keeps h (once: a hand-over sent again replaces itself), dropping the oldest beyond the size.
+// Versions say nothing here: a hand-over's version is only what its sender claims.
 func (m *Mailbox) Put(h HandOver) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	kept := m.held[:0]
-	for _, o := range m.held {
-		if o.Version > h.Version || (o.Version == h.Version && o.Run != h.Run) {
-			kept = append(kept, o)
-		}
-	}
-	m.held = append(kept, h)
+	m.held = append(slices.DeleteFunc(m.held, func(o HandOver) bool { return o == h }), h)
 	if len(m.held) > mailboxSize {
 		m.held = m.held[len(m.held)-mailboxSize:]
 	}
@@ -149,17 +164,34 @@ func (m *Mailbox) Put(h HandOver) {
 	m.notify = make(chan struct{})
 }
 
-// Take removes and returns the hand-over of kind for run at version, if it is held.
-func (m *Mailbox) Take(run string, version int64, kind string) (HandOver, bool) {
+// Take removes and returns the hand-over of kind for run at version whose secret has sum (the
+// assignment's HandOverSum), if it is held. Others for that assignment are removed and refused.
+func (m *Mailbox) Take(run string, version int64, kind, sum string) (HandOver, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, h := range m.held {
-		if h.Run == run && h.Version == version && h.Kind == kind {
-			m.held = append(m.held[:i], m.held[i+1:]...)
-			return h, true
+	var (
+		found   HandOver
+		ok      bool
+		refused []HandOver
+	)
+	kept := m.held[:0]
+	for _, h := range m.held {
+		switch {
+		case h.Run != run || h.Version != version || h.Kind != kind:
+			kept = append(kept, h)
+		case !ok && sum != "" && state.SecretSum(h.Secret) == sum:
+			found, ok = h, true
+		default:
+			refused = append(refused, h)
 		}
 	}
-	return HandOver{}, false
+	m.held = kept
+	m.mu.Unlock()
+	for _, h := range refused {
+		if m.Refused != nil {
+			m.Refused(h)
+		}
+	}
+	return found, ok
 }
 
 // Latest returns the newest hand-over held (the highest version), without taking it.
@@ -175,13 +207,14 @@ func (m *Mailbox) Latest() (HandOver, bool) {
 	return latest, latest.Version > 0
 }
 
-// Wait takes the hand-over of kind for run at version, waiting for it until ctx ends.
-func (m *Mailbox) Wait(ctx context.Context, run string, version int64, kind string) (HandOver, error) {
+// Wait takes the hand-over of kind for run at version whose secret has sum, waiting for it
+// until ctx ends.
+func (m *Mailbox) Wait(ctx context.Context, run string, version int64, kind, sum string) (HandOver, error) {
 	for {
 		m.mu.Lock()
 		ch := m.notify
 		m.mu.Unlock()
-		if h, ok := m.Take(run, version, kind); ok {
+		if h, ok := m.Take(run, version, kind, sum); ok {
 			return h, nil
 		}
 		select {

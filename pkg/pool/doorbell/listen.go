@@ -10,7 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 	"github.com/hangar-ci/hangar/pkg/platform/wait"
 )
 
@@ -20,9 +19,15 @@ const (
 	maxBackoff  = 30 * time.Second
 )
 
+// Receiver is what listening to a doorbell asks of SQS.
+type Receiver interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
 // Listener long-polls one doorbell for its agent.
 type Listener struct {
-	SQS awsapi.AgentSQS
+	SQS Receiver
 	URL string
 	// Wait is each receive's long poll (whole seconds, at most 20; DefaultWait when 0).
 	Wait time.Duration

@@ -42,6 +42,10 @@ type Request struct {
 	// Unused, when set, is told of each assignment Personalize completed whose claim was not won
 	// (the instance had moved on), so that what was made for it can be undone.
 	Unused func(instanceID string, a state.Assignment)
+	// Considered, when set, is told of the instances about to be claimed, before their claims are
+	// written: the pool reads their doorbells' owners meanwhile (doorbell.Bells.Expect), which
+	// the hand-overs after the claims check.
+	Considered func(instanceIDs ...string)
 	// Home, when set, is how the claimed instances go back when the run ends, from the pool's
 	// document in hand (pooldoc.Document.Home): written with each claim (state.Change.Home).
 	Home *state.Home

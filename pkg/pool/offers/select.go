@@ -328,8 +328,13 @@ func (sel *selection) claim(ctx context.Context, cands []received) {
 		err    error
 	}
 	outs := make([]outcome, len(cands))
+	ids := make([]string, len(cands))
 	for i, r := range cands {
 		outs[i] = outcome{r: r, assign: sel.req.Assign}
+		ids[i] = r.msg.InstanceID
+	}
+	if sel.req.Considered != nil {
+		sel.req.Considered(ids...)
 	}
 	if sel.req.Personalize != nil {
 		sem := make(chan struct{}, workers)

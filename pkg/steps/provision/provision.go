@@ -112,6 +112,8 @@ type member struct {
 	// answered is the agent's last request for the token (state.Report.Asks) provision has
 	// answered by handing the token over again.
 	answered int
+	// handed says the token went to a created instance once its agent was up (handOnAck).
+	handed bool
 }
 
 // provisioning is one provision in progress.
@@ -180,7 +182,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (*Result, error) {
 	p.token = tok
 	p.assign = state.Assignment{RunID: cfg.RunID, RunAttempt: cfg.RunAttempt, Repo: cfg.Repository,
 		RunnerURL: cfg.RunnerScope().RunnerURL(d.Doc.GitHubURL), Labels: cfg.Labels,
-		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text()}
+		RunnerGroup: p.group, RunnerPrefix: state.RunnerNamesOf(cfg.Stack).Prefix(), ClaimID: rand.Text(), HandOverSum: state.SecretSum(tok.Value)}
 
 	if err := p.provision(ctx); err != nil {
 		p.rollback(err)

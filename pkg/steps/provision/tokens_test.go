@@ -18,6 +18,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
+	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 	"github.com/hangar-ci/hangar/pkg/steps/provision"
 	"github.com/hangar-ci/hangar/pkg/steps/release"
 )
@@ -164,9 +165,7 @@ func TestLostOrRepeatedHandOver(t *testing.T) {
 		deps, err := e.w.Provision(e.ctx, e.Pool)
 		require.NoError(t, err)
 		lossy := &lossyBells{SQS: deps.Pool.Bells.SQS, drop: tc.drop, repeat: tc.repeat, dropped: map[string]int{}, sent: map[string]int{}}
-		bells := *deps.Pool.Bells
-		bells.SQS = lossy
-		deps.Pool.Bells = &bells
+		deps.Pool.Bells = &doorbell.Bells{SQS: lossy, Stack: deps.Pool.Bells.Stack, Base: deps.Pool.Bells.Base, Manages: deps.Pool.Bells.Manages}
 		res, err := provision.Run(e.ctx, e.config(run, 2), deps)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, 2, res.Reused, tc.name)

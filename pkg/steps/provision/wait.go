@@ -239,12 +239,29 @@ func (p *provisioning) takenBack(it *state.Instance) error {
 // agent's own bound on asks. The agent asks about the assignment's version; an ask about another
 // version is not this provision's to answer.
 func (p *provisioning) answerAsk(ctx context.Context, wg *sync.WaitGroup, m *member, it *state.Instance) {
+	if p.handOnAck(ctx, wg, m, it) {
+		return
+	}
 	if it.AskVersion != m.version || it.Asks <= m.answered || m.answered >= maxAnswers {
 		return
 	}
 	m.answered = it.Asks
 	p.d.Log.Info("the agent asked for the registration token again; handing it over", "instance", it.ID, "asks", it.Asks)
-	wg.Go(func() { p.d.Pool.HandOver(ctx, []*state.Instance{it}, p.secret) })
+	wg.Go(func() { p.d.Pool.HandOver(ctx, p.d.Doc, []*state.Instance{it}, p.secret) })
+}
+
+// handOnAck hands the token to an instance provision created once its agent has acknowledged the
+// assignment, when provision may not make doorbells (doorbell.Bells.Manages): the agent makes its
+// own doorbell as it boots, before it acknowledges anything, so the doorbell is there now and
+// was not when the instance was launched. It reports whether it handed over.
+func (p *provisioning) handOnAck(ctx context.Context, wg *sync.WaitGroup, m *member, it *state.Instance) bool {
+	if m.reused || m.handed || p.d.Pool.Bells.Manages || it.AckVersion < m.version || it.RunID != p.cfg.RunID {
+		return false
+	}
+	m.handed = true
+	p.d.Log.Info("the agent is up and has made its doorbell; handing the registration token over", "instance", it.ID)
+	wg.Go(func() { p.d.Pool.HandOver(ctx, p.d.Doc, []*state.Instance{it}, p.secret) })
+	return true
 }
 
 // maxAnswers bounds how often provision hands one instance its token again.

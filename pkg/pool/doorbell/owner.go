@@ -1,0 +1,74 @@
+package doorbell
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// lookupTimeout bounds one read of a doorbell's tag, which may outlive the hand-over that
+// started it (Expect).
+const lookupTimeout = 10 * time.Second
+
+// lookup is one read of the ARN a doorbell is tagged with; done closes when arn and err are set.
+type lookup struct {
+	done chan struct{}
+	arn  string
+	err  error
+}
+
+// Expect starts reading the tags of the doorbells of instances ids in the background, so that a
+// hand-over to one of them soon after (a claim being written) finds its owner known.
+func (b *Bells) Expect(ids ...string) {
+	if !b.On() {
+		return
+	}
+	for _, id := range ids {
+		b.lookup(b.URL(id))
+	}
+}
+
+// ownerOf returns the instance ARN the doorbell at url is tagged with. A tag once read is kept:
+// only the instance itself (conditioned on its own ARN) and the stack's functions (for the
+// instance they launched) may tag a doorbell, and only in making it, so a live instance's
+// doorbell keeps its tag (docs/security.md). A read that failed is forgotten, and tried again.
+func (b *Bells) ownerOf(ctx context.Context, url string) (string, error) {
+	l := b.lookup(url)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if l.err != nil {
+		b.owners.CompareAndDelete(url, l)
+	}
+	return l.arn, l.err
+}
+
+// lookup returns the read of url's tag, started now unless one is under way or done.
+func (b *Bells) lookup(url string) *lookup {
+	if v, ok := b.owners.Load(url); ok {
+		return v.(*lookup)
+	}
+	l := &lookup{done: make(chan struct{})}
+	if v, loaded := b.owners.LoadOrStore(url, l); loaded {
+		return v.(*lookup)
+	}
+	go func() {
+		defer close(l.done)
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		defer cancel()
+		out, err := b.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+		if err != nil {
+			l.err = fmt.Errorf("read the tags of doorbell %s: %w", url, err)
+			return
+		}
+		if l.arn = out.Tags[TagKey]; l.arn == "" {
+			l.err = fmt.Errorf("doorbell %s has no %s tag", url, TagKey)
+		}
+	}()
+	return l
+}
