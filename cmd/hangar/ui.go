@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,9 @@ agent's log tail, and cost as a chart by repository, pool, run or day.
 
 It prints the page's address, with a token that lets your browser in (other users of this machine
 can reach its loopback address too; the token is fresh at each start, and the browser keeps it
-as a cookie). The page reads only, carries no script and loads nothing from elsewhere. It serves
+as a cookie). The address's host name is random under .localhost, which Chrome, Edge and Firefox
+resolve to this machine: the cookie goes to that name alone, never to another listener on
+127.0.0.1 (browsers share a host's cookies across its ports). The page reads only, carries no script and loads nothing from elsewhere. It serves
 until interrupted (Ctrl-C). With --output json it prints the address as {"stack","url"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,12 +45,15 @@ until interrupted (Ctrl-C). With --output json it prints the address as {"stack"
 				return fmt.Errorf("listen on --addr %s: %w", addr, err)
 			}
 			defer ln.Close()
+			// The page's own host name, not the address: a browser would send its cookie to
+			// every listener on 127.0.0.1, whatever the port (console.NewHostName).
+			host := net.JoinHostPort(console.NewHostName(), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 			token := console.NewToken()
-			c, err := console.New(in, console.Config{Stack: g.stack, Host: ln.Addr().String(), Token: token})
+			c, err := console.New(in, console.Config{Stack: g.stack, Host: host, Token: token})
 			if err != nil {
 				return err
 			}
-			url := fmt.Sprintf("http://%s/?token=%s", ln.Addr(), token)
+			url := fmt.Sprintf("http://%s/?token=%s", host, token)
 			if g.output == outputJSON {
 				err = writeJSON(cmd.OutOrStdout(), map[string]string{"stack": g.stack, "url": url})
 			} else {

@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,6 +78,28 @@ func TestUI(t *testing.T) {
 		// The bar of instances by state: idle is 6 of 13 of the bar's 480 units.
 		require.InDelta(t, 480.0*6/13, width(t, ctx, "#pool-"+w.e.Pool+" svg.bar rect.idle"), 1.5)
 		shoot(t, ctx, "pools")
+	})
+
+	t.Run("another listener on this machine never gets the token", func(t *testing.T) {
+		// Another user's server on 127.0.0.1, which the operator's browser visits (or a page
+		// sends it to): browsers share a host's cookies across its ports.
+		heard := make(chan string, 10)
+		other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			heard <- r.Host + " " + r.Header.Get("Cookie")
+			_, _ = w.Write([]byte("<p id=other>other</p>"))
+		}))
+		defer other.Close()
+		port := other.Listener.Addr().(*net.TCPAddr).Port
+		token := addr[strings.Index(addr, "token=")+len("token="):]
+		for _, host := range []string{"127.0.0.1", "localhost"} {
+			u := fmt.Sprintf("http://%s:%d/", host, port)
+			require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS("#other"))), u)
+			got := <-heard
+			require.NotContains(t, got, token, "%s got hangar ui's token", u)
+			require.NotContains(t, got, "hangar_ui", u)
+		}
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(strings.SplitN(addr, "?", 2)[0]), chromedp.WaitVisible(chromedp.CSS("#pool-"+w.e.Pool))),
+			"the console still knows the browser")
 	})
 
 	t.Run("runs: each run's instances on a timeline", func(t *testing.T) {
@@ -203,7 +229,7 @@ func startUI(t *testing.T, w *world) string {
 		prefix := "hangar ui: stack " + w.e.Stack + " at "
 		require.True(t, strings.HasPrefix(line, prefix), "%q; stderr %s", line, stderr.String())
 		addr := strings.TrimPrefix(line, prefix)
-		require.Regexp(t, `^http://127\.0\.0\.1:[0-9]+/\?token=[A-Za-z0-9_-]{43}$`, addr)
+		require.Regexp(t, `^http://hangar-[a-z2-7]{16}\.localhost:[0-9]+/\?token=[A-Za-z0-9_-]{43}$`, addr)
 		return addr
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("hangar ui printed no address in 2 minutes: %s", stderr.String())

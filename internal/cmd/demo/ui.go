@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"os"
@@ -110,7 +111,16 @@ func checkPages(ctx context.Context, addr string, pages []struct{ path, shows st
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Jar: jar, Timeout: time.Minute}
+	// A browser resolves hangar ui's *.localhost name to loopback itself (RFC 6761); Go's resolver
+	// asks DNS, so the demo dials loopback for it.
+	loopback := &http.Transport{DialContext: func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(address)
+		if err == nil && strings.HasSuffix(host, ".localhost") {
+			address = net.JoinHostPort("127.0.0.1", port)
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, address)
+	}}
+	client := &http.Client{Jar: jar, Timeout: time.Minute, Transport: loopback}
 	base := strings.SplitN(addr, "/?", 2)[0]
 	for k, p := range pages {
 		u := base + p.path

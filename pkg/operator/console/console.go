@@ -26,11 +26,12 @@ type View interface {
 type Config struct {
 	// Stack is the stack's name, shown on every page.
 	Stack string
-	// Host is the Host header the browser must send: the address the server is bound to
-	// (127.0.0.1:PORT); requests naming any other host are refused (DNS rebinding).
+	// Host is the Host header the browser must send: the console's own host name (NewHostName)
+	// and the port the server is bound to; requests naming any other host are refused (DNS
+	// rebinding).
 	Host string
 	// Token is the secret the browser presents once in the address (?token=) and then as a
-	// cookie: at least 32 characters (NewToken).
+	// cookie of Host's name alone: at least 32 characters (NewToken).
 	Token string
 	// RunsLimit is the most runs the runs page draws (default 50).
 	RunsLimit int

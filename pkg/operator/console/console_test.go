@@ -63,7 +63,7 @@ func newConsole(t *testing.T) (*Console, *view, string) {
 	c, err := New(v, Config{Stack: "hangar", Host: "127.0.0.1:4000", Token: token, Now: func() time.Time { return t0 },
 		Log: nil})
 	require.NoError(t, err)
-	return c, v, "hangar_ui_4000"
+	return c, v, "hangar_ui"
 }
 
 // get requests path as a browser holding the token would (cookie), unless anon.
@@ -72,7 +72,7 @@ func get(t *testing.T, c http.Handler, method, path, host string, cookie bool) (
 	r := httptest.NewRequest(method, path, nil)
 	r.Host = host
 	if cookie {
-		r.AddCookie(&http.Cookie{Name: "hangar_ui_4000", Value: token})
+		r.AddCookie(&http.Cookie{Name: "hangar_ui", Value: token})
 	}
 	w := httptest.NewRecorder()
 	c.ServeHTTP(w, r)

@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	"encoding/base32"
 	"encoding/base64"
 	"net/http"
 	"net/url"
@@ -30,11 +31,18 @@ func secure(h http.Header) {
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 }
 
-// cookieName is per address: two consoles on one machine (two ports) keep apart.
-func (c *Console) cookieName() string {
-	port := c.cfg.Host[strings.LastIndexByte(c.cfg.Host, ':')+1:]
-	return "hangar_ui_" + port
+// NewHostName returns a fresh host name for a console: a random label under .localhost, which
+// browsers resolve to the loopback address (RFC 6761). Browsers scope cookies by host name, not by
+// port, so a cookie of 127.0.0.1 would reach every other listener on it; one of this name reaches
+// only a listener that knows the name, which is printed to the operator alone.
+func NewHostName() string {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return "hangar-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)) + ".localhost"
 }
+
+// cookieName is the token's cookie, host-only: its host name (NewHostName) is the console's own.
+const cookieName = "hangar_ui"
 
 // admit lets through only GETs to the bound host from a browser holding the token; the first
 // request, which carries the token in its address, gets it as a cookie and is sent on to the
@@ -54,7 +62,7 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request) bool {
 			c.problem(w, r, http.StatusUnauthorized, "the token in the address is not this hangar ui's: open the address it printed when it started")
 			return false
 		}
-		http.SetCookie(w, &http.Cookie{Name: c.cookieName(), Value: c.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: c.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		q := r.URL.Query()
 		q.Del("token")
 		to := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
@@ -64,7 +72,7 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request) bool {
 		http.Redirect(w, r, to.RequestURI(), http.StatusSeeOther)
 		return false
 	}
-	if ck, err := r.Cookie(c.cookieName()); err == nil && c.tokenIs(ck.Value) {
+	if ck, err := r.Cookie(cookieName); err == nil && c.tokenIs(ck.Value) {
 		return true
 	}
 	c.problem(w, r, http.StatusUnauthorized, "no token: open the address hangar ui printed when it started (it ends in ?token=…)")
