@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,21 +34,26 @@ resolve to this machine: the cookie goes to that name alone, never to another li
 until interrupted (Ctrl-C). With --output json it prints the address as {"stack","url"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := loopback(addr); err != nil {
+			port, err := loopback(addr)
+			if err != nil {
 				return err
 			}
 			in, err := open(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", addr)
+			lns, err := listenLoopback(port)
 			if err != nil {
 				return fmt.Errorf("listen on --addr %s: %w", addr, err)
 			}
-			defer ln.Close()
+			defer func() {
+				for _, ln := range lns {
+					_ = ln.Close()
+				}
+			}()
 			// The page's own host name, not the address: a browser would send its cookie to
 			// every listener on 127.0.0.1, whatever the port (console.NewHostName).
-			host := net.JoinHostPort(console.NewHostName(), strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+			host := net.JoinHostPort(console.NewHostName(), strconv.Itoa(lns[0].Addr().(*net.TCPAddr).Port))
 			token := console.NewToken()
 			c, err := console.New(in, console.Config{Stack: g.stack, Host: host, Token: token})
 			if err != nil {
@@ -63,34 +69,65 @@ until interrupted (Ctrl-C). With --output json it prints the address as {"stack"
 				return err
 			}
 			fmt.Fprintln(cmd.ErrOrStderr(), "hangar ui: open that address in a browser on this machine; Ctrl-C stops it")
-			return serve(cmd.Context(), ln, c)
+			return serve(cmd.Context(), lns, c)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "the loopback address and port to serve on (port 0: any free port)")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "the loopback port to serve on, as 127.0.0.1:PORT or [::1]:PORT (port 0: any free port); both addresses are served")
 	return cmd
 }
 
-// loopback refuses an address beyond this machine: the page shows the stack with the
-// operator's credentials.
-func loopback(addr string) error {
+// loopback returns the port of addr, refusing an address beyond this machine (the page shows the
+// stack with the operator's credentials) or another loopback address than the two a *.localhost
+// name resolves to.
+func loopback(addr string) (int, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		var ip netip.Addr
-		if ip, err = netip.ParseAddr(host); err == nil && !ip.IsLoopback() {
-			err = errors.New("not a loopback address")
+		if ip, err = netip.ParseAddr(host); err == nil && ip != netip.MustParseAddr("127.0.0.1") && ip != netip.IPv6Loopback() {
+			err = errors.New("not 127.0.0.1 or ::1")
 		}
 	}
+	var n int
 	if err == nil {
-		_, err = net.LookupPort("tcp", port)
+		n, err = net.LookupPort("tcp", port)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: --addr %q: want a loopback address and port, like 127.0.0.1:8080 or [::1]:0 (hangar ui shows the stack with your credentials and no other login, so it never listens beyond this machine)", errBadInput, addr)
+		return 0, fmt.Errorf("%w: --addr %q: want a loopback address and port, 127.0.0.1:PORT or [::1]:PORT, like 127.0.0.1:8080 (hangar ui shows the stack with your credentials and no other login, so it never listens beyond this machine; it serves both addresses, which its page's name resolves to)", errBadInput, addr)
 	}
-	return nil
+	return n, nil
 }
 
-// serve serves c on ln until ctx ends, then lets the pages being written finish.
-func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+// portTries bounds the ports listenLoopback tries for one free on both loopback addresses.
+const portTries = 10
+
+// listenLoopback listens on port (0: any free one) of both addresses a *.localhost name
+// resolves to, 127.0.0.1 and ::1: a browser may try either first, and another user's listener on
+// the one left free would be handed the page's token. ::1 is left out on a machine without IPv6,
+// where no one can listen on it.
+func listenLoopback(port int) ([]net.Listener, error) {
+	for range portTries {
+		v4, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return nil, err
+		}
+		p := v4.Addr().(*net.TCPAddr).Port
+		v6, err := net.Listen("tcp6", net.JoinHostPort("::1", strconv.Itoa(p)))
+		switch {
+		case err == nil:
+			return []net.Listener{v4, v6}, nil
+		case errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT):
+			return []net.Listener{v4}, nil
+		}
+		_ = v4.Close()
+		if port != 0 {
+			return nil, fmt.Errorf("[::1]:%d is taken (by someone who would get the page's token): %w", p, err)
+		}
+	}
+	return nil, fmt.Errorf("no port free on both 127.0.0.1 and ::1 in %d tries", portTries)
+}
+
+// serve serves h on lns until ctx ends, then lets the pages being written finish.
+func serve(ctx context.Context, lns []net.Listener, h http.Handler) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute}
 	stopped := make(chan error, 1)
@@ -100,8 +137,14 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		defer cancel()
 		stopped <- srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve hangar ui: %w", err)
+	served := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { served <- srv.Serve(ln) }()
+	}
+	for range lns {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve hangar ui: %w", err)
+		}
 	}
 	return <-stopped
 }

@@ -98,6 +98,9 @@ func TestUI(t *testing.T) {
 			require.NotContains(t, got, token, "%s got hangar ui's token", u)
 			require.NotContains(t, got, "hangar_ui", u)
 		}
+		uiPort := addr[strings.LastIndex(addr, ":")+1 : strings.Index(addr, "/?")]
+		_, err := net.Listen("tcp6", "[::1]:"+uiPort)
+		require.Error(t, err, "nor can it take hangar ui's port on ::1, which the browser may try first")
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(strings.SplitN(addr, "?", 2)[0]), chromedp.WaitVisible(chromedp.CSS("#pool-"+w.e.Pool))),
 			"the console still knows the browser")
 	})
