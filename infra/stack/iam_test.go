@@ -253,6 +253,11 @@ func TestDoorbellRights(t *testing.T) {
 	}
 	require.False(t, allowed(t, ss, request{"sqs:TagQueue", bell(theirs), as(withKeys(tagged(theirs), makeTagged(instanceARN(mine))))}),
 		"an instance re-tags another's doorbell with its own ARN")
+	// What IAM cannot refuse (a queue's name is no condition key): an instance may make, in its
+	// own name, the doorbell of an instance that has not made its own yet. The sender reads the
+	// tag and sends nothing to it (TestHandOverOnlyToTheInstancesOwnDoorbell).
+	require.True(t, allowed(t, ss, request{"sqs:CreateQueue", bell(theirs), as(makeTagged(instanceARN(mine)))}),
+		"the evaluator no longer sees the hole docs/security.md describes: update both")
 	require.True(t, allowed(t, ss, request{"sqs:TagQueue", bell(mine), as(withKeys(tagged(mine), makeTagged(instanceARN(mine))))}),
 		"making its own again after a restart")
 	for _, a := range append([]string{"sqs:SendMessage"}, reconfigure[1:]...) {
@@ -270,6 +275,9 @@ func TestDoorbellRights(t *testing.T) {
 		ss := role(name)
 		require.True(t, allowed(t, ss, request{"sqs:CreateQueue", bell(theirs), makeTagged(instanceARN(theirs))}), name)
 		require.False(t, allowed(t, ss, request{"sqs:CreateQueue", bell(theirs), map[string][]string{}}), "%s: untagged", name)
+		require.True(t, allowed(t, ss, request{"sqs:TagQueue", bell(theirs), makeTagged(instanceARN(theirs))}), "%s: tags in making", name)
+		require.False(t, allowed(t, ss, request{"sqs:TagQueue", bell(theirs), withKeys(tagged(theirs), makeTagged(instanceARN(mine)))}),
+			"%s re-tags a doorbell", name)
 		require.True(t, allowed(t, ss, request{"sqs:DeleteQueue", bell(theirs), tagged(theirs)}), name)
 		for _, a := range []string{"sqs:ReceiveMessage", "sqs:UntagQueue", "sqs:SetQueueAttributes", "sqs:AddPermission"} {
 			require.False(t, allowed(t, ss, request{a, bell(theirs), tagged(theirs)}), "%s may %s a doorbell", name, a)

@@ -162,8 +162,14 @@ func (r *roles) grant(h *hangar) {
 	// with the instance's ARN and nothing else, and deleted with them. No role a workflow can
 	// assume may make, tag or delete one.
 	for _, role := range r.functions() {
-		role.AddToPolicy(statement([]string{"sqs:CreateQueue", "sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
+		tagged := map[string]interface{}{
 			"Null":                      map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: "false"},
+			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
+		}
+		role.AddToPolicy(statement([]string{"sqs:CreateQueue"}, []*string{bells}, tagged))
+		// Tagging only in making one: a doorbell that has its tag keeps it.
+		role.AddToPolicy(statement([]string{"sqs:TagQueue"}, []*string{bells}, map[string]interface{}{
+			"Null":                      map[string]interface{}{"aws:RequestTag/" + doorbell.TagKey: "false", "aws:ResourceTag/" + doorbell.TagKey: "true"},
 			"ForAllValues:StringEquals": map[string]interface{}{"aws:TagKeys": []string{doorbell.TagKey}},
 		}))
 		role.AddToPolicy(statement([]string{"sqs:DeleteQueue"}, []*string{bells}, nil))

@@ -167,7 +167,7 @@ func (a *Agent) act(in *state.Instance) {
 	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && in.AckVersion < in.Version && a.once(in, "ack"):
 		// The agent has made its doorbell by the time it acknowledges anything (it boots first).
 		if a.SQS != nil && in.Bell != "" {
-			_ = doorbell.Own(context.Background(), a.SQS, in.Bell, QueueURLBase+"pool", in.ID, a.Store.account.ARN(in.ID))
+			_, _ = doorbell.Own(context.Background(), a.SQS, Stack, QueueURLBase+Stack+"-"+in.Pool, in.ID, a.Store.account.ARN(in.ID))
 		}
 		_ = a.Store.AgentAck(in.ID, in.Version, now)
 	case (in.State == state.Claimed || in.State == state.Created) && in.RunID != "" && !a.handedOver(in, b, now):

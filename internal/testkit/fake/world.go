@@ -118,7 +118,7 @@ func NewWorld(t testing.TB, doc *pooldoc.Document) *World {
 // makeBell makes instance id's doorbell, tagged with its ARN, as its launch (or its agent) does.
 func (w *World) makeBell(t testing.TB, id string) {
 	t.Helper()
-	if err := doorbell.Own(context.Background(), w.SQS, w.Bells.URL(id), w.Doc.QueueURL, id, w.Doc.StateAccount().ARN(id)); err != nil {
+	if _, err := doorbell.Own(context.Background(), w.SQS, Stack, w.Doc.QueueURL, id, w.Doc.StateAccount().ARN(id)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -166,11 +166,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer cancel()
 	wg.Go(func() { a.watchdog(ctx) })
 	wg.Go(func() { a.watchSpot(ctx) })
-	if a.Doorbell != nil && item.Bell != "" && a.ownDoorbell(ctx, item.Bell) {
-		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: item.Bell, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox,
+	if url := a.ownDoorbell(ctx, item.Bell); url != "" {
+		a.listener = &doorbell.Listener{SQS: a.Doorbell, URL: url, Wait: a.cfg.DoorbellWait, Log: a.log, Mailbox: a.mailbox,
 			Settle: a.settled}
 		wg.Go(func() { a.listener.Listen(ctx, a.ring) })
-		a.log.Info("listening to the doorbell", "url", item.Bell)
+		a.log.Info("listening to the doorbell", "url", url)
 	} else {
 		a.log.Warn("no doorbell: polling the item; no runner secret can reach this instance, so it serves no run", "every", a.cfg.PollInterval)
 	}
@@ -208,21 +208,29 @@ func (a *Agent) boot(ctx context.Context) (*state.Instance, error) {
 	}
 }
 
-// ownDoorbell makes the instance's doorbell at url unless it exists (an instance a workflow's step
-// launched has none yet), and reports whether url is the instance's own to listen to. A doorbell
-// that cannot be made is listened to anyway: the listener falls back to polling if it is not
-// there, or not the instance's to receive from.
-func (a *Agent) ownDoorbell(ctx context.Context, url string) bool {
-	err := doorbell.Own(ctx, a.Doorbell, url, a.cfg.Pool.QueueURL, a.cfg.Identity.InstanceID, a.cfg.Identity.ARN())
-	var bad *doorbell.NotOwnError
+// ownDoorbell makes the instance's doorbell unless it exists (an instance a workflow's step
+// launched has none yet) and returns its URL, which the agent names itself from its stack and
+// id, as the control plane does; "" when the stack has none (the item names no bell). The item's
+// bell, which more roles than the instance's may write, is only compared. A doorbell that cannot
+// be made is listened to anyway: the listener falls back to polling if it is not there, or not
+// the instance's to receive from.
+func (a *Agent) ownDoorbell(ctx context.Context, bell string) string {
+	if a.Doorbell == nil || bell == "" {
+		return ""
+	}
+	p := a.cfg.Pool
+	url, err := doorbell.Own(ctx, a.Doorbell, doorbell.StackOf(p.QueueURL, p.Name), p.QueueURL, a.cfg.Identity.InstanceID, a.cfg.Identity.ARN())
 	switch {
-	case errors.As(err, &bad):
-		a.log.Error("the item names a doorbell that is not this instance's; polling the item instead", "url", url, "error", err)
-		return false
+	case url == "":
+		a.log.Error("cannot name this instance's doorbell; polling the item instead", "error", err)
+		return ""
 	case err != nil:
 		a.log.Warn("could not make the doorbell; listening to it anyway", "url", url, "error", err)
 	}
-	return true
+	if bell != url {
+		a.log.Error("the item names a doorbell that is not this instance's; listening to its own", "item", bell, "own", url)
+	}
+	return url
 }
 
 // poll reads the item (as a heartbeat when one is due: one request either way) and remembers its

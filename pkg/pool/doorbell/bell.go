@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -69,8 +71,11 @@ type Bells struct {
 	// doorbell to its agent (Own) and deleting it to the functions, and Create and Delete do
 	// nothing.
 	Manages bool
+	// Now dates the reads of doorbells' tags (time.Now when nil).
+	Now func() time.Time
 
-	owners sync.Map // doorbell URL → *lookup of the instance ARN it is tagged with
+	owners  sync.Map // doorbell URL → *lookup of the instance ARN it is tagged with
+	lookups atomic.Int64
 }
 
 // New returns the bells of stack, whose queues live beside the queue at queueURL, made and
@@ -114,27 +119,30 @@ type Creator interface {
 	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
 }
 
-// Own makes the doorbell at url for the instance id (ARN arn) that calls it, as its agent does at
-// boot: the instance role may make only a doorbell tagged with its own ARN, so an instance
-// launched by a workflow's step (which may make none) has one before it takes work. One that
-// exists already is left as it is. url comes from the instance's item, which more roles than the
-// instance's may write: it must name id's doorbell beside the pool's queue (queueURL).
-func Own(ctx context.Context, c Creator, url, queueURL, id, arn string) error {
-	i, j := strings.LastIndexByte(url, '/'), strings.LastIndexByte(queueURL, '/')
-	name := url[i+1:]
-	if i < 0 || j < 0 || url[:i] != queueURL[:j] || !strings.HasSuffix(name, separator+id) || len(name) == len(separator+id) {
-		return &NotOwnError{URL: url, Want: fmt.Sprintf("the queue <stack>%s%s beside the pool's queue %s", separator, id, queueURL)}
+// Own makes the doorbell of instance id (ARN arn) of stack, beside the pool's queue at queueURL,
+// as its agent does at boot, and returns its URL: the instance role may make only a doorbell
+// tagged with its own ARN, so an instance launched by a workflow's step (which may make none)
+// has one before it takes work. One that exists already is left as it is.
+func Own(ctx context.Context, c Creator, stack, queueURL, id, arn string) (string, error) {
+	i := strings.LastIndexByte(queueURL, '/')
+	if i < 0 || stack == "" || names.ValidateInstanceID(id) != nil {
+		return "", fmt.Errorf("doorbell of instance %q of stack %q beside queue %q: want an instance id, a stack name and a queue URL", id, stack, queueURL)
 	}
-	if _, err := c.CreateQueue(ctx, createInput(name, arn)); err != nil {
-		return fmt.Errorf("make the doorbell of %s: %w", id, err)
+	url := queueURL[:i+1] + Name(stack, id)
+	if _, err := c.CreateQueue(ctx, createInput(Name(stack, id), arn)); err != nil {
+		return url, fmt.Errorf("make the doorbell of %s: %w", id, err)
 	}
-	return nil
+	return url, nil
 }
 
-// NotOwnError is a doorbell URL that names no doorbell of the instance.
-type NotOwnError struct{ URL, Want string }
-
-func (e *NotOwnError) Error() string { return fmt.Sprintf("doorbell %q: want %s", e.URL, e.Want) }
+// StackOf is the stack whose pool pool has its queue at queueURL (named <stack>-<pool>), or "".
+func StackOf(queueURL, pool string) string {
+	stack, ok := strings.CutSuffix(queueURL[strings.LastIndexByte(queueURL, '/')+1:], "-"+pool)
+	if !ok {
+		return ""
+	}
+	return stack
+}
 
 // createInput makes the doorbell name, tagged with the instance's ARN.
 func createInput(name, arn string) *sqs.CreateQueueInput {

@@ -15,6 +15,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/pkg/pool/doorbell"
 )
 
@@ -179,13 +180,39 @@ func TestHandOverOnlyToTheInstancesOwnDoorbell(t *testing.T) {
 	require.Zero(t, messages(victim), "nothing sent to a doorbell made again in another instance's name")
 
 	require.ErrorContains(t, handOver(booting), "the doorbell is not there")
-	url := maker.URL(booting)
-	require.ErrorContains(t, doorbell.Own(ctx, c, maker.URL(attacker), *anchor.QueueUrl, booting, arn(booting)), "want the queue",
-		"an agent makes no doorbell but its own")
-	require.ErrorContains(t, doorbell.Own(ctx, c, "https://elsewhere.example/1/"+doorbell.Name(stack, booting), *anchor.QueueUrl, booting, arn(booting)),
-		"beside the pool's queue", "nor one outside the pool's account and region")
-	require.NoError(t, doorbell.Own(ctx, c, url, *anchor.QueueUrl, booting, arn(booting)), "the agent makes its own as it boots")
-	require.NoError(t, doorbell.Own(ctx, c, url, *anchor.QueueUrl, booting, arn(booting)), "and again after a restart")
+	_, err = doorbell.Own(ctx, c, "", *anchor.QueueUrl, booting, arn(booting))
+	require.ErrorContains(t, err, "want an instance id, a stack name and a queue URL")
+	url, err := doorbell.Own(ctx, c, doorbell.StackOf(*anchor.QueueUrl, "pool"), *anchor.QueueUrl, booting, arn(booting))
+	require.NoError(t, err, "the agent makes its own as it boots")
+	require.Equal(t, maker.URL(booting), url, "named as the control plane names it, whatever its item says")
+	_, err = doorbell.Own(ctx, c, stack, *anchor.QueueUrl, booting, arn(booting))
+	require.NoError(t, err, "and again after a restart")
 	require.NoError(t, handOver(booting))
 	require.Equal(t, 1, messages(booting))
+}
+
+// TestOwnerReadAgainAfterItsTTL: a doorbell's tag is trusted for ownerTTL only (half the minute
+// SQS waits before a deleted queue's name can be taken again), so that one deleted while its
+// instance lives (its item written terminated by a workflow, then swept) and made again in
+// another instance's name gets no secret.
+func TestOwnerReadAgainAfterItsTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	q := &fake.SQS{}
+	now := time.Now()
+	b := &doorbell.Bells{SQS: q, Stack: fake.Stack, Base: fake.QueueURLBase, Manages: true, Now: func() time.Time { return now }}
+	const victim = "i-0ccccccccccccccc1"
+	arn := func(who string) string { return "arn:aws:ec2:us-east-1:123456789012:instance/" + who }
+	require.NoError(t, b.Create(ctx, map[string]string{victim: arn(victim)}))
+	d := doorbell.Delivery{URL: b.URL(victim), ARN: arn(victim), HandOver: doorbell.HandOver{Run: "j9", Version: 3, Kind: doorbell.KindJIT, Secret: "config"}}
+	require.NoError(t, b.HandOver(ctx, d))
+
+	_, err := q.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(b.URL(victim))})
+	require.NoError(t, err)
+	_, err = q.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(doorbell.Name(fake.Stack, victim)),
+		Tags: map[string]string{doorbell.TagKey: arn("i-0ddddddddddddddd2")}})
+	require.NoError(t, err)
+	now = now.Add(time.Minute) // SQS keeps the name from anyone for a minute after the delete
+	require.ErrorContains(t, b.HandOver(ctx, d), "not sent: the doorbell is tagged for "+arn("i-0ddddddddddddddd2"))
+	require.Empty(t, q.Bodies(b.URL(victim)), "nothing reached the doorbell made again")
 }
