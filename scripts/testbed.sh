@@ -219,8 +219,8 @@ EOF
 
 # RUNNER_USERS unprivileged users (hangar-run-01 …) run simulated instances' runners, one user
 # per instance, so that an agent's end-of-run cleanup (it kills every process of its runner user)
-# never reaches another instance's runner. Created once, idempotently; existing users are left
-# as they are.
+# never reaches another instance's runner. Created once, idempotently, with no login shell (the
+# agent refuses a runner user that has one); an existing user's shell is set to nologin.
 RUNNER_USERS=${RUNNER_USERS:-96}
 ensure_runner_users() {
   command -v useradd >/dev/null || die "useradd is missing: the agent runs jobs as unprivileged users"
@@ -229,14 +229,18 @@ ensure_runner_users() {
   for i in $(seq -w 1 "$RUNNER_USERS"); do
     name=hangar-run-$i
     if ! id -u "$name" >/dev/null 2>&1; then
-      useradd --system --user-group --create-home --home-dir "/home/$name" --shell /bin/sh "$name" || die "useradd $name failed"
+      useradd --system --user-group --create-home --home-dir "/home/$name" --shell /usr/sbin/nologin "$name" || die "useradd $name failed"
       made=$((made + 1))
+    elif [ "$(getent passwd "$name" | cut -d: -f7)" != /usr/sbin/nologin ]; then
+      usermod --shell /usr/sbin/nologin "$name" || die "usermod $name failed"
     fi
   done
   # hangar-unit: for the agent's unit tests of its process and file cleanup, never lent to an instance.
   if ! id -u hangar-unit >/dev/null 2>&1; then
-    useradd --system --user-group --create-home --home-dir /home/hangar-unit --shell /bin/sh hangar-unit || die "useradd hangar-unit failed"
+    useradd --system --user-group --create-home --home-dir /home/hangar-unit --shell /usr/sbin/nologin hangar-unit || die "useradd hangar-unit failed"
     made=$((made + 1))
+  elif [ "$(getent passwd hangar-unit | cut -d: -f7)" != /usr/sbin/nologin ]; then
+    usermod --shell /usr/sbin/nologin hangar-unit || die "usermod hangar-unit failed"
   fi
   [ "$made" = 0 ] || say "created $made runner users (hangar-run-01 … hangar-run-$RUNNER_USERS, hangar-unit)"
 }
@@ -248,9 +252,15 @@ install_iptables() {
 
 # install_containment installs what the agent's containment tests play against: newuidmap and
 # newgidmap (uidmap: user namespaces with subordinate ranges), at and cron (refused to the runner
-# user), keyctl (keyutils: the runner user's kernel keyrings).
+# user), keyctl (keyutils: the runner user's kernel keyrings), sshd and ssh (openssh-server: sshd
+# refuses the runner user; the test starts its own sshd, so the package's is kept from starting).
 install_containment() {
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq uidmap at keyutils cron >/dev/null
+  local policy=/usr/sbin/policy-rc.d made=
+  if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 0755 "$policy" && made=1; fi
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq uidmap at keyutils cron openssh-server openssh-client >/dev/null
+  local rc=$?
+  [ -z "$made" ] || rm -f "$policy"
+  return $rc
 }
 
 # hangar ui's browser test drives Debian's Chromium, headless.
@@ -259,7 +269,8 @@ install_chromium() {
 }
 
 containment_missing() {
-  [ -x /usr/bin/newuidmap ] && command -v at >/dev/null && command -v crontab >/dev/null && command -v keyctl >/dev/null && return 1
+  [ -x /usr/bin/newuidmap ] && command -v at >/dev/null && command -v crontab >/dev/null && command -v keyctl >/dev/null &&
+    [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null && return 1
   return 0
 }
 

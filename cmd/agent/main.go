@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ type options struct {
 	helper                    string
 	stateDir, tmpDirs         string
 	cgroupRoot                string
+	sharedKernel              bool
 	poll, heartbeat, grace    time.Duration
 	safety, doorbellWait      time.Duration
 	bootWait, spot            time.Duration
@@ -117,6 +119,18 @@ func parse(args []string) (options, error) {
 	str(&o.runAs, "run-as", "", "the unprivileged user the runner runs as (default: the pool's runner.user); never root or the agent's own user")
 	str(&o.helper, "helper", "", "the helper that starts the runner's scripts as the runner user (default: "+host.HelperName+" beside the agent, else the agent itself)")
 	str(&o.cgroupRoot, "cgroup-root", "", "the cgroup v2 directory delegated to the agent, below which every run gets a cgroup of its own (default: the agent's own cgroup)")
+	boolean := func(p *bool, name string, usage string) {
+		def := false
+		if v := os.Getenv(envName(name)); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s: %q: want true or false", envName(name), v))
+			}
+			def = b
+		}
+		fs.BoolVar(p, name, def, usage)
+	}
+	boolean(&o.sharedKernel, "shared-kernel", "other machines' runs share this kernel (a test bed): leave kernel-wide settings as they are, so the kernel itself does not refuse user namespaces to the runner user")
 	str(&o.tmpDirs, "tmp-dirs", strings.Join(host.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
 	dur(&o.safety, "safety-interval", agent.DefaultSafetyInterval, "how often the item is read while the doorbell works (catches a lost ring)")
@@ -203,7 +217,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	cfg.ApplyDefaults() // settles the agent's own directories, which the host keeps out of the runs' reach
 	log = log.With("instance", id.InstanceID, "pool", pool.Name)
 	h, err := host.New(host.Config{RunAs: runAs, Runner: pool.Runner, OwnDirs: []string{cfg.RunnerDir, cfg.RunsDir, cfg.StateDir},
-		TmpDirs: tmpDirs, Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot}, log)
+		TmpDirs: tmpDirs, Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
+		SharedKernel: o.sharedKernel}, log)
 	if err != nil {
 		return err
 	}

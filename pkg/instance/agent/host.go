@@ -39,6 +39,9 @@ type Run interface {
 	Start(run, repo, jitConfig string, out io.Writer, exited func(error)) error
 	// Stop interrupts the runner last started, and kills it after timeout.
 	Stop(timeout time.Duration) error
+	// Strays kills every process of the runner user outside the run's cgroup and describes each:
+	// it escaped the run's containment.
+	Strays() ([]string, error)
 	// Close lets go of the run's cgroup; Scrub ends the run.
 	Close()
 }

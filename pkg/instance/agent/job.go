@@ -103,7 +103,9 @@ func (a *Agent) serveJob(ctx context.Context, item *state.Instance) error {
 	default:
 		log.Warn("could not signal REGISTERED", "error", err)
 	}
+	stopWatch := a.watchStrays(ctx, onHost, log)
 	latest, err := a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != key || exited(proc) }, nil)
+	stopWatch()
 	if exited(proc) && err == nil && latest.RunID == key && latest.State != state.Running && !proc.took.Load() {
 		// The runner ended without ever taking its job (removed from GitHub before it
 		// connected, or dead on start): the job was not served, and is placed again.

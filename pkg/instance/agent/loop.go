@@ -222,6 +222,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 
 	restarts := 0
 	restartBackoff := wait.Backoff{Initial: time.Second, Max: maxBackoff, Clock: a.Clock}
+	stopWatch := a.watchStrays(ctx, onHost, log)
 	_, err = a.waitFor(ctx, func(it *state.Instance) bool { return it.RunID != run }, func() {
 		select {
 		case <-proc.done:
@@ -237,6 +238,7 @@ func (a *Agent) serve(ctx context.Context, item *state.Instance) (failed bool, e
 			proc = p
 		}
 	})
+	stopWatch()
 	released := time.Unix(0, a.wokeAt.Load()) // the ring that told of the release, or the read that found it
 	if stopErr := onHost.Stop(a.cfg.StopTimeout); stopErr != nil {
 		log.Warn("stop runner", "error", stopErr)

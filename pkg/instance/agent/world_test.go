@@ -566,6 +566,8 @@ func (r *fakeRun) Stop(time.Duration) error {
 	return nil
 }
 
+func (r *fakeRun) Strays() ([]string, error) { return nil, nil }
+
 func (r *fakeRun) Close() {}
 
 // spotMetadata is the instance metadata service: a spot interruption notice once notice is set.

@@ -164,6 +164,7 @@ func relativeToMount(dir string) (string, error) {
 // runCgroup is one run's cgroup, open for CLONE_INTO_CGROUP.
 type runCgroup struct {
 	dir string
+	rel string // its path inside the cgroup2 file system, as /proc/<pid>/cgroup names it
 	f   *os.File
 }
 
@@ -177,7 +178,7 @@ func (c *cgroups) newRun(name string) (*runCgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the run's cgroup %s: %w", dir, err)
 	}
-	return &runCgroup{dir: dir, f: f}, nil
+	return &runCgroup{dir: dir, rel: c.rel + "/" + name, f: f}, nil
 }
 
 // fd is the descriptor to start a process in the cgroup with (SysProcAttr.CgroupFD).

@@ -40,6 +40,10 @@ type Config struct {
 	// CgroupRoot is the cgroup v2 directory delegated to the agent (systemd's Delegate=yes): each
 	// run's processes live in <CgroupRoot>/jobs/<run>-<attempt>. Empty: the agent's own cgroup.
 	CgroupRoot string
+	// SharedKernel says other machines' runs share this kernel (the test bed's simulated
+	// instances): the agent then leaves kernel-wide settings as they are, so the kernel itself
+	// does not refuse user namespaces to the runner user (the helper's filter still does).
+	SharedKernel bool
 }
 
 // DefaultTmpDirs are the shared temporary directories a run may leave files in.
@@ -124,6 +128,9 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	if err != nil {
 		return "", err
 	}
+	if err := checkNoLogin(u); err != nil {
+		return "", err
+	}
 	if u.subUIDs, err = checkSubordinateIDs(u, r.UserNamespaces); err != nil {
 		return "", err
 	}
@@ -137,6 +144,18 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	if r.UserNamespaces {
 		h.log.Warn("the pool lets the runner make user namespaces (runner.userNamespaces): jobs reach the kernel's namespaced interfaces",
 			"subordinateUIDs", rangesString(u.subUIDs))
+	} else if h.cfg.SharedKernel {
+		h.log.Warn("the kernel is shared with other machines' runs: it is left allowing user namespaces (the helper's filter still refuses them)")
+	} else if proved, err := refuseUserNamespaces(ctx, h.tools.unshare, u); err != nil {
+		return "", err
+	} else if !proved {
+		h.log.Warn("the kernel refuses user namespaces, unproved: no unshare on the instance", "path", rootPath)
+	}
+	if err := closeSSH(ctx, h.tools.sshd, h.tools.systemctl, u); err != nil {
+		return "", fmt.Errorf("make sshd refuse the runner user: %w", err)
+	}
+	if err := closePolkit(u); err != nil {
+		return "", fmt.Errorf("make polkit refuse the runner user: %w", err)
 	}
 	root := h.cfg.CgroupRoot
 	if root == "" {

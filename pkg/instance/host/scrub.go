@@ -14,7 +14,7 @@ import (
 //     a second pass, every process of the runner user (and its subordinate uids), however it
 //     left its process group;
 //  2. clear: what outlives processes is removed: the user's System V IPC objects, at jobs,
-//     crontab, systemd lingering and kernel keyrings; Docker's containers, volumes, networks and
+//     crontab, systemd lingering, logind's sessions and runtime directory and kernel keyrings; Docker's containers, volumes, networks and
 //     images, when Docker is here; the trees (registration files included), the user's home
 //     (made anew from the skeleton) and the user's files in the shared temporary directories and
 //     the other directories it may write to (see findSweepDirs), never following a symlink;
@@ -34,6 +34,13 @@ func (h *Host) Scrub(ctx context.Context, trees ...string) error {
 	}
 	if err := removeLeftovers(ctx, u, h.tools); err != nil {
 		return fmt.Errorf("remove what outlives the run's processes: %w", err)
+	}
+	found, err := endSessions(ctx, h.tools.loginctl, u)
+	for _, f := range found {
+		h.log.Warn("the runner user had what only a login gives; removed", "found", f)
+	}
+	if err != nil {
+		return fmt.Errorf("end the runner user's sessions: %w", err)
 	}
 	if err := h.clearKeyrings(ctx); err != nil {
 		return err

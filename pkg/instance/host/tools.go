@@ -14,7 +14,8 @@ import (
 )
 
 // Root runs only what root installed. Every program the agent starts as root (the firewall's
-// iptables and ip6tables, docker, atq and atrm, ipcrm, the helper) is resolved once, at Init, to
+// iptables and ip6tables, docker, atq and atrm, ipcrm, sshd, systemctl, loginctl, unshare, the
+// helper) is resolved once, at Init, to
 // an absolute path that only root can change: the program and every directory above it, every
 // link on the way included, are root's and writable by no one else. Names are looked up on
 // RootPATH alone, never the agent's inherited PATH, and Init fails when a directory on RootPATH
@@ -40,6 +41,9 @@ const systemUIDMax = 999
 // "" when the instance does not have it (the step that uses it is then skipped).
 type tools struct {
 	iptables, ip6tables, docker, atq, atrm, ipcrm string
+	// sshd, systemctl and loginctl close the runner user's other doors (logins.go); unshare
+	// proves the kernel refuses it user namespaces (userns.go).
+	sshd, systemctl, loginctl, unshare string
 }
 
 // resolveTools checks RootPATH's directories and resolves each program of cfg on it (a program
@@ -69,6 +73,11 @@ func resolveTools(cfg Config, u *runnerUser) (tools, error) {
 		atq:      find("atq", false),
 		atrm:     find("atrm", false),
 		ipcrm:    find("ipcrm", false),
+
+		sshd:      find("sshd", false),
+		systemctl: find("systemctl", false),
+		loginctl:  find("loginctl", false),
+		unshare:   find("unshare", false),
 	}
 	t.ip6tables = find(strings.TrimSuffix(cfg.Iptables, "iptables")+"ip6tables", false)
 	return t, errors.Join(errs...)
