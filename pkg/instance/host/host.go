@@ -99,6 +99,10 @@ type Host struct {
 	// sweepDirs are the directories outside the temporary ones swept after every run (set by
 	// Init; see findSweepDirs).
 	sweepDirs []string
+	// walkSkip are the trees the walks leave alone, and dirs every directory the last walk or
+	// check saw, with its stamp (checkNoFilesLeft).
+	walkSkip []string
+	dirs     map[string]stamp
 }
 
 // New returns the host for cfg (defaults applied, then validated).

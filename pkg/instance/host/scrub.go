@@ -14,11 +14,14 @@ import (
 //     a second pass, every process of the runner user (and its subordinate uids), however it
 //     left its process group;
 //  2. clear: what outlives processes is removed: the user's System V IPC objects, at jobs,
-//     crontab, systemd lingering, logind's sessions and runtime directory and kernel keyrings; Docker's containers, volumes, networks and
+//     crontab, systemd lingering, logind's sessions and runtime directory, crash handlers' cores
+//     and reports, per-user journals and kernel keyrings; Docker's containers, volumes, networks and
 //     images, when Docker is here; the trees (registration files included), the user's home
 //     (made anew from the skeleton) and the user's files in the shared temporary directories and
 //     the other directories it may write to (see findSweepDirs), never following a symlink;
-//  3. check: no process in the jobs cgroup or of the user, no at job, no crontab.
+//  3. check: no entry of the user left outside its home and the swept directories (of the
+//     directories that changed: checkNoFilesLeft), no process in the jobs cgroup or of the user,
+//     no at job, no crontab.
 //
 // Any failure is returned: the instance must not serve again.
 func (h *Host) Scrub(ctx context.Context, trees ...string) error {
@@ -42,6 +45,16 @@ func (h *Host) Scrub(ctx context.Context, trees ...string) error {
 	if err != nil {
 		return fmt.Errorf("end the runner user's sessions: %w", err)
 	}
+	crashes, err := removeCrashes(u.owns)
+	if len(crashes) > 0 {
+		h.log.Warn("a crash handler kept cores or reports of the run's processes; removed", "files", crashes)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := removeUserJournals(ctx, h.tools.journalctl, u.uid); err != nil {
+		return err
+	}
 	if err := h.clearKeyrings(ctx); err != nil {
 		return err
 	}
@@ -59,6 +72,9 @@ func (h *Host) Scrub(ctx context.Context, trees ...string) error {
 	errs = append(errs, h.sweepWritable())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove the run's files: %w", err)
+	}
+	if err := h.checkNoFilesLeft(); err != nil {
+		return fmt.Errorf("check after cleaning up: %w", err)
 	}
 	if err := h.checkNothingLeft(ctx); err != nil {
 		return fmt.Errorf("check after cleaning up: %w", err)

@@ -14,8 +14,8 @@ import (
 )
 
 // Root runs only what root installed. Every program the agent starts as root (the firewall's
-// iptables and ip6tables, docker, atq and atrm, ipcrm, sshd, systemctl, loginctl, unshare, the
-// helper) is resolved once, at Init, to
+// iptables and ip6tables, docker, atq and atrm, ipcrm, sshd, systemctl, loginctl, unshare,
+// journalctl, the helper) is resolved once, at Init, to
 // an absolute path that only root can change: the program and every directory above it, every
 // link on the way included, are root's and writable by no one else. Names are looked up on
 // RootPATH alone, never the agent's inherited PATH, and Init fails when a directory on RootPATH
@@ -42,8 +42,9 @@ const systemUIDMax = 999
 type tools struct {
 	iptables, ip6tables, docker, atq, atrm, ipcrm string
 	// sshd, systemctl and loginctl close the runner user's other doors (logins.go); unshare
-	// proves the kernel refuses it user namespaces (userns.go).
-	sshd, systemctl, loginctl, unshare string
+	// proves the kernel refuses it user namespaces (userns.go); journalctl lets go of the
+	// journals removed after a run (crashes.go).
+	sshd, systemctl, loginctl, unshare, journalctl string
 }
 
 // resolveTools checks RootPATH's directories and resolves each program of cfg on it (a program
@@ -78,6 +79,8 @@ func resolveTools(cfg Config, u *runnerUser) (tools, error) {
 		systemctl: find("systemctl", false),
 		loginctl:  find("loginctl", false),
 		unshare:   find("unshare", false),
+
+		journalctl: find("journalctl", false),
 	}
 	t.ip6tables = find(strings.TrimSuffix(cfg.Iptables, "iptables")+"ip6tables", false)
 	return t, errors.Join(errs...)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,11 +85,32 @@ func (u *runnerUser) may(st *syscall.Stat_t, bit uint32) bool {
 	return mode&bit != 0
 }
 
-// findWritable walks root as far as u can search and returns the directories u owns or may
-// create entries in, outside the trees in skip. A directory u owns inside one already found is
-// not listed again: sweeping the outer one removes it whole.
-func findWritable(root string, u *runnerUser, skip []string) ([]string, error) {
-	var found []string
+// stamp is what says a directory changed: its modification and change times (an entry made,
+// removed or renamed in it changes the first; its owner or mode, the second).
+type stamp struct{ mtime, ctime syscall.Timespec }
+
+func stampOf(st *syscall.Stat_t) stamp { return stamp{st.Mtim, st.Ctim} }
+
+// scan is what a walk of the local file systems found, as far as the runner user can search.
+type scan struct {
+	// writable are the directories u owns or may create entries in. A directory u owns inside
+	// one already found is not listed again: sweeping the outer one removes it whole.
+	writable []string
+	// files are the other entries (not directories, not symlinks) u owns or may write: a run could
+	// leave something in them for the next, and no sweep can reset another's file.
+	files []string
+	// dirs are every directory walked, with its stamp: the post-run check reads again only
+	// those that changed (checkNoFilesLeft).
+	dirs map[string]stamp
+}
+
+// maxListed bounds the files a refusal names.
+const maxListed = 10
+
+// findWritable walks root as far as u can search, outside the trees in skip, for what u may
+// write to (scan).
+func findWritable(root string, u *runnerUser, skip []string) (*scan, error) {
+	out := &scan{dirs: map[string]stamp{}}
 	seen := 0
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -96,14 +119,14 @@ func findWritable(root string, u *runnerUser, skip []string) ([]string, error) {
 			}
 			return err
 		}
-		if !d.IsDir() {
-			return nil
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil // a link is no place to write: its target is walked where it lies
 		}
 		if slices.ContainsFunc(skip, func(s string) bool { return under(p, s) }) {
-			return fs.SkipDir
-		}
-		if seen++; seen > maxScanDirs {
-			return fmt.Errorf("more than %d directories", maxScanDirs)
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -114,24 +137,42 @@ func findWritable(root string, u *runnerUser, skip []string) ([]string, error) {
 		}
 		st, ok := info.Sys().(*syscall.Stat_t)
 		if !ok {
-			return fs.SkipDir
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() {
+			if u.owns(int(st.Uid)) || u.may(st, 2) {
+				out.files = append(out.files, p)
+			}
+			return nil
+		}
+		if seen++; seen > maxScanDirs {
+			return fmt.Errorf("more than %d directories", maxScanDirs)
 		}
 		if !u.may(st, 1) {
 			return fs.SkipDir // u cannot reach anything below
 		}
+		out.dirs[p] = stampOf(st)
 		if !u.may(st, 2) {
 			return nil
 		}
-		if u.owns(int(st.Uid)) && slices.ContainsFunc(found, func(f string) bool { return under(p, f) }) {
+		if u.owns(int(st.Uid)) && slices.ContainsFunc(out.writable, func(f string) bool { return under(p, f) }) {
 			return fs.SkipDir
 		}
-		found = append(found, p)
+		out.writable = append(out.writable, p)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("walk %s for directories %s may write to: %w", root, u.name, err)
+		return nil, fmt.Errorf("walk %s for what %s may write to: %w", root, u.name, err)
 	}
-	return found, nil
+	return out, nil
+}
+
+// inside reports whether p lies in one of the directories in dirs.
+func inside(p string, dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(d string) bool { return under(p, d) })
 }
 
 // findSweepDirs settles the directories swept after every run besides the temporary ones: the
@@ -151,10 +192,21 @@ func (h *Host) findSweepDirs(root string) error {
 	if h.user.home != "" {
 		skip = append(skip, h.user.home)
 	}
-	found, err := findWritable(root, h.user, skip)
+	if err := removeMailSpool(h.user, h.log); err != nil {
+		return err
+	}
+	sc, err := findWritable(root, h.user, skip)
 	if err != nil {
 		return err
 	}
+	// Files in a directory swept after every run go with the sweep (the runner user's), or could
+	// be replaced by the run anyway; others it may write, or owns, outside them are refused.
+	files := slices.DeleteFunc(sc.files, func(f string) bool { return inside(f, sc.writable) })
+	if len(files) > 0 {
+		return fmt.Errorf("%s owns or may write to %d files outside its home and the directories swept after every run (%s): a run could leave something in them for the next; make them root's and not writable by others, or list their directories in runner.writableDirs",
+			h.user.name, len(files), strings.Join(files[:min(len(files), maxListed)], ", "))
+	}
+	found := sc.writable
 	for _, d := range found {
 		for _, o := range own {
 			if under(o, d) {
@@ -167,6 +219,100 @@ func (h *Host) findSweepDirs(root string) error {
 			"user", h.user.name, "dirs", found)
 	}
 	h.sweepDirs = slices.Concat(h.cfg.Runner.WritableDirs, found)
+	h.walkSkip, h.dirs = skip, sc.dirs
+	return nil
+}
+
+// checkNoFilesLeft finds, after a run's sweeps, any entry of the runner user (or its subordinate
+// uids) left on the local file systems outside its home and the swept directories: a run makes
+// entries only where it may write, which the sweeps empty of its own, so one found elsewhere
+// came by a way not closed (a directory made writable meanwhile, a privileged service writing
+// for it). It reads again only the directories whose stamp changed since the walk (or the last
+// check), and walks whole those made since; an entry given to the user in a directory that
+// did not change otherwise (a privileged chown) is not seen.
+func (h *Host) checkNoFilesLeft() error {
+	var left []string
+	for dir, was := range h.dirs {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(dir, &st); err != nil {
+			delete(h.dirs, dir)
+			continue
+		}
+		if stampOf(&st) == was {
+			continue
+		}
+		h.dirs[dir] = stampOf(&st)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue // no longer readable: nothing the user reaches either
+		}
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			if inside(p, h.walkSkip) || inside(p, h.sweepDirs) {
+				continue
+			}
+			if _, known := h.dirs[p]; known {
+				continue // read on its own when its stamp changed
+			}
+			sc, err := findWritable(p, h.user, h.walkSkip)
+			if err != nil {
+				return err
+			}
+			maps.Copy(h.dirs, sc.dirs)
+			owned, err := ownedIn(p, h.user)
+			if err != nil {
+				return fmt.Errorf("look for the runner user's files in %s: %w", p, err)
+			}
+			left = append(left, owned...)
+		}
+	}
+	if len(left) > 0 {
+		slices.Sort(left)
+		return fmt.Errorf("the run left %d files of the runner user outside its home and the swept directories: %s",
+			len(left), strings.Join(left[:min(len(left), maxListed)], ", "))
+	}
+	return nil
+}
+
+// ownedIn returns p and what lies below it that u owns (without following links); what vanishes
+// meanwhile is skipped.
+func ownedIn(p string, u *runnerUser) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(p, func(q string, _ fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var st syscall.Stat_t
+		if syscall.Lstat(q, &st) == nil && u.owns(int(st.Uid)) {
+			out = append(out, q)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// mailSpools hold users' mailboxes, which useradd may make for the runner user (Amazon Linux's
+// does): the user's own file, which a run could leave something in for the next (a variable for
+// tests).
+var mailSpools = []string{"/var/mail", "/var/spool/mail"}
+
+// removeMailSpool removes the runner user's mailbox, if it has one: nothing on an instance
+// delivers mail to it.
+func removeMailSpool(u *runnerUser, log *slog.Logger) error {
+	for _, d := range mailSpools {
+		p := filepath.Join(d, u.name)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || !u.owns(int(st.Uid)) {
+			continue
+		}
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("remove the runner user's mailbox %s: %w", p, err)
+		}
+		log.Info("removed the runner user's mailbox: a run could leave something in it for the next", "path", p)
+	}
 	return nil
 }
 

@@ -83,6 +83,9 @@ func parseExec(args []string) (execSpec, error) {
 	return spec, nil
 }
 
+// noCoreLimit is RLIMIT_CORE for everything the helper starts (see runAs).
+const noCoreLimit = 1
+
 // runAs becomes args' user and executes its command, or returns why it could not.
 func runAs(args []string) error {
 	spec, err := parseExec(args)
@@ -104,6 +107,13 @@ func runAs(args []string) error {
 		if err := denyUserNamespaces(); err != nil {
 			return err
 		}
+	}
+	// No core dumps (a crashing job's memory holds its secrets): a limit of 1 byte is below any
+	// core a file could hold, and the kernel's mark for "never pipe one to a handler" either
+	// (systemd-coredump, apport). Hard as well, so the runner user cannot raise it; one it lowers
+	// to 0 still writes no file, and what a handler keeps of it is removed after the run.
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{Cur: noCoreLimit, Max: noCoreLimit}); err != nil {
+		return fmt.Errorf("refuse core dumps: %w", err)
 	}
 	if err := syscall.Setgroups(groups); err != nil {
 		return fmt.Errorf("set groups: %w", err)
