@@ -47,7 +47,7 @@ rm -f /usr/local/bin/hangar-agent.new /usr/local/bin/hangar-runas.new
 cat >/etc/systemd/system/hangar-agent.service <<'UNIT'
 [Unit]
 Description=Hangar agent
-After=network-online.target
+After=network-online.target ssh.service sshd.service
 Wants=network-online.target
 
 [Service]

@@ -101,8 +101,9 @@ func TestOneDoorIn(t *testing.T) {
 
 // TestStrayReportedAndKilled: a process of the runner user that runs outside the run's cgroup
 // during the run (one that got out by a way in not closed yet: here the test starts it) is
-// found, killed and reported; what only a login gives (lingering, a runtime directory under
-// /run/user) is gone after the run, and reported.
+// found, killed and reported, and the instance serves no other run (its containment failed);
+// what only a login gives (lingering, a runtime directory under /run/user) is gone after the
+// run, and reported.
 func TestStrayReportedAndKilled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
@@ -143,8 +144,12 @@ func TestStrayReportedAndKilled(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Dir(linger), 0o755))
 	require.NoError(t, os.WriteFile(linger, nil, 0o644))
 
-	released := e.release(running)
-	e.waitSignal(id, state.SignalDeregistered, "4711", released.Version)
+	e.release(running)
+	failed, err := e.WaitItem(e.ctx, id, time.Minute, "FAILED after the escape", func(it *state.Instance) bool {
+		return it.Signal == state.SignalFailed
+	})
+	require.NoError(t, err)
+	require.Contains(t, failed.SignalLog, "escaped the run's cgroup during the run")
 	for _, p := range []string{runtime, linger} {
 		_, err := os.Lstat(p)
 		require.True(t, os.IsNotExist(err), "%s survived the run", p)

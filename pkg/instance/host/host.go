@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 )
@@ -103,6 +104,10 @@ type Host struct {
 	// check saw, with its stamp (checkNoFilesLeft).
 	walkSkip []string
 	dirs     map[string]stamp
+	// escapes are the runner user's processes found outside their run's cgroup since the last
+	// Scrub, which then fails: the instance's containment failed.
+	escapesMu sync.Mutex
+	escapes   []string
 }
 
 // New returns the host for cfg (defaults applied, then validated).
@@ -155,11 +160,19 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	} else if !proved {
 		h.log.Warn("the kernel refuses user namespaces, unproved: no unshare on the instance", "path", rootPath)
 	}
+	if h.cfg.SharedKernel {
+		h.log.Warn("the kernel is shared with other machines' runs: its core pattern and hard link protection are left as they are")
+	} else if err := takeKernel(); err != nil {
+		return "", fmt.Errorf("keep cores and others' hard links from the runs: %w", err)
+	}
 	if err := closeSSH(ctx, h.tools.sshd, h.tools.systemctl, u); err != nil {
 		return "", fmt.Errorf("make sshd refuse the runner user: %w", err)
 	}
 	if err := closePolkit(u); err != nil {
 		return "", fmt.Errorf("make polkit refuse the runner user: %w", err)
+	}
+	if err := maskUserManager(ctx, h.tools.systemctl, u); err != nil {
+		return "", err
 	}
 	root := h.cfg.CgroupRoot
 	if root == "" {
@@ -218,5 +231,22 @@ func (h *Host) OpenRun(dir string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Run{dirs: runDirsAt(dir), cgroup: cg, user: h.user, helper: h.cfg.Helper, userNamespaces: h.cfg.Runner.UserNamespaces}, nil
+	return &Run{dirs: runDirsAt(dir), cgroup: cg, user: h.user, helper: h.cfg.Helper, userNamespaces: h.cfg.Runner.UserNamespaces,
+		escaped: h.escape}, nil
+}
+
+// escape records a process of the runner user found outside its run's cgroup (Run.Strays).
+func (h *Host) escape(stray string) {
+	h.escapesMu.Lock()
+	defer h.escapesMu.Unlock()
+	h.escapes = append(h.escapes, stray)
+}
+
+// takeEscapes returns and forgets the escapes recorded since the last Scrub.
+func (h *Host) takeEscapes() []string {
+	h.escapesMu.Lock()
+	defer h.escapesMu.Unlock()
+	out := h.escapes
+	h.escapes = nil
+	return out
 }

@@ -54,7 +54,8 @@ func loginShell(name string) (string, error) {
 	return "", fmt.Errorf("%s is not in %s", name, filepath.Join(etcDir, "passwd"))
 }
 
-// checkNoLogin refuses a runner user whose shell would start a login session.
+// checkNoLogin refuses a runner user whose shell would start a login session, or whose password
+// (an empty one too) would let su or a PAM login open one, whatever its shell.
 func checkNoLogin(u *runnerUser) error {
 	shell, err := loginShell(u.name)
 	if err != nil {
@@ -63,6 +64,46 @@ func checkNoLogin(u *runnerUser) error {
 	if !slices.Contains(noLoginShells, shell) {
 		return fmt.Errorf("run-as %q has the login shell %q: the runs the agent starts must be its only way in; give it /usr/sbin/nologin (usermod -s /usr/sbin/nologin %s)",
 			u.name, shell, u.name)
+	}
+	hash, err := passwordField(u.name)
+	if err != nil {
+		return fmt.Errorf("run-as %q: read its password: %w", u.name, err)
+	}
+	if !strings.HasPrefix(hash, "!") && !strings.HasPrefix(hash, "*") {
+		return fmt.Errorf("run-as %q has a password (or an empty one): su or a login would open a session beside the runs; lock it (passwd -l %s)", u.name, u.name)
+	}
+	return nil
+}
+
+// passwordField returns the user's password field in /etc/shadow (under etcDir).
+func passwordField(name string) (string, error) {
+	f, err := os.Open(filepath.Join(etcDir, "shadow"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Split(sc.Text(), ":"); len(fields) >= 2 && fields[0] == name {
+			return fields[1], nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s is not in %s", name, filepath.Join(etcDir, "shadow"))
+}
+
+// maskUserManager masks the runner user's systemd user manager and runtime directory units,
+// when systemd runs: a session some PAM service opened anyway starts no manager (which would run
+// units the user wrote in its home, unfiltered and outside the run's cgroup).
+func maskUserManager(ctx context.Context, systemctl string, u *runnerUser) error {
+	if systemctl == "" || !booted() {
+		return nil
+	}
+	uid := strconv.Itoa(u.uid)
+	if out, err := rootCommand(ctx, systemctl, "mask", "user@"+uid+".service", "user-runtime-dir@"+uid+".service").CombinedOutput(); err != nil {
+		return fmt.Errorf("mask the runner user's user manager: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -24,7 +24,14 @@ func TestNoLoginShell(t *testing.T) {
 	setPath(t, &etcDir, dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "passwd"), []byte(
 		"root:x:0:0:root:/root:/bin/bash\nrunner:x:1001:1001::/home/runner:/bin/bash\nlocked:x:1002:1002::/home/locked:/usr/sbin/nologin\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shadow"), []byte(
+		"root:*:19000:0:99999:7:::\nrunner:!:19000::::::\nlocked:!:19000::::::\nopen:$6$salt$hash:19000::::::\nempty::19000::::::\n"), 0o640))
 	require.NoError(t, checkNoLogin(&runnerUser{name: "locked"}))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "passwd"), []byte(
+		"locked:x:1002:1002::/home/locked:/usr/sbin/nologin\nopen:x:1003:1003::/home/open:/usr/sbin/nologin\nempty:x:1004:1004::/home/empty:/bin/false\nrunner:x:1001:1001::/home/runner:/bin/bash\n"), 0o644))
+	for _, name := range []string{"open", "empty"} {
+		require.ErrorContains(t, checkNoLogin(&runnerUser{name: name}), "has a password (or an empty one): su or a login would open a session beside the runs; lock it (passwd -l "+name+")", name)
+	}
 	err := checkNoLogin(&runnerUser{name: "runner"})
 	require.ErrorContains(t, err, `run-as "runner" has the login shell "/bin/bash"`)
 	require.ErrorContains(t, err, "usermod -s /usr/sbin/nologin runner", "the error says the fix")
@@ -95,4 +102,30 @@ func TestUserNamespacesRefusedOnlyWhenProved(t *testing.T) {
 
 	_, err = refuseUserNamespaces(context.Background(), unshare, u)
 	require.ErrorContains(t, err, "the kernel still lets hangar-unit make user namespaces")
+}
+
+// TestKernelTakenAndHeld: Init sets the kernel's core pattern (cores go nowhere) and hard link
+// protection, proving each; after a run a changed one (or the user namespace bound) fails.
+func TestKernelTakenAndHeld(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []*string{&corePattern, &protectedHardlinks, &maxUserNamespaces} {
+		setPath(t, v, filepath.Join(dir, filepath.Base(*v)))
+	}
+	require.NoError(t, os.WriteFile(maxUserNamespaces, []byte("0\n"), 0o644))
+	require.NoError(t, takeKernel())
+	b, err := os.ReadFile(corePattern)
+	require.NoError(t, err)
+	require.Equal(t, "|/bin/false\n", string(b))
+	h := &Host{}
+	require.NoError(t, h.kernelHeld())
+	require.NoError(t, os.WriteFile(protectedHardlinks, []byte("0\n"), 0o644))
+	require.ErrorContains(t, h.kernelHeld(), "a kernel setting the agent made changed: "+protectedHardlinks+` is "0", not "1"`)
+	require.NoError(t, os.WriteFile(protectedHardlinks, []byte("1\n"), 0o644))
+	require.NoError(t, os.WriteFile(maxUserNamespaces, []byte("15000\n"), 0o644))
+	require.ErrorContains(t, h.kernelHeld(), maxUserNamespaces)
+	h.cfg.Runner.UserNamespaces = true
+	require.NoError(t, h.kernelHeld(), "a pool that allows user namespaces leaves their bound")
+	h.cfg.SharedKernel = true
+	require.NoError(t, os.WriteFile(corePattern, []byte("core\n"), 0o644))
+	require.NoError(t, h.kernelHeld(), "a shared kernel is not the agent's")
 }

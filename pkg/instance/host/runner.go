@@ -35,6 +35,7 @@ type Run struct {
 	user           *runnerUser
 	helper         string // the binary that starts each script (runas.ExecCommand)
 	userNamespaces bool
+	escaped        func(stray string) // records an escape on the host (Strays)
 
 	mu   sync.Mutex
 	proc *runnerProc // the runner last started

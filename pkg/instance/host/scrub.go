@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Scrub makes sure nothing of the runs the runner user served survives into the next one, and
@@ -72,6 +73,12 @@ func (h *Host) Scrub(ctx context.Context, trees ...string) error {
 	errs = append(errs, h.sweepWritable())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("remove the run's files: %w", err)
+	}
+	if escapes := h.takeEscapes(); len(escapes) > 0 {
+		return fmt.Errorf("processes of the runner user escaped the run's cgroup during the run (killed): %s", strings.Join(escapes, "; "))
+	}
+	if err := h.kernelHeld(); err != nil {
+		return err
 	}
 	if err := h.checkNoFilesLeft(); err != nil {
 		return fmt.Errorf("check after cleaning up: %w", err)

@@ -48,7 +48,8 @@ func TestFindWritable(t *testing.T) {
 
 	found, err := findWritable(root, u, []string{filepath.Join(root, "skipped"), filepath.Join(root, "roots", "skippedtoo")})
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{owned, world, worldIn, group}, found.writable)
+	require.ElementsMatch(t, []string{owned, world, worldIn, group, filepath.Join(root, "ownedreadonly")}, found.writable,
+		"one it owns it may make writable")
 	require.ElementsMatch(t, []string{filepath.Join(root, "roots", "file"), mine}, found.files,
 		"files it may write or owns, not only directories; not a link, nor one it may only read")
 	require.Contains(t, found.dirs, filepath.Join(root, "roots"), "every directory it can reach is stamped")
@@ -92,6 +93,11 @@ func TestNoFilesLeftOutsideTheSweeps(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(root, "var", "lib", "crash", "core.1")))
 	require.NoError(t, os.RemoveAll(filepath.Join(root, "etc", "new")))
 	require.NoError(t, h.checkNoFilesLeft(), "gone again")
+
+	shared := filepath.Join(root, "etc", "shared.db") // a service's, made writable to all meanwhile
+	require.NoError(t, os.WriteFile(shared, nil, 0o666))
+	require.NoError(t, os.Chmod(shared, 0o666))
+	require.ErrorContains(t, h.checkNoFilesLeft(), shared+" (writable by the runner user)")
 }
 
 // TestInitRefusesFilesTheRunnerMayWrite: a file outside the swept directories that the runner
