@@ -29,6 +29,9 @@ is counted in hours under "price unknown", never priced.`,
 			if err != nil {
 				return err
 			}
+			if err := operator.CheckBy(by); err != nil {
+				return err // before anything reaches AWS
+			}
 			in, err := open(cmd.Context(), g)
 			if err != nil {
 				return err

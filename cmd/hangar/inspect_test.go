@@ -348,6 +348,7 @@ func TestOperatorCommands(t *testing.T) {
 		require.Contains(t, r.Events[len(r.Events)-1].What, "became terminated: spot interruption notice")
 	})
 
+	// Input is refused before anything reaches AWS: cases without credentials would fail on them.
 	t.Run("bad input exits 2 naming the input", func(t *testing.T) {
 		noCreds := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "AWS_REGION=us-east-1", "AWS_EC2_METADATA_DISABLED=true",
 			"AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
@@ -361,10 +362,10 @@ func TestOperatorCommands(t *testing.T) {
 			{"malformed stack", nil, []string{"status", "--stack", "Bad Stack"}, "--stack: "},
 			{"unknown pool", nil, []string{"status", "gpu"}, `pool "gpu": no such pool in stack ` + w.e.Stack + ": want one of "},
 			{"unknown instance", nil, []string{"instance", "i-0fffffffffffffff0"}, "instance i-0fffffffffffffff0: not in stack " + w.e.Stack + "'s table"},
-			{"malformed instance", nil, []string{"instance", "web-1"}, `instance id "web-1" is malformed: want i- followed by`},
+			{"malformed instance", noCreds, []string{"instance", "web-1"}, `instance id "web-1" is malformed: want i- followed by`},
 			{"no instance", nil, []string{"instance"}, "hangar instance takes one instance id (i-0123456789abcdef0): got 0 arguments"},
 			{"malformed since", nil, []string{"runs", "--since", "a month"}, `--since "a month": want a duration like 30d, 12h or 90m, or a date like 2026-11-01`},
-			{"unknown grouping", nil, []string{"cost", "--by", "team"}, `--by "team": want repository, pool, run or day`},
+			{"unknown grouping", noCreds, []string{"cost", "--by", "team"}, `--by "team": want repository, pool, run or day`},
 			{"malformed repository", nil, []string{"cost", "--repo", "app"}, `--repo "app": want owner/name`},
 			{"unknown output", nil, []string{"status", "--output", "yaml"}, `--output "yaml": want table or json`},
 			{"unknown flag", nil, []string{"status", "--since", "30d"}, "unknown flag: --since"},

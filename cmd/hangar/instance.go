@@ -22,6 +22,9 @@ script's output), its last heartbeat, and, once terminated, why it ended. Items 
 instances are kept for a week.`,
 		Args: exactArgs(1, "one instance id (i-0123456789abcdef0)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := operator.CheckInstanceID(args[0]); err != nil {
+				return err // before anything reaches AWS
+			}
 			in, err := open(cmd.Context(), g)
 			if err != nil {
 				return err

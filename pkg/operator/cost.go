@@ -91,6 +91,12 @@ func (i *Operator) Cost(ctx context.Context, by string, w Window) ([]CostRow, er
 	return out, nil
 }
 
+// CheckBy refuses a cost grouping Cost does not know, before anything is read.
+func CheckBy(by string) error {
+	_, err := groupBy(by)
+	return err
+}
+
 func groupBy(by string) (func(Held) string, error) {
 	switch by {
 	case ByRepository:

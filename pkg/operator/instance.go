@@ -60,10 +60,18 @@ type Event struct {
 }
 
 // Instance reads one instance's item. A malformed id, or one the stack's table does not hold
+// CheckInstanceID refuses a malformed instance id, before anything is read.
+func CheckInstanceID(id string) error {
+	if err := names.ValidateInstanceID(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadInput, err)
+	}
+	return nil
+}
+
 // (never launched by the stack, or terminated longer ago than items are kept), is bad input.
 func (i *Operator) Instance(ctx context.Context, id string) (*InstanceReport, error) {
-	if err := names.ValidateInstanceID(id); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadInput, err)
+	if err := CheckInstanceID(id); err != nil {
+		return nil, err
 	}
 	in, err := i.d.Store.Get(ctx, id)
 	if errors.Is(err, state.ErrNotFound) {
