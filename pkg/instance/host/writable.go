@@ -9,9 +9,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Directories outside its home that the runner user may write to are where a run can leave
@@ -72,24 +75,37 @@ func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
-// may reports whether u may use st as the permission bits bit (4 read, 2 write, 1 search) allow
-// its owner, group or others (access control lists are not read).
-func (u *runnerUser) may(st *syscall.Stat_t, bit uint32) bool {
-	mode := st.Mode
+// mayMode reports whether u may use a file of owner uid, group gid and mode as the permission
+// bits bit (4 read, 2 write, 1 search) allow its owner, group or others (access control lists
+// are not read).
+func (u *runnerUser) mayMode(uid, gid, mode, bit uint32) bool {
 	switch {
-	case u.owns(int(st.Uid)):
+	case u.owns(int(uid)):
 		return mode&(bit<<6) != 0
-	case int(st.Gid) == u.gid || slices.Contains(u.groups, st.Gid):
+	case int(gid) == u.gid || slices.Contains(u.groups, gid):
 		return mode&(bit<<3) != 0
 	}
 	return mode&bit != 0
 }
 
 // stamp is what says a directory changed: its modification and change times (an entry made,
-// removed or renamed in it changes the first; its owner or mode, the second).
-type stamp struct{ mtime, ctime syscall.Timespec }
+// removed or renamed in it changes the first; its owner or mode, the second), folded into one
+// word, since an instance's tens of thousands of them stay in the agent's memory.
+type stamp uint64
 
-func stampOf(st *syscall.Stat_t) stamp { return stamp{st.Mtim, st.Ctim} }
+func stampOf(st *syscall.Stat_t) stamp {
+	return foldTimes(st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+func stampOfUnix(st *unix.Stat_t) stamp {
+	return foldTimes(st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec)
+}
+
+func foldTimes(ms, mns, cs, cns int64) stamp {
+	h := uint64(ms)*1_000_000_007 ^ uint64(mns)
+	h = h*0x9E3779B97F4A7C15 ^ uint64(cs)*1_000_000_009 ^ uint64(cns)<<1
+	return stamp(h)
+}
 
 // scan is what a walk of the local file systems found, as far as the runner user can search.
 type scan struct {
@@ -108,68 +124,130 @@ type scan struct {
 const maxListed = 10
 
 // findWritable walks root as far as u can search, outside the trees in skip, for what u may
-// write to (scan).
+// write to (scan). It reads each directory once and stats its entries relative to it (fstatat):
+// the walk runs at every start of the agent over the whole file system, and on a fleet of
+// simulated instances sharing one machine.
 func findWritable(root string, u *runnerUser, skip []string) (*scan, error) {
-	out := &scan{dirs: map[string]stamp{}}
-	seen := 0
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
+	w := &walker{u: u, skip: skip, out: &scan{dirs: map[string]stamp{}}, buf: make([]byte, direntBuf)}
+	var st unix.Stat_t
+	err := unix.Lstat(root, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return w.out, nil
+	case err != nil:
+		return nil, fmt.Errorf("walk %s for what %s may write to: %w", root, u.name, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		if !inside(root, skip) {
+			err = w.dir(root, &st)
 		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			return nil // a link is no place to write: its target is walked where it lies
-		}
-		if slices.ContainsFunc(skip, func(s string) bool { return under(p, s) }) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		st, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.IsDir() {
-			// A regular file or a device node holds what is written to it; a socket or a pipe
-			// passes it on to its reader, and keeps nothing for the next run.
-			if t := d.Type(); (t.IsRegular() || t&fs.ModeDevice != 0) && (u.owns(int(st.Uid)) || u.may(st, 2)) {
-				out.files = append(out.files, p)
-			}
-			return nil
-		}
-		if seen++; seen > maxScanDirs {
-			return fmt.Errorf("more than %d directories", maxScanDirs)
-		}
-		if !u.may(st, 1) {
-			return fs.SkipDir // u cannot reach anything below
-		}
-		out.dirs[p] = stampOf(st)
-		if !u.may(st, 2) && !u.owns(int(st.Uid)) { // one it owns it may make writable
-			return nil
-		}
-		if u.owns(int(st.Uid)) && slices.ContainsFunc(out.writable, func(f string) bool { return under(p, f) }) {
-			return fs.SkipDir
-		}
-		out.writable = append(out.writable, p)
-		return nil
-	})
+	} else {
+		w.file(root, &st)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("walk %s for what %s may write to: %w", root, u.name, err)
 	}
-	return out, nil
+	return w.out, nil
+}
+
+// direntBuf is the buffer one getdents call fills.
+const direntBuf = 32 << 10
+
+// walker is one findWritable.
+type walker struct {
+	u     *runnerUser
+	skip  []string
+	out   *scan
+	buf   []byte
+	names []string
+	seen  int
+}
+
+// file notes a non-directory entry p: a regular file or a device node holds what is written to
+// it (a socket or a pipe passes it on to its reader, and keeps nothing for the next run).
+func (w *walker) file(p string, st *unix.Stat_t) {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFBLK, unix.S_IFCHR:
+		if w.u.owns(int(st.Uid)) || w.u.mayMode(st.Uid, st.Gid, st.Mode, 2) {
+			w.out.files = append(w.out.files, p)
+		}
+	}
+}
+
+// dir walks directory p (stat st), outside the skipped trees.
+func (w *walker) dir(p string, st *unix.Stat_t) error {
+	if w.seen++; w.seen > maxScanDirs {
+		return fmt.Errorf("more than %d directories", maxScanDirs)
+	}
+	if !w.u.mayMode(st.Uid, st.Gid, st.Mode, 1) {
+		return nil // u cannot reach anything below
+	}
+	w.out.dirs[p] = stampOfUnix(st)
+	if w.u.mayMode(st.Uid, st.Gid, st.Mode, 2) || w.u.owns(int(st.Uid)) { // one it owns it may make writable
+		if w.u.owns(int(st.Uid)) && inside(p, w.out.writable) {
+			return nil // swept whole with the one above
+		}
+		w.out.writable = append(w.out.writable, p)
+	}
+	type sub struct {
+		path string
+		st   unix.Stat_t
+	}
+	var subs []sub
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return nil // gone, or replaced meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p, err)
+	}
+	err = func() error {
+		defer func() { _ = unix.Close(fd) }()
+		for {
+			n, err := unix.Getdents(fd, w.buf)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", p, err)
+			}
+			if n <= 0 {
+				return nil
+			}
+			w.names = w.names[:0]
+			for b := w.buf[:n]; len(b) > 0; {
+				var used int
+				used, _, w.names = unix.ParseDirent(b, -1, w.names)
+				b = b[used:]
+			}
+			for _, name := range w.names {
+				var cst unix.Stat_t
+				if err := unix.Fstatat(fd, name, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					if errors.Is(err, unix.ENOENT) {
+						continue
+					}
+					return fmt.Errorf("stat %s/%s: %w", p, name, err)
+				}
+				child := filepath.Join(p, name)
+				switch cst.Mode & unix.S_IFMT {
+				case unix.S_IFDIR:
+					if !inside(child, w.skip) {
+						subs = append(subs, sub{child, cst})
+					}
+				case unix.S_IFLNK:
+					// a link is no place to write: its target is walked where it lies
+				default:
+					w.file(child, &cst)
+				}
+			}
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	for i := range subs {
+		if err := w.dir(subs[i].path, &subs[i].st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // inside reports whether p lies in one of the directories in dirs.
@@ -222,6 +300,9 @@ func (h *Host) findSweepDirs(root string) error {
 	}
 	h.sweepDirs = slices.Concat(h.cfg.Runner.WritableDirs, found)
 	h.walkSkip, h.dirs = skip, sc.dirs
+	// The walk's garbage (a FileInfo per entry of the whole file system) goes back to the
+	// system now, rather than stay in the agent's resident memory for the instance's life.
+	debug.FreeOSMemory()
 	return nil
 }
 
