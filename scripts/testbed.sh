@@ -203,6 +203,18 @@ start() {
   say "$name up on $url (pid $(cat "$RUN/$name.pid"))"
 }
 
+# walk_skip lists the trees that are this machine's own tools rather than part of an instance's
+# image (the checkout, Go, cloud SDKs): the simulated instances' agents walk the machine's file
+# systems at start and after every run, as a real instance's agent walks its own, and leave these
+# out (the agent's --walk-skip).
+walk_skip() {
+  local d out=$ROOT
+  for d in "$(go env GOROOT 2>/dev/null)" /usr/lib/google-cloud-sdk /opt/hostedtoolcache /usr/local/lib/android /usr/share/swift; do
+    [ -n "$d" ] && [ -d "$d" ] && out="$out,$d"
+  done
+  printf '%s' "$out"
+}
+
 write_env() {
   cat >"$TESTBED_DIR/endpoints.env" <<EOF
 AWS_ACCESS_KEY_ID=test
@@ -214,6 +226,7 @@ AWS_ENDPOINT_URL_PRICING=http://127.0.0.1:$PRICE_PORT
 AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$IMDS_PORT
 HANGAR_TESTBED_MOTO=http://127.0.0.1:$MOTO_PORT
 HANGAR_TESTBED_IMDS_BIN=$AEMM_BIN
+HANGAR_TESTBED_WALK_SKIP=$(walk_skip)
 EOF
 }
 

@@ -46,7 +46,7 @@ type options struct {
 	runnerDir, runsDir, runAs string
 	helper                    string
 	stateDir, tmpDirs         string
-	cgroupRoot                string
+	cgroupRoot, walkSkip      string
 	sharedKernel              bool
 	poll, heartbeat, grace    time.Duration
 	safety, doorbellWait      time.Duration
@@ -131,6 +131,7 @@ func parse(args []string) (options, error) {
 		fs.BoolVar(p, name, def, usage)
 	}
 	boolean(&o.sharedKernel, "shared-kernel", "other machines' runs share this kernel (a test bed): leave kernel-wide settings as they are, so the kernel itself does not refuse user namespaces to the runner user")
+	str(&o.walkSkip, "walk-skip", "", "comma-separated trees the walks of the file systems leave alone besides the kernel's and the agent's own (a test bed's own tools, which no instance has); never on an instance")
 	str(&o.tmpDirs, "tmp-dirs", strings.Join(host.DefaultTmpDirs, ","), "comma-separated shared temporary directories cleared of the runner user's files after every run")
 	dur(&o.poll, "poll-interval", agent.DefaultPollInterval, "how often the item is read when the instance has no working doorbell (one DynamoDB request each)")
 	dur(&o.safety, "safety-interval", agent.DefaultSafetyInterval, "how often the item is read while the doorbell works (catches a lost ring)")
@@ -187,12 +188,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if runAs == "" {
 		runAs = pool.Runner.User
 	}
-	tmpDirs := []string{}
-	for _, d := range strings.Split(o.tmpDirs, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			tmpDirs = append(tmpDirs, d)
-		}
-	}
+	tmpDirs := splitList(o.tmpDirs)
 	metadata := os.Getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT") // the SDK's own variable: the endpoint md uses
 	store, err := state.NewAgent(dynamodb.NewFromConfig(awsCfg), pool.Table, id.ARN(), version)
 	if err != nil {
@@ -218,7 +214,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	log = log.With("instance", id.InstanceID, "pool", pool.Name)
 	h, err := host.New(host.Config{RunAs: runAs, Runner: pool.Runner, OwnDirs: []string{cfg.RunnerDir, cfg.RunsDir, cfg.StateDir},
 		TmpDirs: tmpDirs, Helper: o.helper, MetadataEndpoint: metadata, CgroupRoot: o.cgroupRoot,
-		SharedKernel: o.sharedKernel}, log)
+		SharedKernel: o.sharedKernel, WalkSkip: splitList(o.walkSkip)}, log)
 	if err != nil {
 		return err
 	}
@@ -254,4 +250,15 @@ func (h onHost) OpenRun(dir string) (agent.Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// splitList splits a comma-separated flag into its non-empty, trimmed items.
+func splitList(v string) []string {
+	out := []string{}
+	for _, d := range strings.Split(v, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
 }

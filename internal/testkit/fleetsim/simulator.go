@@ -357,7 +357,7 @@ func (s *Simulator) start(ctx context.Context, inst *instance) (err error) {
 	}
 	args := append([]string{"--stack", s.cfg.Stack, "--pool", inst.pool, "--runner-dir", runnerDir, "--cgroup-root", inst.cgroup,
 		"--state-dir", filepath.Join(inst.dir, "state"), "--runs-dir", filepath.Join(inst.dir, "runs"),
-		"--run-as", inst.user.name, "--log-format", "json", "--shared-kernel",
+		"--run-as", inst.user.name, "--log-format", "json", "--shared-kernel", "--walk-skip", os.Getenv("HANGAR_TESTBED_WALK_SKIP"),
 		"--shutdown-command", "touch " + filepath.Join(inst.dir, "poweroff")}, s.cfg.AgentArgs...)
 	if s.cfg.HelperBin != "" {
 		args = append(args, "--helper", s.cfg.HelperBin)

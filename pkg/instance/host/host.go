@@ -45,6 +45,10 @@ type Config struct {
 	// instances): the agent then leaves kernel-wide settings as they are, so the kernel itself
 	// does not refuse user namespaces to the runner user (the helper's filter still does).
 	SharedKernel bool
+	// WalkSkip are trees the walks of the file systems leave alone besides the kernel's and the
+	// agent's own: a test bed's own tools (its checkout, Go), which its simulated instances would
+	// otherwise walk as part of their image. Absolute paths; never set on an instance.
+	WalkSkip []string
 }
 
 // DefaultTmpDirs are the shared temporary directories a run may leave files in.
@@ -76,6 +80,11 @@ func (c *Config) Validate() error {
 	for _, d := range c.TmpDirs {
 		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
 			errs = append(errs, fmt.Errorf("tmp dir %q: want an absolute path other than /", d))
+		}
+	}
+	for _, d := range c.WalkSkip {
+		if !filepath.IsAbs(d) || filepath.Clean(d) == "/" {
+			errs = append(errs, fmt.Errorf("walk skip %q: want an absolute path other than /", d))
 		}
 	}
 	if c.CgroupRoot != "" && (!filepath.IsAbs(c.CgroupRoot) || filepath.Clean(c.CgroupRoot) == "/") {

@@ -268,7 +268,7 @@ func (h *Host) findSweepDirs(root string) error {
 			}
 		}
 	}
-	skip := slices.Concat(scanSkip, nonLocalMounts(), own, h.cfg.TmpDirs, h.cfg.Runner.WritableDirs)
+	skip := slices.Concat(scanSkip, nonLocalMounts(), own, h.cfg.TmpDirs, h.cfg.Runner.WritableDirs, h.cfg.WalkSkip)
 	if h.user.home != "" {
 		skip = append(skip, h.user.home)
 	}
