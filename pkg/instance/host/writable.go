@@ -142,7 +142,7 @@ func findWritable(root string, u *runnerUser, skip []string) (*scan, error) {
 			err = w.dir(root, &st)
 		}
 	} else {
-		w.file(root, &st)
+		w.file(filepath.Dir(root), filepath.Base(root), &st)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("walk %s for what %s may write to: %w", root, u.name, err)
@@ -163,13 +163,14 @@ type walker struct {
 	seen  int
 }
 
-// file notes a non-directory entry p: a regular file or a device node holds what is written to
-// it (a socket or a pipe passes it on to its reader, and keeps nothing for the next run).
-func (w *walker) file(p string, st *unix.Stat_t) {
+// file notes a non-directory entry name of dir: a regular file or a device node holds what is
+// written to it (a socket or a pipe passes it on to its reader, and keeps nothing for the next
+// run). Its path is made only for one it notes: most of a file system's entries are files.
+func (w *walker) file(dir, name string, st *unix.Stat_t) {
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG, unix.S_IFBLK, unix.S_IFCHR:
 		if w.u.owns(int(st.Uid)) || w.u.mayMode(st.Uid, st.Gid, st.Mode, 2) {
-			w.out.files = append(w.out.files, p)
+			w.out.files = append(w.out.files, filepath.Join(dir, name))
 		}
 	}
 }
@@ -225,16 +226,15 @@ func (w *walker) dir(p string, st *unix.Stat_t) error {
 					}
 					return fmt.Errorf("stat %s/%s: %w", p, name, err)
 				}
-				child := filepath.Join(p, name)
 				switch cst.Mode & unix.S_IFMT {
 				case unix.S_IFDIR:
-					if !inside(child, w.skip) {
+					if child := filepath.Join(p, name); !inside(child, w.skip) {
 						subs = append(subs, sub{child, cst})
 					}
 				case unix.S_IFLNK:
 					// a link is no place to write: its target is walked where it lies
 				default:
-					w.file(child, &cst)
+					w.file(p, name, &cst)
 				}
 			}
 		}

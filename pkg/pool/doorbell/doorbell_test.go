@@ -58,15 +58,23 @@ func client(t *testing.T) *sqs.Client {
 	return sqs.NewFromConfig(cfg)
 }
 
+// stackBeside makes a stack name of its own for a test (prefix and the time) and its pool queue
+// in the emulator, deleted when the test ends, and returns the name and the queue's URL.
+func stackBeside(ctx context.Context, t *testing.T, c *sqs.Client, prefix string) (string, string) {
+	t.Helper()
+	stack := prefix + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
+	anchor, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stack + "-pool")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: anchor.QueueUrl}) })
+	return stack, *anchor.QueueUrl
+}
+
 func TestRingIsHeardDeleteEndsIt(t *testing.T) {
 	c := client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stack := "bell-test-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
-	anchor, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stack + "-pool")})
-	require.NoError(t, err)
-	defer c.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: anchor.QueueUrl})
-	b, err := doorbell.New(c, stack, *anchor.QueueUrl)
+	stack, anchor := stackBeside(ctx, t, c, "bell-test-")
+	b, err := doorbell.New(c, stack, anchor)
 	require.NoError(t, err)
 
 	id, arn := "i-0aaaaaaaaaaaaaaa1", "arn:aws:ec2:us-east-1:123456789012:instance/i-0aaaaaaaaaaaaaaa1"
@@ -137,13 +145,10 @@ func TestHandOverOnlyToTheInstancesOwnDoorbell(t *testing.T) {
 	c := client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stack := "bell-own-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")
-	anchor, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(stack + "-pool")})
-	require.NoError(t, err)
-	defer c.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: anchor.QueueUrl})
+	stack, anchor := stackBeside(ctx, t, c, "bell-own-")
 	arn := func(id string) string { return "arn:aws:ec2:us-east-1:123456789012:instance/" + id }
 	const victim, attacker, booting = "i-0bbbbbbbbbbbbbbb1", "i-0bbbbbbbbbbbbbbb2", "i-0bbbbbbbbbbbbbbb3"
-	maker, err := doorbell.New(c, stack, *anchor.QueueUrl)
+	maker, err := doorbell.New(c, stack, anchor)
 	require.NoError(t, err)
 	require.NoError(t, maker.Create(ctx, map[string]string{victim: arn(victim)}))
 	defer maker.Delete(context.WithoutCancel(ctx), victim, booting)
@@ -157,7 +162,7 @@ func TestHandOverOnlyToTheInstancesOwnDoorbell(t *testing.T) {
 	}
 	handOver := func(id string) error {
 		// A sender of its own, as a new provision or dispatcher container is: nothing read yet.
-		b, err := doorbell.New(c, stack, *anchor.QueueUrl)
+		b, err := doorbell.New(c, stack, anchor)
 		require.NoError(t, err)
 		b.Manages = false
 		return b.HandOver(ctx, doorbell.Delivery{URL: b.URL(id), ARN: arn(id), HandOver: doorbell.HandOver{Run: "4242", Version: 5,
@@ -180,12 +185,12 @@ func TestHandOverOnlyToTheInstancesOwnDoorbell(t *testing.T) {
 	require.Zero(t, messages(victim), "nothing sent to a doorbell made again in another instance's name")
 
 	require.ErrorContains(t, handOver(booting), "the doorbell is not there")
-	_, err = doorbell.Own(ctx, c, "", *anchor.QueueUrl, booting, arn(booting))
+	_, err = doorbell.Own(ctx, c, "", anchor, booting, arn(booting))
 	require.ErrorContains(t, err, "want an instance id, a stack name and a queue URL")
-	url, err := doorbell.Own(ctx, c, doorbell.StackOf(*anchor.QueueUrl, "pool"), *anchor.QueueUrl, booting, arn(booting))
+	url, err := doorbell.Own(ctx, c, doorbell.StackOf(anchor, "pool"), anchor, booting, arn(booting))
 	require.NoError(t, err, "the agent makes its own as it boots")
 	require.Equal(t, maker.URL(booting), url, "named as the control plane names it, whatever its item says")
-	_, err = doorbell.Own(ctx, c, stack, *anchor.QueueUrl, booting, arn(booting))
+	_, err = doorbell.Own(ctx, c, stack, anchor, booting, arn(booting))
 	require.NoError(t, err, "and again after a restart")
 	require.NoError(t, handOver(booting))
 	require.Equal(t, 1, messages(booting))
