@@ -36,9 +36,23 @@ type Config struct {
 	Alarms Alarms `json:"alarms,omitempty"`
 	// MaxInstances bounds the live instances of all the pools together (0: no bound but each
 	// pool's maxInstances and the account's quotas).
-	MaxInstances int    `json:"maxInstances,omitempty"`
-	Pools        []Pool `json:"pools"`
+	MaxInstances int `json:"maxInstances,omitempty"`
+	// Lambda is how the stack's functions use the account's Lambda concurrency.
+	Lambda Lambda `json:"lambda,omitempty"`
+	Pools  []Pool `json:"pools"`
 }
+
+// Lambda says whether the stack's functions reserve concurrency of the account's.
+type Lambda struct {
+	// ReserveConcurrency reserves each function's concurrency (default true): the public webhook
+	// is bounded under a flood and the dispatcher always has its share. An account whose quota
+	// cannot hold the reservations and the 100 executions Lambda keeps unreserved (a new account
+	// may have 10 in all) deploys with false until its quota is raised.
+	ReserveConcurrency *bool `json:"reserveConcurrency,omitempty"`
+}
+
+// Reserves reports whether the functions reserve concurrency.
+func (l Lambda) Reserves() bool { return l.ReserveConcurrency == nil || *l.ReserveConcurrency }
 
 // History says how long run records and ended instances' items are kept (docs/design.md §12).
 type History struct {

@@ -42,15 +42,16 @@ const (
 	// at worst. The queues' visibility timeout is not shorter (Lambda requires it).
 	dispatchTimeoutSeconds = 120
 	dispatchMemoryMiB      = 512
-	dispatchConcurrency    = 10
+	dispatchConcurrency    = jobsConcurrency + returnsConcurrency
 	// The event source mappings share the dispatcher's reserved concurrency, and each stays
 	// under it: a mapping that invokes a throttled function gets its batch back after the
 	// visibility timeout, counted as a receive, and a burst would age messages into the
 	// dead-letter queue for nothing.
 	// Under a cap, each return is how the next waiting job gets its instance (a wake hands it
-	// on), so the returns queue has as much of the concurrency as a burst's arrivals need.
+	// on): a wave of jobs that end together comes back together, and with fewer than 8
+	// invocations the last returns wait for a free one (docs/benchmarks.md, the burst).
 	jobsConcurrency    = 6
-	returnsConcurrency = dispatchConcurrency - jobsConcurrency
+	returnsConcurrency = 8
 	// A message that failed this many receives is poison: to the dead-letter queue, whose alarm
 	// fires.
 	jobsMaxReceives    = 10
@@ -211,7 +212,7 @@ func jobFunction(h *hangar, dir, id, name string, role awsiam.Role, timeout, mem
 		LogGroup:                     logs,
 		MemorySize:                   jsii.Number(float64(memory)),
 		Timeout:                      awscdk.Duration_Seconds(jsii.Number(float64(timeout))),
-		ReservedConcurrentExecutions: jsii.Number(float64(concurrency)),
+		ReservedConcurrentExecutions: h.reserve(concurrency),
 		Environment:                  &env,
 	})
 }

@@ -159,7 +159,7 @@ func TestJobsDispatchFunction(t *testing.T) {
 	require.Equal(t, []any{"arm64"}, fn["Architectures"])
 	require.EqualValues(t, 120, fn["Timeout"])
 	require.EqualValues(t, 512, fn["MemorySize"])
-	require.EqualValues(t, 10, fn["ReservedConcurrentExecutions"])
+	require.EqualValues(t, 14, fn["ReservedConcurrentExecutions"])
 	vars := fn["Environment"].(map[string]any)["Variables"].(map[string]any)
 	require.Equal(t, jobswire.RoleDispatch, vars[jobswire.EnvRole])
 	require.Equal(t, "https://api.github.com", vars[jobswire.EnvGitHubAPIURL])
@@ -342,7 +342,7 @@ func TestJobsEventSources(t *testing.T) {
 		}
 		total += props["ScalingConfig"].(map[string]any)["MaximumConcurrency"].(float64)
 	}
-	require.LessOrEqual(t, total, float64(10), "the mappings never invoke beyond the dispatcher's reserved concurrency")
+	require.LessOrEqual(t, total, float64(14), "the mappings never invoke beyond the dispatcher's reserved concurrency")
 }
 
 // TestJobsSecrets: the App's secret is created empty and the webhook secret generated; the App's
@@ -607,4 +607,25 @@ func TestJobsNeedWebhookBuild(t *testing.T) {
 	require.NoError(t, err)
 	_, err = stack.New(awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())}), plain, a, nil)
 	require.NoError(t, err, "without jobs the webhook build is not needed")
+}
+
+// TestNoReservations: with lambda.reserveConcurrency false (an account whose quota cannot hold the
+// reservations), no function reserves concurrency, and the event source mappings still bound
+// the dispatcher's invocations.
+func TestNoReservations(t *testing.T) {
+	cfg, err := config.Load(jobsConfig)
+	require.NoError(t, err)
+	cfg.Lambda.ReserveConcurrency = jsii.Bool(false)
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	st, err := stack.New(app, cfg, assets, nil)
+	require.NoError(t, err)
+	tpl := templateOf(st)
+	fns := resourcesIn(tpl, "AWS::Lambda::Function")
+	require.Len(t, fns, 4)
+	for id, fn := range fns {
+		require.NotContains(t, fn, "ReservedConcurrentExecutions", id)
+	}
+	for id, m := range resourcesIn(tpl, "AWS::Lambda::EventSourceMapping") {
+		require.Contains(t, js(m), `"MaximumConcurrency"`, id)
+	}
 }

@@ -62,17 +62,28 @@ func refreshFunction(h *hangar, dir, id, name string, env map[string]*string) aw
 		vars[k] = v
 	}
 	return awslambda.NewFunction(h.stack, jsii.String(id), &awslambda.FunctionProps{
-		FunctionName: jsii.String(name),
-		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
-		Handler:      jsii.String("bootstrap"),
-		Code:         awslambda.Code_FromAsset(jsii.String(dir), nil),
-		Role:         h.roles.refresh,
-		LogGroup:     logs,
-		MemorySize:   jsii.Number(256),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(55)),
-		// One refresh at a time is enough; two are safe (leases, conditional writes) but waste.
-		ReservedConcurrentExecutions: jsii.Number(2),
+		FunctionName:                 jsii.String(name),
+		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:                 awslambda.Architecture_ARM_64(),
+		Handler:                      jsii.String("bootstrap"),
+		Code:                         awslambda.Code_FromAsset(jsii.String(dir), nil),
+		Role:                         h.roles.refresh,
+		LogGroup:                     logs,
+		MemorySize:                   jsii.Number(256),
+		Timeout:                      awscdk.Duration_Seconds(jsii.Number(55)),
+		ReservedConcurrentExecutions: h.reserve(refreshConcurrency),
 		Environment:                  &vars,
 	})
+}
+
+// refreshConcurrency: one refresh at a time is enough; two are safe (leases, conditional writes).
+const refreshConcurrency = 2
+
+// reserve is a function's reserved concurrency, n, or none when the config says not to reserve
+// (lambda.reserveConcurrency).
+func (h *hangar) reserve(n int) *float64 {
+	if !h.cfg.Lambda.Reserves() {
+		return nil
+	}
+	return jsii.Number(float64(n))
 }

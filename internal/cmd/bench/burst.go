@@ -83,8 +83,8 @@ func benchBurst(ctx context.Context, cfg benchConfig) ([]Row, error) {
 		return nil, err
 	}
 	// The stack's event source mappings: batches of 10, up to 6 invocations on the jobs queue and
-	// 4 on the returns queue at once (infra/stack/jobs.go).
-	j, err := serveWarm(ctx, e, localenv.JobsOptions{MaxInstances: burstCap, BatchSize: 10, JobsPollers: 6, ReturnsPollers: 4,
+	// 8 on the returns queue at once (infra/stack/jobs.go).
+	j, err := serveWarm(ctx, e, localenv.JobsOptions{MaxInstances: burstCap, BatchSize: 10, JobsPollers: 6, ReturnsPollers: 8,
 		CheckAfter: time.Minute, SweepEvery: time.Second}, burstWarm, 900000)
 	if err != nil {
 		return nil, err
