@@ -33,7 +33,13 @@ HANGAR_CONFIG ?= hangar.example.yaml
 
 CFNVAL := .cache/cfnval/node_modules/@aws/cloudformation-validate/package.json
 
-.PHONY: help build dist demo test test-reliability test-short test-host test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint hooks bench tidy clean
+# GitHub's own descriptions, pinned, for the contract tests (internal/testkit/ghspec): the REST
+# API's and the webhooks' OpenAPI descriptions, and the webhook payloads GitHub recorded. make
+# test passes their folder in HANGAR_OCTOKIT.
+OCTOKIT_PINS := @octokit/openapi@23.0.2 @octokit/openapi-webhooks@12.1.0 @octokit/webhooks-examples@7.6.1
+OCTOKIT      := .cache/octokit/node_modules/@octokit
+
+.PHONY: help build dist demo octokit test test-reliability test-short test-host test-infra synth validate-template infra-assets testbed-up testbed-down testbed-status lint hooks bench tidy clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -65,8 +71,8 @@ dist: ## the action's release assets in dist/: hangar-provision-, hangar-release
 	cd dist && sha256sum hangar-* > checksums.txt
 	@echo "dist/: $$(ls dist | wc -l) files; upload them all to the release (docs/operations.md, Releasing)"
 
-test: testbed-up test-infra validate-template $(ACT) ## start the local emulators if needed, then run every test with -race (the CDK app's too, and the example workflows under act)
-	$(WITH_TESTBED) HANGAR_ACT=$(CURDIR)/$(ACT) HANGAR_TEST_OUTPUT=$(CURDIR)/.cache/test-output $(GO) test $(LOCALWORLD) -race -count=1 -timeout 30m ./...
+test: testbed-up test-infra validate-template $(ACT) octokit ## start the local emulators if needed, then run every test with -race (the CDK app's too, the example workflows under act, and the contract tests against GitHub's descriptions)
+	$(WITH_TESTBED) HANGAR_ACT=$(CURDIR)/$(ACT) HANGAR_OCTOKIT=$(CURDIR)/$(OCTOKIT) HANGAR_TEST_OUTPUT=$(CURDIR)/.cache/test-output $(GO) test $(LOCALWORLD) -race -count=1 -timeout 30m ./...
 
 test-infra: testbed-up ## the CDK app's tests: config validation, assertions on the synthesized template, and its deployment into the emulators (needs node)
 	$(WITH_TESTBED) cd infra && $(INFRA_ENV) $(GO) test $(LOCALWORLD) -count=1 ./...
@@ -86,6 +92,10 @@ validate-template: synth $(CFNVAL) ## check the synthesized template offline (@a
 $(CFNVAL):
 	@mkdir -p .cache/cfnval
 	cd .cache/cfnval && npm install --no-audit --no-fund --prefix . @aws/cloudformation-validate@1.9.0-beta
+
+octokit: ## install GitHub's own descriptions (OCTOKIT_PINS, npm) into .cache/octokit for the contract tests; again only when the pins change
+	@[ "$$(cat .cache/octokit/pins 2>/dev/null)" = "$(OCTOKIT_PINS)" ] || { mkdir -p .cache/octokit && \
+	  (cd .cache/octokit && npm install --no-audit --no-fund --prefix . $(OCTOKIT_PINS)) && echo "$(OCTOKIT_PINS)" > .cache/octokit/pins; }
 
 synth: infra-assets ## synthesize the stack of HANGAR_CONFIG (default infra/hangar.example.yaml) into infra/cdk.out
 	cd infra && $(INFRA_ENV) HANGAR_CONFIG=$(HANGAR_CONFIG) CDK_OUTDIR=cdk.out $(GO) run .

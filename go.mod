@@ -29,6 +29,7 @@ require (
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/sys v0.37.0
 	gopkg.in/yaml.v3 v3.0.1
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 )
 
 require (
@@ -53,4 +54,5 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	golang.org/x/text v0.14.0 // indirect
 )

@@ -133,8 +133,7 @@ func (s *Server) listInstallations(w http.ResponseWriter, r *http.Request) {
 	start, end := s.page(w, r, len(all))
 	out := make([]map[string]any, 0, end-start)
 	for _, in := range all[start:end] {
-		out = append(out, map[string]any{"id": in.id, "account": map[string]any{"login": in.owner}, "suspended_at": nil,
-			"permissions": in.permissions()})
+		out = append(out, s.installationObject(in))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -163,9 +162,7 @@ func (s *Server) listInstallationRepositories(w http.ResponseWriter, r *http.Req
 	start, end := s.page(w, r, len(repos))
 	out := make([]map[string]any, 0, end-start)
 	for _, repo := range repos[start:end] {
-		owner, name, _ := strings.Cut(repo, "/")
-		out = append(out, map[string]any{"id": s.RepoID(repo), "full_name": repo, "name": name, "private": true, "archived": false,
-			"owner": map[string]any{"login": owner}})
+		out = append(out, s.repository(repo))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": out})
 }
@@ -244,8 +241,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, repo Scope) {
 	start, end := s.page(w, r, len(runs))
 	out := make([]map[string]any, 0, end-start)
 	for _, x := range runs[start:end] {
-		out = append(out, map[string]any{"id": x.id, "status": x.status, "run_attempt": 1, "created_at": stamp(x.created),
-			"head_sha": headSHA(string(repo), strconv.FormatInt(x.id, 10))})
+		out = append(out, s.workflowRun(string(repo), x))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(runs), "workflow_runs": out})
 }
@@ -266,8 +262,7 @@ func (s *Server) listRunJobs(w http.ResponseWriter, r *http.Request, repo Scope)
 	start, end := s.page(w, r, len(jobs))
 	out := make([]map[string]any, 0, end-start)
 	for _, j := range jobs[start:end] {
-		out = append(out, map[string]any{"id": j.ID, "run_id": id, "run_attempt": 1, "status": j.Status, "labels": j.Labels,
-			"created_at": stamp(j.CreatedAt), "name": fmt.Sprintf("job-%d", j.ID)})
+		out = append(out, s.job(j, j.Status))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(jobs), "jobs": out})
 }

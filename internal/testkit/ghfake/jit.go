@@ -197,7 +197,7 @@ func (s *Server) listGroupRepositories(w http.ResponseWriter, r *http.Request, _
 	start, end := s.page(w, r, len(repos))
 	out := make([]map[string]any, 0, end-start)
 	for _, repo := range repos[start:end] {
-		out = append(out, map[string]any{"id": s.RepoID(repo), "full_name": repo, "name": repo[strings.Index(repo, "/")+1:]})
+		out = append(out, s.repository(repo))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": out})
 }

@@ -299,65 +299,22 @@ func (s *Server) record(d Delivery) {
 }
 
 // payload is the workflow_job delivery of job j's action, in GitHub's shape (what go-github's
-// WorkflowJobEvent decodes), showing the job as that action has it. The caller holds s.mu.
+// WorkflowJobEvent decodes, and GitHub's webhooks description says), showing the job as that
+// action has it. The caller holds s.mu.
 func (s *Server) payload(j *Job, action string) []byte {
-	api := s.URL()
-	repo, owner := string(j.Repo), j.Repo.Org()
-	name := repo[strings.Index(repo, "/")+1:]
-	run, _ := strconv.ParseInt(j.RunID, 10, 64)
-	jobURL := fmt.Sprintf("%s/repos/%s/actions/jobs/%d", api, repo, j.ID)
 	status := action
 	if action != "queued" && action != "in_progress" && action != "completed" && action != "waiting" {
 		status = j.Status
 	}
-	started := j.CreatedAt // GitHub's queued jobs carry their creation time as started_at
-	if status != "queued" && status != "waiting" && !j.StartedAt.IsZero() {
-		started = j.StartedAt
-	}
-	wj := map[string]any{
-		"id": j.ID, "run_id": run, "run_attempt": 1, "node_id": fmt.Sprintf("CR_kwDOfake%d", j.ID),
-		"run_url":       fmt.Sprintf("%s/repos/%s/actions/runs/%d", api, repo, run),
-		"url":           jobURL,
-		"html_url":      fmt.Sprintf("%s/%s/actions/runs/%d/job/%d", api, repo, run, j.ID),
-		"check_run_url": fmt.Sprintf("%s/repos/%s/check-runs/%d", api, repo, j.ID),
-		"head_sha":      headSHA(repo, j.RunID), "head_branch": "main",
-		"status": status, "conclusion": nil,
-		"created_at": stamp(j.CreatedAt), "started_at": stamp(started), "completed_at": nil,
-		"name": fmt.Sprintf("job-%d", j.ID), "steps": []any{}, "labels": append([]string{}, j.Labels...),
-		"runner_id": nil, "runner_name": nil, "runner_group_id": nil, "runner_group_name": nil,
-		"workflow_name": "ci",
-	}
-	if (status == "in_progress" || status == "completed") && j.RunnerID != 0 {
-		wj["runner_id"], wj["runner_name"] = j.RunnerID, j.RunnerName
-		wj["runner_group_id"], wj["runner_group_name"] = s.groupIDs[j.RunnerGroup], j.RunnerGroup
-	}
-	if status == "completed" {
-		if j.Conclusion != "" {
-			wj["conclusion"] = j.Conclusion
-		}
-		done := j.CompletedAt
-		if done.IsZero() {
-			done = s.now()
-		}
-		wj["completed_at"] = stamp(done)
-	}
-	ownerType := "User"
-	if s.isOrg(owner) {
-		ownerType = "Organization"
-	}
+	owner := j.Repo.Org()
 	body := map[string]any{
 		"action":       action,
-		"workflow_job": wj,
-		"repository": map[string]any{
-			"id": s.RepoID(repo), "node_id": fmt.Sprintf("R_fake%d", s.RepoID(repo)),
-			"name": name, "full_name": repo, "private": true,
-			"owner":    map[string]any{"login": owner, "id": stableID(strings.ToLower(owner)), "type": ownerType},
-			"html_url": api + "/" + repo, "url": api + "/repos/" + repo,
-		},
-		"sender": map[string]any{"login": "octocat", "id": 1, "type": "User"},
+		"workflow_job": s.job(j, status),
+		"repository":   s.repository(string(j.Repo)),
+		"sender":       user(s.URL(), "octocat", 1, "User"),
 	}
-	if ownerType == "Organization" {
-		body["organization"] = map[string]any{"login": owner, "id": stableID(strings.ToLower(owner)), "url": api + "/orgs/" + owner}
+	if s.isOrg(owner) {
+		body["organization"] = s.organisation(owner)
 	}
 	if in := s.installationFor(j.Repo); in != nil {
 		body["installation"] = map[string]any{"id": in.id, "node_id": fmt.Sprintf("MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u%d", in.id)}

@@ -159,6 +159,15 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 		return o
 	}
 	ours := router.Ours(job.Labels)
+	if job.Installation < 1 {
+		// Not the App's delivery (a repository's or organisation's webhook with the same
+		// secret): another system's job is left alone, one that names the stack is refused.
+		if !ours && !strings.HasPrefix(job.RunnerName, h.prefix) {
+			o.status, o.msg, o.level = http.StatusAccepted, "not the stack's job or runner: ignored", slog.LevelDebug
+			return o
+		}
+		return untrusted(o, errNoInstallation)
+	}
 	if kind == jobs.KindQueued {
 		pool, err := router.Admit(job.Repo, job.Installation, job.Labels)
 		var re *jobs.RouteError
@@ -300,6 +309,9 @@ func signedWithAny(sig string, body []byte, secrets [][]byte) bool {
 	return false
 }
 
+// errNoInstallation refuses a delivery that names no installation: the stack serves its App's.
+var errNoInstallation = fmt.Errorf("%w: the delivery names no installation, so it is not the App's", pooldoc.ErrInstallation)
+
 // jobOf reads the job out of a workflow_job payload; delivery is the delivery's id.
 func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	wj := ev.GetWorkflowJob()
@@ -315,9 +327,6 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	}
 	if j.RepoID < 1 {
 		errs = append(errs, errors.New("repository.id: missing"))
-	}
-	if j.Installation < 1 {
-		errs = append(errs, errors.New("installation.id: missing: deliveries come from a GitHub App installation"))
 	}
 	if len(j.Labels) > 100 {
 		errs = append(errs, fmt.Errorf("workflow_job.labels: %d: want at most 100", len(j.Labels)))
