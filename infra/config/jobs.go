@@ -9,6 +9,7 @@ import (
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 // App is the GitHub App side of label-routed jobs (docs/labels.md): the stack label, the App's
@@ -162,10 +163,4 @@ func labelSet(labels []string) string {
 
 // APIURL is the REST API of the GitHub server: https://api.github.com for github.com, and
 // <server>/api/v3 for an enterprise server.
-func (g GitHub) APIURL() string {
-	server := strings.TrimRight(g.ServerURL, "/")
-	if server == "" || server == pooldoc.DefaultGitHubURL {
-		return "https://api.github.com"
-	}
-	return server + "/api/v3"
-}
+func (g GitHub) APIURL() string { return ghurl.APIURL(g.ServerURL) }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-ci/hangar/internal/testkit/emustack"
 	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
@@ -80,17 +81,17 @@ func run(ctx context.Context) error {
 	// the stand-in's loopback URL, which only the local world's builds (make demo's) accept.
 	gh := ghfake.New(localenv.AdminToken)
 	defer gh.Close()
-	d, err := newDeployment(ctx, stack, dir, gh.URL())
+	d, err := emustack.NewDeployment(ctx, stack, dir, gh.URL())
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	deployed, err := d.deploy(ctx, settings{Idle: pooldoc.DefaultTimeouts.Idle.D()})
+	deployed, err := d.Deploy(ctx, emustack.Settings{Idle: pooldoc.DefaultTimeouts.Idle.D()})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if err := d.remove(); err != nil {
+		if err := d.Remove(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
 		}
 	}()
@@ -127,7 +128,7 @@ func run(ctx context.Context) error {
 			// A run's instances go back under the pool's settings as they were when it took them
 			// (their items say so: docs/design.md §2), so the shorter timeout comes before the claim.
 			say("redeploying the stack with an idle timeout of 8 s (30 min by default), so that the demo can show expiry")
-			if _, err := d.deploy(ctx, settings{Idle: 8 * time.Second}); err != nil {
+			if _, err := d.Deploy(ctx, emustack.Settings{Idle: 8 * time.Second}); err != nil {
 				return err
 			}
 		}
@@ -210,7 +211,7 @@ func run(ctx context.Context) error {
 
 	say("warm pool: redeployed with a schedule that wants 2 hot instances; refresh launches them in one request")
 	start = time.Now()
-	if _, err := d.deploy(ctx, settings{Idle: pooldoc.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
+	if _, err := d.Deploy(ctx, emustack.Settings{Idle: pooldoc.DefaultTimeouts.Idle.D(), Hot: 2}); err != nil {
 		return err
 	}
 	tl.add("redeploy: 2 hot instances wanted", start, "UPDATE_COMPLETE")

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -37,6 +38,8 @@ type installation struct {
 	repos []string // owner/name; nil when the installation covers every repository of the owner
 	// withheld are permissions the installation has not been granted (WithholdPermission).
 	withheld map[string]bool
+	// granted are the App's permissions when it was installed: what the installation accepted.
+	granted map[string]string
 }
 
 // WithholdPermission makes the App's installation on owner lack permission (administration,
@@ -58,7 +61,7 @@ func (s *Server) WithholdPermission(owner, permission string) {
 // permissions are what the installation's tokens say they may do.
 func (in *installation) permissions() map[string]string {
 	out := map[string]string{}
-	for k, v := range installationPermissions {
+	for k, v := range in.granted {
 		if !in.withheld[k] {
 			out[k] = v
 		}
@@ -97,6 +100,7 @@ func (s *Server) EnableApp(appID int64) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.app = &appKey{id: appID, keys: []*rsa.PublicKey{&key.PublicKey}}
+	s.appInfo = nil
 	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 }
 
@@ -150,6 +154,7 @@ func (s *Server) Install(owner string, repos ...string) int64 {
 		in = &installation{id: s.installSeq, owner: owner}
 		s.installs[strings.ToLower(owner)] = in
 	}
+	in.granted = maps.Clone(s.meta().permissions)
 	in.repos = nil
 	if len(repos) > 0 {
 		in.repos = slices.Clone(repos)

@@ -27,6 +27,7 @@ func (s *Server) handler() http.Handler {
 	s.rest(mux, "GET /orgs/{owner}/actions/runner-groups/{id}/repositories", s.listGroupRepositories)
 	mux.HandleFunc("POST /app/installations/{installation_id}/access_tokens", s.createInstallationToken)
 	s.hookAPI(mux)
+	s.manifestFlow(mux)
 	s.runnerSide(mux)
 	s.jobControl(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

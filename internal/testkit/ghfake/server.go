@@ -122,8 +122,16 @@ type Server struct {
 	running   map[int64]*Job
 	lostAfter time.Duration
 
+	// The manifest flow and the App's pages (manifest.go).
+	user       string
+	knownRepos []string
+	created    []CreatedApp
+	codes      map[string]*manifestCode
+	appInfo    *appMeta
+
 	// Webhook deliveries (webhooks.go).
 	hook         *hook
+	hookRoutes   map[string]string // webhook URL → where its deliveries go (RouteHook)
 	deliveries   []Delivery
 	outbox       []outgoing
 	paused       bool
@@ -212,7 +220,7 @@ func newServer(adminTokens []string) *Server {
 		jobWaiters: make(chan struct{}), tokenTTL: time.Hour, now: time.Now, perPage: 30, holds: map[string]chan struct{}{},
 		minted:   map[string]int{},
 		installs: map[string]*installation{}, installSeq: firstInstallation - 1, instTokens: map[string]instToken{}, instTTL: time.Hour,
-		orgs: map[string]bool{}, groupIDs: map[string]int64{DefaultGroup: DefaultGroupID}, groupSeq: DefaultGroupID,
+		orgs: map[string]bool{}, user: "octocat", codes: map[string]*manifestCode{}, hookRoutes: map[string]string{}, groupIDs: map[string]int64{DefaultGroup: DefaultGroupID}, groupSeq: DefaultGroupID,
 		running: map[int64]*Job{}, lostAfter: 10 * time.Second,
 		dropActions: map[string]bool{}, deliveryWake: make(chan struct{}, 1), deliveryNews: make(chan struct{}),
 	}

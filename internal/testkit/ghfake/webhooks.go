@@ -2,6 +2,7 @@ package ghfake
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -69,6 +70,14 @@ func (s *Server) SetWebhook(url, secret string) {
 		return
 	}
 	s.hook = &hook{url: url, secret: secret}
+}
+
+// RouteHook makes deliveries to webhook URL url reach local instead, as the internet would route
+// a Function URL's address to the function: the App keeps url as its webhook.
+func (s *Server) RouteHook(url, local string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hookRoutes[url] = local
 }
 
 // Deliveries returns a copy of every delivery made so far, in the order made.
@@ -248,7 +257,10 @@ func (s *Server) send(h hook, o outgoing) Delivery {
 	d := Delivery{ID: o.id, Action: o.action, JobID: o.jobID, Body: o.body, At: time.Now(), Redelivery: o.redelivery}
 	ctx, cancel := context.WithTimeout(s.life, deliveryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(o.body))
+	s.mu.Lock()
+	target := cmp.Or(s.hookRoutes[h.url], h.url)
+	s.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(o.body))
 	if err != nil {
 		d.Err = err
 		return d

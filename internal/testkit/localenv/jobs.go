@@ -3,11 +3,14 @@ package localenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -17,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -67,6 +71,10 @@ type JobsOptions struct {
 	// least one), as the stack's event source mappings' maximum concurrency lets Lambda run
 	// several invocations.
 	JobsPollers, ReturnsPollers int
+	// Unregistered leaves the App unregistered and its secrets as the stack made them: hangar
+	// setup registers it through the stand-in's manifest flow, with the stack's webhook URL,
+	// whose deliveries reach the local webhook function (ghfake.RouteHook).
+	Unregistered bool
 	// FailEvery makes the Function URL answer every nth delivery 503 without handling it, as a
 	// throttled function does (0: none).
 	FailEvery int
@@ -82,7 +90,15 @@ type Jobs struct {
 	AppID         int64
 	Installations map[string]int64
 	// URL is the webhook URL (the stack's WebhookUrl output).
-	URL                                       string
+	URL string
+	// functionURL is the deployed stack's WebhookUrl output: the App's webhook after setup.
+	functionURL string
+	// HTTPProxy, with Unregistered, is a proxy that takes requests for the stack's Function URL
+	// to the local webhook function, as the internet takes them to Lambda: hangar doctor's ping
+	// goes through it (HTTP_PROXY).
+	HTTPProxy string
+	// failEvery is FailEvery, changed by SetFailEvery.
+	failEvery                                 atomic.Int64
 	Secret                                    string
 	JobsQueueURL, JobsDLQURL, ReturnsQueueURL string
 	Ingress                                   *webhook.Handler
@@ -157,21 +173,17 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 	}
 	env.CheckAfter, env.SweepEvery, env.MissingAfter = o.CheckAfter, o.SweepEvery, o.MissingAfter
 
-	// The App, its installations, and the two secrets' values.
-	key := e.GH.EnableApp(appID)
-	for _, owner := range o.Owners {
-		j.Installations[owner] = e.GH.Install(owner)
-		if o.Scope == pooldoc.JobScopeOrganization {
-			e.GH.SetOrg(owner)
+	if o.Unregistered {
+		// The two secrets as the stack makes them: the webhook secret generated, the App's
+		// without a value until hangar setup puts one.
+		j.Secret = "whsec-" + randomSuffix() + randomSuffix()
+		if env.WebhookSecretARN, err = e.putSecret(ctx, secretName(env.WebhookSecretARN, e.Stack+"-webhook-secret"), j.Secret); err != nil {
+			return nil, err
 		}
-	}
-	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
-	creds, _ := json.Marshal(ghapp.Credentials{AppID: appID, PrivateKey: string(key)})
-	j.key = key
-	if env.WebhookSecretARN, err = e.putSecret(ctx, secretName(env.WebhookSecretARN, e.Stack+"-webhook-secret"), j.Secret); err != nil {
-		return nil, err
-	}
-	if env.AppSecretARN, err = e.putSecret(ctx, secretName(env.AppSecretARN, e.Stack+"-github-app"), string(creds)); err != nil {
+		if env.AppSecretARN, err = e.putSecret(ctx, secretName(env.AppSecretARN, e.Stack+"-github-app"), ""); err != nil {
+			return nil, err
+		}
+	} else if err := e.registerApp(ctx, j, o, &env); err != nil {
 		return nil, err
 	}
 	j.webhookSecretARN, j.appSecretARN = env.WebhookSecretARN, env.AppSecretARN
@@ -205,8 +217,9 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 		return nil, err
 	}
 	var deliveries atomic.Int64
+	j.failEvery.Store(int64(o.FailEvery))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n := deliveries.Add(1); o.FailEvery > 0 && n%int64(o.FailEvery) == 0 {
+		if n, every := deliveries.Add(1), j.failEvery.Load(); every > 0 && n%every == 0 {
 			http.Error(w, "Rate Exceeded.", http.StatusServiceUnavailable) // a throttled Function URL's answer
 			return
 		}
@@ -217,7 +230,21 @@ func (e *Env) ServeJobs(ctx context.Context, o JobsOptions) (*Jobs, error) {
 		j.mu.Unlock()
 	}))
 	j.URL = srv.URL
-	e.GH.SetWebhook(srv.URL, j.Secret)
+	if o.Unregistered {
+		if !e.deployed {
+			return nil, errors.New("localenv: JobsOptions.Unregistered needs a deployed stack (Options.Deployed): hangar setup reads its outputs")
+		}
+		e.GH.RouteHook(j.functionURL, srv.URL)
+		proxy, err := functionProxy(j.functionURL, srv.URL)
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		e.closers = append(e.closers, proxy.Close)
+		j.HTTPProxy = proxy.URL
+	} else {
+		e.GH.SetWebhook(srv.URL, j.Secret)
+	}
 
 	pollCtx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -267,6 +294,53 @@ func (e *Env) localJobs(ctx context.Context, j *Jobs, o JobsOptions) (jobswire.E
 	return jobswire.Env{Stack: e.Stack, JobsQueueURL: jobsQ, ReturnsQueueARN: returnsARN, GitHubAPIURL: e.GH.URL()}, nil
 }
 
+// SetFailEvery makes the Function URL answer every nth delivery from now on 503 (0: none), as
+// JobsOptions.FailEvery does from the start.
+func (j *Jobs) SetFailEvery(n int) { j.failEvery.Store(int64(n)) }
+
+// functionProxy is an HTTP proxy that sends requests for functionURL's host to local, and
+// refuses any other.
+func functionProxy(functionURL, local string) (*httptest.Server, error) {
+	from, err := url.Parse(functionURL)
+	if err != nil {
+		return nil, fmt.Errorf("localenv: the stack's WebhookUrl %q: %w", functionURL, err)
+	}
+	to, err := url.Parse(local)
+	if err != nil {
+		return nil, err
+	}
+	rp := httputil.NewSingleHostReverseProxy(to)
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host != from.Host {
+			http.Error(w, "localenv: this proxy reaches the stack's Function URL only", http.StatusBadGateway)
+			return
+		}
+		r.Host = to.Host
+		rp.ServeHTTP(w, r)
+	})), nil
+}
+
+// registerApp plays the App's registration by hand: the stand-in's App with a new key, installed
+// on the owners, and its credentials and a webhook secret put in the two secrets.
+func (e *Env) registerApp(ctx context.Context, j *Jobs, o JobsOptions, env *jobswire.Env) error {
+	key := e.GH.EnableApp(j.AppID)
+	for _, owner := range o.Owners {
+		j.Installations[owner] = e.GH.Install(owner)
+		if o.Scope == pooldoc.JobScopeOrganization {
+			e.GH.SetOrg(owner)
+		}
+	}
+	j.Secret = "whsec-" + randomSuffix() + randomSuffix()
+	creds, _ := json.Marshal(ghapp.Credentials{AppID: j.AppID, PrivateKey: string(key)})
+	j.key = key
+	var err error
+	if env.WebhookSecretARN, err = e.putSecret(ctx, secretName(env.WebhookSecretARN, e.Stack+"-webhook-secret"), j.Secret); err != nil {
+		return err
+	}
+	env.AppSecretARN, err = e.putSecret(ctx, secretName(env.AppSecretARN, e.Stack+"-github-app"), string(creds))
+	return err
+}
+
 // deployedJobs reads the deployed stack's functions' environment (the stack gives each role
 // what it needs), and finds the jobs queue and its dead-letter queue by the stack's names.
 func (e *Env) deployedJobs(ctx context.Context, j *Jobs) (jobswire.Env, error) {
@@ -295,6 +369,15 @@ func (e *Env) deployedJobs(ctx context.Context, j *Jobs) (jobswire.Env, error) {
 	}
 	// The stack names its queues by SQS's canonical URLs; the emulator answers at its own.
 	env.JobsQueueURL = j.JobsQueueURL
+	out, err := cloudformation.NewFromConfig(e.AWS).DescribeStacks(ctx, &cloudformation.DescribeStacksInput{StackName: aws.String(e.Stack)})
+	if err != nil || len(out.Stacks) == 0 {
+		return jobswire.Env{}, fmt.Errorf("the deployed stack %s's outputs: %w", e.Stack, err)
+	}
+	for _, o := range out.Stacks[0].Outputs {
+		if aws.ToString(o.OutputKey) == "WebhookUrl" {
+			j.functionURL = aws.ToString(o.OutputValue)
+		}
+	}
 	return env, nil
 }
 
@@ -474,10 +557,15 @@ func queueARN(ctx context.Context, client *sqs.Client, url string) (string, erro
 	return attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)], nil
 }
 
-// putSecret creates a secret holding value (removed again by Close) and returns its ARN.
+// putSecret creates a secret holding value (none when empty; removed again by Close) and returns
+// its ARN.
 func (e *Env) putSecret(ctx context.Context, name, value string) (string, error) {
 	client := secretsmanager.NewFromConfig(e.AWS)
-	out, err := client.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: aws.String(name), SecretString: aws.String(value)})
+	in := &secretsmanager.CreateSecretInput{Name: aws.String(name)}
+	if value != "" {
+		in.SecretString = aws.String(value)
+	}
+	out, err := client.CreateSecret(ctx, in)
 	if err != nil {
 		return "", fmt.Errorf("create secret %s: %w", name, err)
 	}

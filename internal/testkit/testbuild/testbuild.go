@@ -76,7 +76,7 @@ func build(pkg, tags string) (string, error) {
 	}
 	out := filepath.Join(dir, name)
 	cmd := exec.Command(goTool(), "build", "-tags", tags, "-o", out, pkg)
-	cmd.Dir = moduleRoot() // built in this module, whichever module's test asks (the CDK app's does)
+	cmd.Dir = ModuleRoot() // built in this module, whichever module's test asks (the CDK app's does)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, b)
@@ -85,8 +85,8 @@ func build(pkg, tags string) (string, error) {
 	return out, nil
 }
 
-// moduleRoot is the directory of the module this package is in.
-func moduleRoot() string {
+// ModuleRoot is the repository's root: the directory of the module this package is in.
+func ModuleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }

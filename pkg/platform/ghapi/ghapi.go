@@ -149,3 +149,40 @@ type WorkflowJob struct {
 	Labels     []string
 	CreatedAt  time.Time
 }
+
+// App is a GitHub App as GET /app describes it.
+type App struct {
+	ID        int64
+	Slug      string
+	Name      string
+	Owner     string // the account that owns the App's registration
+	OwnerType string // User or Organization
+	HTMLURL   string
+	// Permissions and Events are what the App asks of each installation.
+	Permissions map[string]string
+	Events      []string
+}
+
+// NewApp is an App the manifest flow registered, with its credentials.
+type NewApp struct {
+	App
+	PEM           string
+	WebhookSecret string
+}
+
+// Installation is one installation of the App, as GET /app/installations lists it.
+type Installation struct {
+	ID        int64
+	Account   string
+	Suspended bool
+	// AllRepositories is set when it covers every repository of its account.
+	AllRepositories bool
+	// Permissions are what the installation has accepted.
+	Permissions map[string]string
+}
+
+// Release is one release of a repository (the runner's: actions/runner).
+type Release struct {
+	Version     string // the tag without its leading v
+	PublishedAt time.Time
+}

@@ -75,3 +75,16 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// githubCom is github.com's server, whose REST API is on a host of its own.
+const githubCom = "https://github.com"
+
+// APIURL is the REST API of GitHub server server: https://api.github.com for github.com (or
+// an empty server), <server>/api/v3 for an enterprise server.
+func APIURL(server string) string {
+	server = strings.TrimRight(server, "/")
+	if server == "" || server == githubCom {
+		return "https://api.github.com"
+	}
+	return server + "/api/v3"
+}
