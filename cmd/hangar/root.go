@@ -95,7 +95,7 @@ indexes and the pools' queues; nothing is scanned.`,
 	root.PersistentFlags().StringVar(&g.stack, "stack", stack, "the stack's name (taken from $HANGAR_STACK when set)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", outputTable, "output format: table or json")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{outputTable, outputJSON}, cobra.ShellCompDirectiveNoFileComp))
-	root.AddCommand(newStatus(g), newRuns(g), newInstance(g), newCost(g), newDrain(g, true), newDrain(g, false), newUI(g), newRefresh(), newSetup(g))
+	root.AddCommand(newStatus(g), newRuns(g), newInstance(g), newCost(g), newDrain(g, true), newDrain(g, false), newUI(g), newRefresh(), newSetup(g), newDoctor(g))
 	return root
 }
 

@@ -127,6 +127,7 @@ func newJobs(h *hangar, webhookDir string) *jobs {
 		{"AppSecretArn", `the secret to put the GitHub App's {"appId": ..., "privateKey": "..."} in (docs/labels.md)`, j.appSecret},
 		{"WebhookSecretArn", "the secret holding the GitHub App's webhook secret", j.webhookSecret},
 		{"JobsQueueUrl", "the queue of label-routed jobs the webhook function fills and the dispatcher takes", j.queue.QueueUrl()},
+		{"JobsDeadLetterQueueUrl", "where jobs the dispatcher gave up on go (hangar doctor, hangar status)", j.dlq.QueueUrl()},
 	} {
 		awscdk.NewCfnOutput(h.stack, jsii.String(o.id), &awscdk.CfnOutputProps{Value: o.value, Description: jsii.String(o.what)})
 	}

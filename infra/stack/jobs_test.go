@@ -546,6 +546,7 @@ func TestJobsOutputs(t *testing.T) {
 	require.JSONEq(t, `{"Ref":"GitHubAppSecret"}`, value("AppSecretArn"))
 	require.JSONEq(t, `{"Ref":"WebhookSecret"}`, value("WebhookSecretArn"))
 	require.Contains(t, value("JobsQueueUrl"), `{"Ref":"JobsQueue`)
+	require.Contains(t, value("JobsDeadLetterQueueUrl"), `{"Ref":"JobsDeadLetters`)
 }
 
 // TestNoJobsNoJobResources: the example (no pool with jobs) has nothing of label-routed jobs.
@@ -559,7 +560,7 @@ func TestNoJobsNoJobResources(t *testing.T) {
 	for _, s := range []string{"returnsQueueUrl", "stackLabel", "-jobs", "-returns", "secretsmanager", "HANGAR_WEBHOOK_ROLE"} {
 		require.NotContains(t, text, s)
 	}
-	for _, name := range []string{"WebhookUrl", "AppSecretArn", "WebhookSecretArn", "JobsQueueUrl"} {
+	for _, name := range []string{"WebhookUrl", "AppSecretArn", "WebhookSecretArn", "JobsQueueUrl", "JobsDeadLetterQueueUrl"} {
 		require.NotContains(t, template["Outputs"], name)
 	}
 }

@@ -8,11 +8,14 @@ package awsapi
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
@@ -103,6 +106,41 @@ type AgentEC2 interface {
 	TerminateInstances(ctx context.Context, params *ec2.TerminateInstancesInput, optFns ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
 }
 
+// The operator's checks of a deployment (hangar doctor) read what the stack stands on: the
+// account's quotas, its OIDC providers, the pools' images, subnets and security groups, and the
+// stack as CloudFormation holds it.
+
+// EC2Inventory is what the checks read of EC2.
+type EC2Inventory interface {
+	DescribeImages(ctx context.Context, params *ec2.DescribeImagesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+	DescribeSubnets(ctx context.Context, params *ec2.DescribeSubnetsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+	DescribeSecurityGroups(ctx context.Context, params *ec2.DescribeSecurityGroupsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
+	DescribeLaunchTemplateVersions(ctx context.Context, params *ec2.DescribeLaunchTemplateVersionsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplateVersionsOutput, error)
+	DescribeInstanceTypes(ctx context.Context, params *ec2.DescribeInstanceTypesInput, optFns ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+}
+
+// ServiceQuotas reads the account's quotas (EC2's vCPU quotas).
+type ServiceQuotas interface {
+	GetServiceQuota(ctx context.Context, params *servicequotas.GetServiceQuotaInput, optFns ...func(*servicequotas.Options)) (*servicequotas.GetServiceQuotaOutput, error)
+}
+
+// LambdaAccount reads the account's Lambda concurrency.
+type LambdaAccount interface {
+	GetAccountSettings(ctx context.Context, params *lambda.GetAccountSettingsInput, optFns ...func(*lambda.Options)) (*lambda.GetAccountSettingsOutput, error)
+}
+
+// IAMProviders lists the account's OIDC identity providers.
+type IAMProviders interface {
+	ListOpenIDConnectProviders(ctx context.Context, params *iam.ListOpenIDConnectProvidersInput, optFns ...func(*iam.Options)) (*iam.ListOpenIDConnectProvidersOutput, error)
+	GetOpenIDConnectProvider(ctx context.Context, params *iam.GetOpenIDConnectProviderInput, optFns ...func(*iam.Options)) (*iam.GetOpenIDConnectProviderOutput, error)
+}
+
+// CloudFormation reads a deployed stack: its outputs and its template.
+type CloudFormation interface {
+	DescribeStacks(ctx context.Context, params *cloudformation.DescribeStacksInput, optFns ...func(*cloudformation.Options)) (*cloudformation.DescribeStacksOutput, error)
+	GetTemplate(ctx context.Context, params *cloudformation.GetTemplateInput, optFns ...func(*cloudformation.Options)) (*cloudformation.GetTemplateOutput, error)
+}
+
 // The SDK's clients are what the wiring passes.
 var (
 	_ EC2            = (*ec2.Client)(nil)
@@ -116,4 +154,9 @@ var (
 	_ AgentSQS       = (*sqs.Client)(nil)
 	_ AgentReturns   = (*sqs.Client)(nil)
 	_ AgentEC2       = (*ec2.Client)(nil)
+	_ EC2Inventory   = (*ec2.Client)(nil)
+	_ ServiceQuotas  = (*servicequotas.Client)(nil)
+	_ LambdaAccount  = (*lambda.Client)(nil)
+	_ IAMProviders   = (*iam.Client)(nil)
+	_ CloudFormation = (*cloudformation.Client)(nil)
 )

@@ -1,0 +1,307 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hangar-ci/hangar/internal/testkit/emustack"
+	"github.com/hangar-ci/hangar/internal/testkit/ghfake"
+	"github.com/hangar-ci/hangar/internal/testkit/localenv"
+	"github.com/hangar-ci/hangar/internal/testkit/quotafake"
+	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/operator/doctor"
+	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
+)
+
+// deployedWorld is a stack deployed into the emulators as make demo deploys it, with the world
+// around it attached by its name and its label-routed jobs served, its App not yet registered.
+type deployedWorld struct {
+	d        *emustack.Deployment
+	e        *localenv.Env
+	jobs     *localenv.Jobs
+	gh       *ghfake.Server
+	deployed *emustack.Deployed
+}
+
+func newDeployedWorld(t *testing.T) *deployedWorld {
+	t.Helper()
+	testbed.Require(t)
+	ctx := testbed.Context(t, 10*time.Minute)
+	gh := ghfake.New(localenv.AdminToken)
+	t.Cleanup(gh.Close)
+	stack := testbed.Name(t, "setup")
+	d, err := emustack.NewDeployment(ctx, stack, t.TempDir(), gh.URL())
+	require.NoError(t, err)
+	deployed, err := d.Deploy(ctx, emustack.Settings{Idle: pooldoc.DefaultTimeouts.Idle.D()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Remove()) })
+	e, err := localenv.Start(ctx, localenv.Options{Stack: stack, Deployed: true, Baked: true, GitHub: gh})
+	require.NoError(t, err)
+	t.Cleanup(e.Close)
+	jobs, err := e.ServeJobs(ctx, localenv.JobsOptions{Unregistered: true})
+	require.NoError(t, err)
+	return &deployedWorld{d: d, e: e, jobs: jobs, gh: gh, deployed: deployed}
+}
+
+// TestSetupThroughTheBrowser is a first deployment as a new user makes it: the stack deployed,
+// hangar setup run and clicked through in a browser (its page, GitHub's confirmation, back to
+// setup), the App installed on the stack's repository from its page, and a label-routed job run
+// — without a key or secret copied by hand: the stack's secrets hold what GitHub returned.
+func TestSetupThroughTheBrowser(t *testing.T) {
+	w := newDeployedWorld(t)
+	owner := strings.Split(localenv.Repo, "/")[0]
+	w.gh.AddRepos(localenv.Repo, owner+"/elsewhere")
+	browser := chromium(t)
+	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
+	quotas := w.accountQuotas(t)
+
+	// Before setup, doctor says no App is registered, and how to register one.
+	code, findings := w.doctor(t, bin, quotas)
+	require.Equal(t, 1, code)
+	require.Contains(t, failing(findings)["app.credentials"], "holds no value yet")
+
+	cmd := exec.Command(bin, "setup", "--stack", w.e.Stack, "--org", owner)
+	cmd.Env = w.e.Environ()
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	require.NoError(t, err)
+	cmd.Stderr = errFile
+	stderr := stderrOf{errFile.Name()}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	page := regexp.MustCompile(`^\s+(http://127\.0\.0\.1:[0-9]+/\?t=[0-9a-f]{32})$`)
+	var addr string
+	deadline := time.After(2 * time.Minute)
+	for addr == "" {
+		select {
+		case line, ok := <-lines:
+			require.True(t, ok, "hangar setup ended without printing its page: %s", stderr.String())
+			if m := page.FindStringSubmatch(line); m != nil {
+				addr = m[1]
+			}
+		case <-deadline:
+			t.Fatalf("hangar setup printed no page in 2 minutes: %s", stderr.String())
+		}
+	}
+
+	// The setup page posts the manifest to the stand-in; its confirmation page creates the App
+	// and sends the browser back to setup with the code.
+	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
+	defer cancel()
+	type css = chromedp.CSS
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(addr), chromedp.Click(css("#register")), chromedp.WaitVisible(css("#create"))), stderr.String())
+	confirm, err := chromedp.Run(ctx, chromedp.Text(css("h1")))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css("#create")), chromedp.WaitVisible(css("#result"))), stderr.String())
+	result, err := chromedp.Run(ctx, chromedp.Text(css("#result")))
+	require.NoError(t, err)
+	text, _ := chromedp.Run(ctx, chromedp.Text(css("p")))
+	require.Equal(t, "Create GitHub App for "+owner, confirm)
+	require.Equal(t, "Registered hangar-"+w.e.Stack, result, "%s\n%s", text, stderr.String())
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(css("#install"), "href"))
+	require.NoError(t, err)
+	require.True(t, href.Exists, "the page links to the App's installation")
+	install := href.Value
+
+	apps := w.gh.CreatedApps()
+	require.Len(t, apps, 1)
+	app := apps[0]
+	require.Equal(t, owner, app.Owner)
+	require.True(t, app.OwnerIsOrg)
+	require.False(t, app.Public, "the App is private: nobody else may install it")
+	require.Equal(t, w.deployed.Outputs["WebhookUrl"], app.HookURL, "the App's webhook is the stack's Function URL")
+	require.Equal(t, []string{"workflow_job"}, app.Events)
+	require.Equal(t, map[string]string{"actions": "read", "administration": "write", "metadata": "read"}, app.Permissions)
+	require.Equal(t, w.gh.URL()+"/github-apps/"+app.Slug+"/installations/new", install)
+
+	// The stack's secrets hold what GitHub returned, and nothing was copied by hand.
+	sm := secretsmanager.NewFromConfig(w.e.AWS)
+	read := func(arn string) string {
+		v, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+		require.NoError(t, err)
+		return aws.ToString(v.SecretString)
+	}
+	creds, err := ghapp.ParseCredentials(read(w.deployed.Outputs["AppSecretArn"]))
+	require.NoError(t, err)
+	require.Equal(t, ghapp.Credentials{AppID: app.ID, PrivateKey: app.PEM}, creds)
+	require.Equal(t, app.WebhookSecret, read(w.deployed.Outputs["WebhookSecretArn"]))
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, stderr.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("hangar setup did not end after storing the App: %s", stderr.String())
+	}
+	var printed []string
+	for line := range lines {
+		printed = append(printed, line)
+	}
+	require.Contains(t, strings.Join(printed, "\n"), install, "setup points the user at installing the App")
+
+	// Registered but not installed: doctor names the repository and where to install the App.
+	code, findings = w.doctor(t, bin, quotas)
+	require.Equal(t, 1, code)
+	require.Contains(t, failing(findings)["app.installations"], localenv.Repo)
+	require.Contains(t, fixOf(findings, "app.installations"), install)
+
+	// Installed from its page on the stack's repository alone.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(install), chromedp.SetValue(css("#account"), owner),
+		chromedp.Click(css(`input[value="`+localenv.Repo+`"]`)), chromedp.Click(css("#install")), chromedp.WaitVisible(css("#result"))))
+	installed, err := chromedp.Run(ctx, chromedp.Text(css("#result")))
+	require.NoError(t, err)
+	require.Equal(t, "Installed", installed)
+
+	// Everything green: doctor exits 0 with no failure and no warning.
+	code, findings = w.doctor(t, bin, quotas)
+	require.Equal(t, 0, code, "%+v", findings)
+	for _, f := range findings {
+		require.Equal(t, doctor.OK, f.Status, "%+v", f)
+	}
+	checked := map[string]bool{}
+	for _, f := range findings {
+		checked[f.Check] = true
+	}
+	for _, c := range []string{"quota.lambda", "quota.vcpu", "oidc", "pool.image", "pool.subnets", "pool.securityGroups", "app.credentials",
+		"app.permissions", "app.installations", "app.deliveries", "webhook", "jobs.deadLetters"} {
+		require.True(t, checked[c], "doctor checks %s", c)
+	}
+
+	// A label-routed job runs, through the App setup registered.
+	job := w.gh.QueueJob(localenv.Repo, []string{"self-hosted", "hangar", "linux-x64"}, "echo hello from $RUNNER_NAME")
+	got, err := w.gh.WaitJob(testbed.Context(t, 5*time.Minute), job)
+	require.NoError(t, err)
+	require.Equal(t, "success", got.Conclusion, got.Output)
+	require.Contains(t, got.Output, "hello from hangar-")
+
+	// What would stop a job, each named with its fix: a permission taken from the App, a Lambda
+	// quota too small for the reservations, deliveries the webhook failed.
+	w.gh.SetAppPermission("actions", "")
+	quotas.SetLambda(120, 0)
+	w.jobs.SetFailEvery(1)
+	lost := w.gh.QueueJob(localenv.Repo, []string{"self-hosted", "hangar", "linux-x64"}, "true")
+	require.NoError(t, localenv.Eventually(ctx, time.Minute, "the queued delivery failed", func(context.Context) (bool, error) {
+		for _, d := range w.gh.Deliveries() {
+			if d.JobID == lost && d.Status == 503 {
+				return true, nil
+			}
+		}
+		return false, nil
+	}))
+	code, findings = w.doctor(t, bin, quotas)
+	require.Equal(t, 1, code)
+	fails := failing(findings)
+	require.Contains(t, fails["app.permissions"], "actions: read")
+	require.Contains(t, fixOf(findings, "app.permissions"), "accept the new permissions")
+	require.Contains(t, fails["quota.lambda"], "120")
+	require.Contains(t, fixOf(findings, "quota.lambda"), "L-B99A9384")
+	require.Contains(t, fails["app.deliveries"], "503")
+	w.jobs.SetFailEvery(0)
+
+	// Before a deploy, doctor checks the synthesized template against the account: a missing
+	// image, a vCPU quota too small for the pool's cap, the Lambda quota.
+	quotas.SetQuota("ec2", "L-1216C47A", 8)
+	tpl, err := w.d.Synth(ctx, emustack.Settings{Idle: pooldoc.DefaultTimeouts.Idle.D(), AMI: "ami-0123456789abcdef0"})
+	require.NoError(t, err)
+	code, findings = w.doctorArgs(t, bin, quotas, "--template", tpl)
+	require.Equal(t, 1, code)
+	fails = failing(findings)
+	require.Contains(t, fails["pool.image"], "ami-0123456789abcdef0")
+	require.Contains(t, fixOf(findings, "pool.image"), "image")
+	require.Contains(t, fails["quota.vcpu"], "L-1216C47A")
+	require.Contains(t, fixOf(findings, "quota.vcpu"), "ask for 40")
+	require.Contains(t, fails["quota.lambda"], "120")
+}
+
+// accountQuotas stands in for the account's quotas (which the emulators do not answer) with an
+// established account's: Lambda's 1,000 and 64 standard on-demand vCPUs; and gives the account
+// GitHub's OIDC provider, which the emulator's stack only names.
+func (w *deployedWorld) accountQuotas(t *testing.T) *quotafake.Server {
+	t.Helper()
+	q := quotafake.New()
+	t.Cleanup(q.Close)
+	q.SetQuota("ec2", "L-1216C47A", 64)
+	_, err := iam.NewFromConfig(w.e.AWS).CreateOpenIDConnectProvider(testbed.Context(t, time.Minute), &iam.CreateOpenIDConnectProviderInput{
+		Url: aws.String("https://token.actions.githubusercontent.com"), ClientIDList: []string{"sts.amazonaws.com"},
+		ThumbprintList: []string{"6938fd4d98bab03faadb97b34396831e3780aea1"}})
+	var exists *iamtypes.EntityAlreadyExistsException
+	if !errors.As(err, &exists) {
+		require.NoError(t, err)
+	}
+	return q
+}
+
+// doctor runs hangar doctor on the deployed stack and returns its exit code and findings.
+func (w *deployedWorld) doctor(t *testing.T, bin string, q *quotafake.Server) (int, []doctor.Finding) {
+	t.Helper()
+	return w.doctorArgs(t, bin, q)
+}
+
+func (w *deployedWorld) doctorArgs(t *testing.T, bin string, q *quotafake.Server, args ...string) (int, []doctor.Finding) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"doctor", "--stack", w.e.Stack, "-o", "json"}, args...)...)
+	cmd.Env = append(append(w.e.Environ(), q.Env()...), "HTTP_PROXY="+w.jobs.HTTPProxy)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	var res struct{ Findings []doctor.Finding }
+	require.NoError(t, json.Unmarshal(out, &res), "%s\n%s", out, stderr.String())
+	return code, res.Findings
+}
+
+// failing returns the failed findings' details by check, joined.
+func failing(fs []doctor.Finding) map[string]string {
+	out := map[string]string{}
+	for _, f := range fs {
+		if f.Status == doctor.Fail {
+			out[f.Check] += f.Detail + "\n"
+		}
+	}
+	return out
+}
+
+// fixOf returns the fixes of a check's failed findings, joined.
+func fixOf(fs []doctor.Finding, check string) string {
+	var out []string
+	for _, f := range fs {
+		if f.Check == check && f.Status == doctor.Fail {
+			out = append(out, f.Fix)
+		}
+	}
+	return strings.Join(out, "\n")
+}
