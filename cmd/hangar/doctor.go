@@ -126,6 +126,7 @@ func doctorDeps(ctx context.Context, g *globals, body []byte) (doctor.Deps, erro
 		return doctor.Deps{}, fmt.Errorf("read stack %s's pool documents: %w", g.stack, err)
 	}
 	d.StackExists = true
+	d.GitHubAPI = doctor.TemplateGitHubAPI(d.Template)
 	return d, nil
 }
 

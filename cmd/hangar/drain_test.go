@@ -79,8 +79,9 @@ func TestDrain(t *testing.T) {
 
 	code, out, errOut = w.hangar(t, nil, "status", "-o", "json")
 	require.Equal(t, 0, code, errOut)
-	var st []operator.PoolStatus
-	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	var status struct{ Pools []operator.PoolStatus }
+	require.NoError(t, json.Unmarshal([]byte(out), &status))
+	st := status.Pools
 	require.True(t, st[0].Drained)
 	require.Equal(t, 1, st[0].Running)
 	require.Zero(t, st[0].Idle)

@@ -72,9 +72,14 @@ price is unknown are counted apart, never priced).`,
 				if !r.Ended.IsZero() {
 					ended = r.Ended.UTC().Format("2006-01-02 15:04:05Z")
 				}
-				rows[k] = []string{r.Run, strconv.Itoa(r.Attempt), r.Repo, strings.Join(r.Pools, ","),
+				run, attempt, outcome := r.Run, strconv.Itoa(r.Attempt), r.Outcome
+				if j := r.Job; j != nil {
+					// A label-routed job: GitHub's names for it, and what became of its runner.
+					run, attempt, outcome = jobText(*j), "-", outcome+"; "+j.Ran()
+				}
+				rows[k] = []string{run, attempt, r.Repo, strings.Join(r.Pools, ","),
 					fmt.Sprintf("%d (%d reused, %d created)", r.Instances, r.Reused, r.Created),
-					r.Started.UTC().Format("2006-01-02 15:04:05Z"), operator.SecondsText(r.ProvisionSeconds), ended, r.Outcome, operator.CostText(r.Cost, r.PriceUnknown)}
+					r.Started.UTC().Format("2006-01-02 15:04:05Z"), operator.SecondsText(r.ProvisionSeconds), ended, outcome, operator.CostText(r.Cost, r.PriceUnknown)}
 			}
 			return table(cmd.OutOrStdout(), []string{"RUN", "ATTEMPT", "REPOSITORY", "POOLS", "INSTANCES", "STARTED", "PROVISIONED IN", "ENDED", "OUTCOME", "COST"}, rows)
 		},
@@ -82,4 +87,16 @@ price is unknown are counted apart, never priced).`,
 	f.add(cmd, "7d")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs, newest first")
 	return cmd
+}
+
+// jobText names a label-routed job in the runs table: job <id> and, when GitHub named them, its
+// workflow and name.
+func jobText(j operator.JobView) string {
+	switch {
+	case j.Workflow != "" && j.Name != "":
+		return fmt.Sprintf("job %d (%s / %s)", j.ID, j.Workflow, j.Name)
+	case j.Name != "":
+		return fmt.Sprintf("job %d (%s)", j.ID, j.Name)
+	}
+	return fmt.Sprintf("job %d", j.ID)
 }

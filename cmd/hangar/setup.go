@@ -17,7 +17,9 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/operator/doctor"
 	"github.com/hangar-ci/hangar/pkg/operator/setup"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 func newSetup(g *globals) *cobra.Command {
@@ -37,7 +39,7 @@ prints where to install the App: install it on the repositories the stack serves
 hangar doctor.
 
 --org makes an organisation own the App (you must be one of its owners); without it your own
-account does. Your AWS identity needs cloudformation:DescribeStacks, ssm:GetParametersByPath on
+account does. Your AWS identity needs cloudformation:DescribeStacks and GetTemplate, ssm:GetParametersByPath on
 /hangar/<stack>/ and secretsmanager:PutSecretValue on the two secrets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,7 +55,7 @@ account does. Your AWS identity needs cloudformation:DescribeStacks, ssm:GetPara
 			if err != nil {
 				return err
 			}
-			o.Stack, o.Secrets, o.HTTP = st, w, http.DefaultClient
+			o.Stack, o.Secrets, o.HTTP = st, w, &http.Client{Timeout: time.Minute}
 			o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)).With("component", "setup")
 			out := cmd.OutOrStdout()
 			o.Ready = func(page string) {
@@ -94,6 +96,19 @@ func deployedJobsStack(ctx context.Context, g *globals) (setup.Stack, secretWrit
 	docs, err := pooldoc.LoadStack(ctx, ssm.NewFromConfig(cfg), g.stack)
 	if err != nil {
 		return setup.Stack{}, secretWriter{}, fmt.Errorf("read stack %s's pool documents: %w", g.stack, err)
+	}
+	// The App's credentials go to the GitHub server the stack was deployed for (its template),
+	// never to one a pool document names alone: more identities may write those than deploy.
+	tpl, err := cloudformation.NewFromConfig(cfg).GetTemplate(ctx, &cloudformation.GetTemplateInput{StackName: aws.String(g.stack)})
+	if err != nil {
+		return setup.Stack{}, secretWriter{}, fmt.Errorf("read the stack %s's template: %w", g.stack, err)
+	}
+	body, err := doctor.ParseTemplate([]byte(aws.ToString(tpl.TemplateBody)))
+	if err != nil {
+		return setup.Stack{}, secretWriter{}, fmt.Errorf("the stack %s's template: %w", g.stack, err)
+	}
+	if api, named := doctor.TemplateGitHubAPI(body), ghurl.APIURL(docs.Pools[0].GitHubURL); api != named {
+		return setup.Stack{}, secretWriter{}, fmt.Errorf("the stack %s was deployed for the GitHub API %q, but its pool documents name %q: they were changed outside a deploy (hangar doctor; deploy the stack again)", g.stack, api, named)
 	}
 	st := setup.Stack{Name: g.stack, GitHubURL: docs.Pools[0].GitHubURL, WebhookURL: outs["WebhookUrl"],
 		AppSecretARN: outs["AppSecretArn"], WebhookSecretARN: outs["WebhookSecretArn"]}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
 	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/operator"
 	"github.com/hangar-ci/hangar/pkg/operator/doctor"
 	"github.com/hangar-ci/hangar/pkg/platform/ghapp"
 )
@@ -180,7 +183,53 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "Installed", installed)
 
-	// Everything green: doctor exits 0 with no failure and no warning.
+	// A label-routed job runs, through the App setup registered.
+	job := w.gh.QueueJob(localenv.Repo, []string{"self-hosted", "hangar", "linux-x64"}, "echo hello from $RUNNER_NAME")
+	got, err := w.gh.WaitJob(testbed.Context(t, 5*time.Minute), job)
+	require.NoError(t, err)
+	require.Equal(t, "success", got.Conclusion, got.Output)
+	require.Contains(t, got.Output, "hello from hangar-")
+
+	// The job shows in hangar runs as a job: GitHub's names for it, its page, and its runner ran it.
+	// Its instance goes back to the pool as this reads: the job is read from the live item, then
+	// from the record its return wrote (through the table's index, which lags a write a little).
+	var jobRun *operator.RunSummary
+	var listed string
+	require.NoError(t, localenv.Eventually(ctx, time.Minute, "hangar runs shows the job, back in the pool", func(context.Context) (bool, error) {
+		code, out, errOut := w.hangarCmd(t, bin, "runs", "--since", "1d", "-o", "json")
+		require.Equal(t, 0, code, errOut)
+		var runs []operator.RunSummary
+		require.NoError(t, json.Unmarshal([]byte(out), &runs))
+		listed, jobRun = out, nil
+		for i := range runs {
+			if runs[i].Job != nil && runs[i].Job.ID == job {
+				jobRun = &runs[i]
+			}
+		}
+		return jobRun != nil && jobRun.Outcome == "released", nil
+	}), "%s", listed)
+	require.Equal(t, localenv.Repo, jobRun.Repo)
+	require.Equal(t, fmt.Sprintf("job-%d", job), jobRun.Job.Name)
+	require.Equal(t, "ci", jobRun.Job.Workflow)
+	require.Contains(t, jobRun.Job.URL, fmt.Sprintf("/job/%d", job))
+	require.Equal(t, "its runner ran it", jobRun.Job.Ran())
+	require.Positive(t, jobRun.ProvisionSeconds, "from the claim to the job started on its runner")
+	code, listed, errOut := w.hangarCmd(t, bin, "runs", "--since", "1d")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, listed, fmt.Sprintf("job %d (ci / job-%d)", job, job))
+	// hangar status shows the jobs queue beside the pools.
+	code, listed, errOut = w.hangarCmd(t, bin, "status", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var status struct{ Jobs *operator.JobsStatus }
+	require.NoError(t, json.Unmarshal([]byte(listed), &status))
+	require.NotNil(t, status.Jobs, listed)
+	require.Zero(t, status.Jobs.DeadLetters)
+	code, listed, errOut = w.hangarCmd(t, bin, "status")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, listed, "JOBS QUEUE")
+
+	// Everything green, the job's deliveries among them: doctor exits 0 with no failure and no
+	// warning.
 	code, findings = w.doctor(t, bin, quotas)
 	require.Equal(t, 0, code, "%+v", findings)
 	for _, f := range findings {
@@ -191,16 +240,9 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 		checked[f.Check] = true
 	}
 	for _, c := range []string{"quota.lambda", "quota.vcpu", "oidc", "pool.image", "pool.subnets", "pool.securityGroups", "app.credentials",
-		"app.permissions", "app.installations", "app.deliveries", "webhook", "jobs.deadLetters"} {
+		"app.permissions", "app.installations", "app.webhook", "app.deliveries", "webhook", "jobs.deadLetters", "stack.github"} {
 		require.True(t, checked[c], "doctor checks %s", c)
 	}
-
-	// A label-routed job runs, through the App setup registered.
-	job := w.gh.QueueJob(localenv.Repo, []string{"self-hosted", "hangar", "linux-x64"}, "echo hello from $RUNNER_NAME")
-	got, err := w.gh.WaitJob(testbed.Context(t, 5*time.Minute), job)
-	require.NoError(t, err)
-	require.Equal(t, "success", got.Conclusion, got.Output)
-	require.Contains(t, got.Output, "hello from hangar-")
 
 	// What would stop a job, each named with its fix: a permission taken from the App, a Lambda
 	// quota too small for the reservations, deliveries the webhook failed.
@@ -239,6 +281,29 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.Contains(t, fails["quota.vcpu"], "L-1216C47A")
 	require.Contains(t, fixOf(findings, "quota.vcpu"), "ask for 40")
 	require.Contains(t, fails["quota.lambda"], "120")
+
+	// A pool document pointed at another GitHub server (SSM is writable by more than deploy):
+	// neither doctor nor setup shows the App's key to it.
+	ssmc := ssm.NewFromConfig(w.e.AWS)
+	name := pooldoc.ParameterName(w.e.Stack, w.e.Pool)
+	param, err := ssmc.GetParameter(ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	require.NoError(t, err)
+	forged := strings.Replace(aws.ToString(param.Parameter.Value), `"githubUrl":"`+w.gh.URL()+`"`, `"githubUrl":"https://evil.example"`, 1)
+	require.NotEqual(t, aws.ToString(param.Parameter.Value), forged)
+	_, err = ssmc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(forged), Overwrite: aws.Bool(true)})
+	require.NoError(t, err)
+	code, findings = w.doctor(t, bin, quotas)
+	require.Equal(t, 1, code)
+	require.Contains(t, failing(findings)["stack.github"], "evil.example")
+	for _, f := range findings {
+		require.False(t, strings.HasPrefix(f.Check, "app."), "no App check runs against a server the stack was not deployed for: %+v", f)
+	}
+	again := exec.Command(bin, "setup", "--stack", w.e.Stack)
+	again.Env = w.e.Environ()
+	said, err := again.CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(said), "evil.example", "setup refuses before it serves a page")
+	require.NotContains(t, string(said), "Open this address")
 }
 
 // accountQuotas stands in for the account's quotas (which the emulators do not answer) with an
@@ -282,6 +347,22 @@ func (w *deployedWorld) doctorArgs(t *testing.T, bin string, q *quotafake.Server
 	var res struct{ Findings []doctor.Finding }
 	require.NoError(t, json.Unmarshal(out, &res), "%s\n%s", out, stderr.String())
 	return code, res.Findings
+}
+
+// hangarCmd runs the built hangar on the world's stack and returns its exit code and outputs.
+func (w *deployedWorld) hangarCmd(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--stack", w.e.Stack)...)
+	cmd.Env = w.e.Environ()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), stdout.String(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stdout.String(), stderr.String()
 }
 
 // failing returns the failed findings' details by check, joined.

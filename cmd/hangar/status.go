@@ -18,7 +18,9 @@ func newStatus(g *globals) *cobra.Command {
 (idle, warming: warm ones being created, booting: created for a run, claimed, running, stopped),
 the offers in its queue and those a claimer holds, the messages of its dead-letter queue, the
 warm target in force now, and how many live instances run its current launch spec (an image or
-type change rolls out as that count reaches all of them).`,
+type change rolls out as that count reaches all of them). With label-routed jobs, it also shows
+the stack's jobs queue: messages waiting, those the dispatcher holds, and its dead letters (jobs
+the dispatcher gave up on). With --output json: {"pools": [...], "jobs": {...} or null}.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, pools []string) error {
 			in, err := open(cmd.Context(), g)
@@ -29,15 +31,23 @@ type change rolls out as that count reaches all of them).`,
 			if err != nil {
 				return err
 			}
+			jobs, jobsErr := in.Jobs(cmd.Context())
 			if g.output == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), st)
+				if err := writeJSON(cmd.OutOrStdout(), map[string]any{"pools": st, "jobs": jobs}); err != nil {
+					return err
+				}
+			} else if err := statusTable(cmd, st, jobs); err != nil {
+				return err
 			}
-			return statusTable(cmd, st)
+			if jobsErr != nil {
+				return fmt.Errorf("the jobs queue could not be read: %w", jobsErr)
+			}
+			return nil
 		},
 	}
 }
 
-func statusTable(cmd *cobra.Command, st []operator.PoolStatus) error {
+func statusTable(cmd *cobra.Command, st []operator.PoolStatus, jobs *operator.JobsStatus) error {
 	rows := make([][]string, len(st))
 	var problems []string
 	for k, p := range st {
@@ -58,6 +68,13 @@ func statusTable(cmd *cobra.Command, st []operator.PoolStatus) error {
 	}
 	if err := table(cmd.OutOrStdout(), []string{"POOL", "IDLE", "WARMING", "BOOTING", "CLAIMED", "RUNNING", "STOPPED", "OFFERS", "DEAD LETTERS", "WARM TARGET", "ON CURRENT SPEC"}, rows); err != nil {
 		return err
+	}
+	if jobs != nil {
+		fmt.Fprintln(cmd.OutOrStdout())
+		if err := table(cmd.OutOrStdout(), []string{"JOBS QUEUE", "WAITING", "HELD BY THE DISPATCHER", "DEAD LETTERS"},
+			[][]string{{"label-routed jobs", strconv.Itoa(jobs.Waiting), strconv.Itoa(jobs.InFlight), strconv.Itoa(jobs.DeadLetters)}}); err != nil {
+			return err
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("some counts could not be read (shown as 0):\n  %s", strings.Join(problems, "\n  "))

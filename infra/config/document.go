@@ -23,6 +23,9 @@ type Deployed struct {
 	// StackLabel (the config's app.label) and ReturnsQueueURL (the stack's returns queue) go
 	// into the documents of pools that serve label-routed jobs, and no others.
 	StackLabel, ReturnsQueueURL string
+	// JobsQueueURL and JobsDeadLetterURL are the stack's jobs queue and its dead letters, in
+	// the same documents (what hangar status counts).
+	JobsQueueURL, JobsDeadLetterURL string
 	// HistoryDays is the config's history.days, in every document.
 	HistoryDays int
 	// Repositories (the config's github.repositories) are the allowedRepositories of a pool
@@ -38,10 +41,12 @@ var Placeholders = Deployed{
 	Partition: "aws", Region: "us-east-1", Account: "123456789012", Table: "hangar-instances",
 	QueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-pool", TemplateID: "lt-0123456789abcdef0",
 	TemplateVer: "1", SpecHash: "placeholder",
-	Subnets:         []pooldoc.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
-	StackLabel:      "hangar",
-	ReturnsQueueURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
-	Repositories:    []string{"placeholder/placeholder"},
+	Subnets:           []pooldoc.Subnet{{ID: "subnet-0123456789abcdef0", AZ: "us-east-1a"}},
+	StackLabel:        "hangar",
+	ReturnsQueueURL:   "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-returns",
+	JobsQueueURL:      "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs",
+	JobsDeadLetterURL: "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs-dlq",
+	Repositories:      []string{"placeholder/placeholder"},
 }
 
 // Doc is a pool document as the stack publishes it.
@@ -70,7 +75,7 @@ func (p *Pool) Document(d Deployed) Doc {
 	returns := ""
 	if j := p.Jobs; j != nil {
 		jobs = &pooldoc.Jobs{StackLabel: d.StackLabel, Labels: j.Labels, Scope: j.Scope,
-			Installations: d.Installations}
+			Installations: d.Installations, QueueURL: d.JobsQueueURL, DeadLetterQueueURL: d.JobsDeadLetterURL}
 		returns = d.ReturnsQueueURL
 	}
 	allowed := p.AllowedRepositories

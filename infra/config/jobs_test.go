@@ -46,11 +46,13 @@ func TestJobsParses(t *testing.T) {
 	d.StackLabel, d.ReturnsQueueURL = "hangar", "https://sqs.us-east-1.amazonaws.com/123456789012/hangar-jobs-returns"
 	x64, err := cfg.Pools[0].Document(d).Parsed()
 	require.NoError(t, err)
-	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux-x64"}, Scope: pooldoc.JobScopeRepository}, x64.Jobs)
+	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux-x64"}, Scope: pooldoc.JobScopeRepository,
+		QueueURL: d.JobsQueueURL, DeadLetterQueueURL: d.JobsDeadLetterURL}, x64.Jobs)
 	require.Equal(t, d.ReturnsQueueURL, x64.ReturnsQueueURL)
 	arm, err := cfg.Pools[1].Document(d).Parsed()
 	require.NoError(t, err)
-	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization}, arm.Jobs)
+	require.Equal(t, &pooldoc.Jobs{StackLabel: "hangar", Labels: []string{"linux", "ARM64"}, Scope: pooldoc.JobScopeOrganization,
+		QueueURL: d.JobsQueueURL, DeadLetterQueueURL: d.JobsDeadLetterURL}, arm.Jobs)
 	steps, err := cfg.Pools[2].Document(d).Parsed()
 	require.NoError(t, err)
 	require.Nil(t, steps.Jobs)

@@ -513,17 +513,20 @@ func TestJobsDispatchRole(t *testing.T) {
 }
 
 // TestJobsPoolDocuments: the documents of pools with jobs carry them with the stack label and
-// installations, and the returns queue's URL; the other pool's carries neither; every document
-// carries the trust set's repositories.
+// installations, the jobs queue and its dead letters (hangar status), and the returns queue's
+// URL; the other pool's carries neither; every document carries the trust set's repositories.
 func TestJobsPoolDocuments(t *testing.T) {
 	returns := idOf(t, jobsTemplate, "AWS::SQS::Queue", "QueueName", "hangar-jobs-returns")
+	queue := idOf(t, jobsTemplate, "AWS::SQS::Queue", "QueueName", "hangar-jobs-jobs")
+	dlq := idOf(t, jobsTemplate, "AWS::SQS::Queue", "QueueName", "hangar-jobs-jobs-dlq")
+	queues := `,\"queueUrl\":\"",{"Ref":"` + queue + `"},"\",\"deadLetterQueueUrl\":\"",{"Ref":"` + dlq + `"},"\"}`
 	docs := map[string]string{}
 	for _, p := range jobResources("AWS::SSM::Parameter") {
 		docs[p["Name"].(string)] = js(p["Value"])
 	}
 	for pool, want := range map[string]string{
-		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\",\"installations\":[11]}`,
-		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"installations\":[11]}`,
+		"linux-x64":   `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux-x64\"],\"scope\":\"repository\",\"installations\":[11]` + queues,
+		"linux-arm64": `\"jobs\":{\"stackLabel\":\"hangar\",\"labels\":[\"linux\",\"ARM64\"],\"scope\":\"organization\",\"installations\":[11]` + queues,
 	} {
 		doc := docs[pooldoc.ParameterName("hangar-jobs", pool)]
 		require.Contains(t, doc, want, pool)

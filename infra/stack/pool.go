@@ -100,6 +100,7 @@ func newPool(h *hangar, p *config.Pool) (*pool, error) {
 		TemplateID: *out.template.Ref(), TemplateVer: *out.template.AttrLatestVersionNumber(),
 		SpecHash: spec, Subnets: subnets, GitHubURL: h.cfg.GitHub.ServerURL,
 		StackLabel: stackLabel(h), ReturnsQueueURL: returnsQueueURL(h), HistoryDays: h.cfg.History.Days,
+		JobsQueueURL: jobsQueueURL(h, false), JobsDeadLetterURL: jobsQueueURL(h, true),
 		Repositories: h.cfg.GitHub.Repositories, Installations: h.cfg.GitHub.Installations,
 		StackCap: h.cfg.StackCap(),
 	}).JSON()
@@ -136,6 +137,17 @@ func stackLabel(h *hangar) string {
 		return ""
 	}
 	return h.cfg.App.Label
+}
+
+// jobsQueueURL is the stack's jobs queue's URL, or its dead-letter queue's ("" without jobs).
+func jobsQueueURL(h *hangar, deadLetters bool) string {
+	switch {
+	case h.jobs == nil:
+		return ""
+	case deadLetters:
+		return *h.jobs.dlq.QueueUrl()
+	}
+	return *h.jobs.queue.QueueUrl()
 }
 
 func returnsQueueURL(h *hangar) string {

@@ -36,6 +36,7 @@ type Store interface {
 type Queues interface {
 	Counts(ctx context.Context, pool string) (offers.Counts, error)
 	Tidy(ctx context.Context, pool string, offered []state.Instance, items offers.Items) (offers.TidyStats, error)
+	QueueCounts(ctx context.Context, what, url, dlqURL string) (offers.Counts, error)
 }
 
 // Deps are an Operator's collaborators.

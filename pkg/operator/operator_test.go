@@ -50,6 +50,10 @@ func (f fakeQueues) Tidy(context.Context, string, []state.Instance, offers.Items
 	return offers.TidyStats{}, nil
 }
 
+func (f fakeQueues) QueueCounts(_ context.Context, _, url, _ string) (offers.Counts, error) {
+	return f.Counts(context.Background(), url)
+}
+
 func (f fakeQueues) Counts(_ context.Context, pool string) (offers.Counts, error) {
 	c, ok := f[pool]
 	if !ok {
@@ -62,7 +66,7 @@ func newInspector(t *testing.T) *operator.Operator {
 	t.Helper()
 	stack := &pooldoc.Stack{Name: "ci", Pools: []*pooldoc.Document{
 		{Name: "x64", SpecHash: "new", Warm: pooldoc.Warm{Schedules: []pooldoc.Schedule{{Name: "always", Hot: 3, Stopped: 1}}}},
-		{Name: "arm", SpecHash: "new"},
+		{Name: "arm", SpecHash: "new", Jobs: &pooldoc.Jobs{Labels: []string{"arm"}, QueueURL: "jobs-queue", DeadLetterQueueURL: "jobs-dlq"}},
 	}}
 	store := &fakeStore{
 		census: map[string]state.Census{"x64": {
@@ -73,7 +77,7 @@ func newInspector(t *testing.T) *operator.Operator {
 		items: map[string]*state.Instance{"i-0123456789abcdef0": {ID: "i-0123456789abcdef0", Pool: "x64", State: state.Terminated,
 			StateReason: "its agent reported FAILED", Report: state.Report{Signal: state.SignalFailed, SignalLog: "left a process behind"}}},
 	}
-	in, err := operator.New(operator.Deps{Stack: stack, Store: store, Queues: fakeQueues{"x64": {Offers: 2, InFlight: 1, DeadLetters: 4}},
+	in, err := operator.New(operator.Deps{Stack: stack, Store: store, Queues: fakeQueues{"x64": {Offers: 2, InFlight: 1, DeadLetters: 4}, "jobs-queue": {Offers: 7, InFlight: 3, DeadLetters: 2}},
 		Now: func() time.Time { return time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC) }})
 	require.NoError(t, err)
 	return in
@@ -95,6 +99,10 @@ func TestStatus(t *testing.T) {
 	require.Len(t, arm.Errors, 2, "census and queue both failed: %v", arm.Errors)
 	require.Contains(t, arm.Errors[0], "throttled")
 	require.Contains(t, arm.Errors[1], "queue gone")
+
+	jobs, err := in.Jobs(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, &operator.JobsStatus{Waiting: 7, InFlight: 3, DeadLetters: 2}, jobs, "the stack's jobs queue, from the pool that serves jobs")
 
 	_, err = in.Status(context.Background(), "arm", "gpu")
 	require.ErrorIs(t, err, operator.ErrBadInput)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
@@ -42,6 +43,43 @@ type Held struct {
 	Price      float64   `json:"priceUsdPerHour,omitempty"`
 	PriceKnown bool      `json:"priceKnown"`
 	Cost       float64   `json:"costUsd"`
+	// Job is set when the instance served a label-routed job rather than a workflow run.
+	Job *JobView `json:"job,omitempty"`
+}
+
+// JobView is a label-routed job as the operator sees it: GitHub's id, name, workflow and page,
+// and whether the runner made for it ran it or lost it to another job.
+type JobView struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	URL      string `json:"url,omitempty"`
+	// TookJob is the job the runner ran (0 while none has started on it).
+	TookJob int64 `json:"tookJob,omitempty"`
+}
+
+// Ran says what became of the runner made for the job.
+func (j JobView) Ran() string {
+	switch j.TookJob {
+	case 0:
+		return "no job started on its runner"
+	case j.ID:
+		return "its runner ran it"
+	}
+	return fmt.Sprintf("its runner ran job %d instead (the job got another)", j.TookJob)
+}
+
+// jobView is the job a run key names, or nil for a workflow run's key.
+func jobView(key string, info *state.JobInfo, took int64) *JobView {
+	id, _, ok := names.ParseJobKey(key)
+	if !ok {
+		return nil
+	}
+	v := &JobView{ID: id, TookJob: took}
+	if info != nil {
+		v.Name, v.Workflow, v.URL = info.Name, info.Workflow, info.URL
+	}
+	return v
 }
 
 // RunSummary is one run attempt: its instances, how they came and went, and what it cost.
@@ -64,6 +102,8 @@ type RunSummary struct {
 	// PriceUnknown counts instances whose price is unknown: Cost leaves them out.
 	PriceUnknown int    `json:"priceUnknown"`
 	Held         []Held `json:"held"`
+	// Job is set for a label-routed job: the summary is the job's, not a workflow run's.
+	Job *JobView `json:"job,omitempty"`
 }
 
 // Window is a span of history, and which pools and repository to look at (all when empty).
@@ -125,7 +165,7 @@ func (i *Operator) held(ctx context.Context, w Window) ([]Held, error) {
 func fromRecord(r state.RunRecord) Held {
 	h := Held{Run: r.Run, Attempt: r.RunAttempt, Repo: r.Repo, InstanceID: r.InstanceID, Pool: r.Pool, Type: r.InstanceType,
 		UsageClass: r.UsageClass, Claimed: r.Claimed, AssignedAt: r.AssignedAt, Registered: r.RegisteredAt, EndedAt: r.EndedAt,
-		Outcome: r.Outcome, Reason: r.Reason, Seconds: r.Seconds(), Price: r.Price}
+		Outcome: r.Outcome, Reason: r.Reason, Seconds: r.Seconds(), Price: r.Price, Job: jobView(r.Run, r.Job, r.TookJob)}
 	h.Cost, h.PriceKnown = r.Cost()
 	return h
 }
@@ -133,7 +173,7 @@ func fromRecord(r state.RunRecord) Held {
 func fromLive(in state.Instance, now time.Time) Held {
 	h := Held{Run: in.RunID, Attempt: in.RunAttempt, Repo: in.Repo, InstanceID: in.ID, Pool: in.Pool, Type: in.InstanceType,
 		UsageClass: in.UsageClass, Claimed: in.Claimed, AssignedAt: in.AssignedAt, Registered: in.RegisteredAt,
-		Outcome: string(in.State), Reason: in.StateReason, Price: in.Price, PriceKnown: in.PriceSource != ""}
+		Outcome: string(in.State), Reason: in.StateReason, Price: in.Price, PriceKnown: in.PriceSource != "", Job: jobView(in.RunID, in.Job, in.TookJob)}
 	if !in.AssignedAt.IsZero() && now.After(in.AssignedAt) {
 		h.Seconds = now.Sub(in.AssignedAt).Seconds()
 	}
@@ -211,6 +251,9 @@ func summarise(s *RunSummary) {
 			s.Cost += h.Cost
 		} else {
 			s.PriceUnknown++
+		}
+		if h.Job != nil && (s.Job == nil || h.Job.TookJob != 0) {
+			s.Job = h.Job
 		}
 	}
 	if !lastReg.IsZero() && lastReg.After(s.Started) {

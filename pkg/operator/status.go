@@ -37,6 +37,31 @@ type PoolStatus struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// JobsStatus is the stack's jobs queue: label-routed jobs on their way to the dispatcher, and
+// those it gave up on.
+type JobsStatus struct {
+	// Waiting are visible messages (jobs, checks and sweeps not yet taken); InFlight those the
+	// dispatcher holds; DeadLetters the jobs it gave up on after ten tries.
+	Waiting     int `json:"waiting"`
+	InFlight    int `json:"inFlight"`
+	DeadLetters int `json:"deadLetters"`
+}
+
+// Jobs reads the stack's jobs queue and its dead letters; nil when no pool serves label-routed
+// jobs.
+func (i *Operator) Jobs(ctx context.Context) (*JobsStatus, error) {
+	for _, doc := range i.d.Stack.Pools {
+		if j := doc.Jobs; j != nil && j.QueueURL != "" {
+			c, err := i.d.Queues.QueueCounts(ctx, "the jobs queue", j.QueueURL, j.DeadLetterQueueURL)
+			if err != nil {
+				return nil, err
+			}
+			return &JobsStatus{Waiting: c.Offers, InFlight: c.InFlight, DeadLetters: c.DeadLetters}, nil
+		}
+	}
+	return nil, nil
+}
+
 // Status reads every named pool (all of the stack's when none), in parallel: its instances
 // counted by state through the table's index, its queue's and dead-letter queue's counts, its
 // warm target now and how far its current spec has rolled out. Per pool, what cannot be read is

@@ -142,6 +142,7 @@ func (s *Server) manifestFlow(mux *http.ServeMux) {
 	mux.HandleFunc("POST /settings/apps/new/create", s.createApp)
 	mux.HandleFunc("POST /app-manifests/{code}/conversions", s.convertManifest)
 	mux.HandleFunc("GET /app", s.asApp(s.getApp))
+	mux.HandleFunc("GET /app/hook/config", s.asApp(s.getHookConfig))
 	for _, base := range []string{"/apps/{slug}/installations/new", "/github-apps/{slug}/installations/new"} {
 		mux.HandleFunc("GET "+base, s.installPage)
 		mux.HandleFunc("POST "+base, s.installApp)
@@ -298,6 +299,16 @@ func (s *Server) convertManifest(w http.ResponseWriter, r *http.Request) {
 // getApp serves GET /app to the App's JWT.
 func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.integration(s.app.id, s.meta(), r))
+}
+
+// getHookConfig serves GET /app/hook/config to the App's JWT: where its deliveries go (the
+// secret obfuscated, as GitHub shows it).
+func (s *Server) getHookConfig(w http.ResponseWriter, _ *http.Request) {
+	out := map[string]any{"content_type": "json", "insecure_ssl": "0", "url": "", "secret": nil}
+	if s.hook != nil {
+		out["url"], out["secret"] = s.hook.url, "********"
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // integration is an App in GitHub's shape (the "integration" schema). The caller holds s.mu.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/names"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 )
 
 // Version is the version of the messages this code writes and reads.
@@ -62,6 +63,19 @@ type Job struct {
 	// Redispatch counts the times the job was placed again after another job took its runner
 	// (its key is then j<id>r<n>: names.JobKey).
 	Redispatch int `json:"redispatch,omitempty"`
+	// Name, Workflow and URL are what GitHub shows of the job: its name, its workflow's, and its
+	// page (for the operator's views).
+	Name     string `json:"name,omitempty"`
+	Workflow string `json:"workflow,omitempty"`
+	URL      string `json:"url,omitempty"`
+}
+
+// Info is what the operator's views show of the job, nil when GitHub named nothing.
+func (j Job) Info() *state.JobInfo {
+	if j.Name == "" && j.Workflow == "" && j.URL == "" {
+		return nil
+	}
+	return &state.JobInfo{Name: j.Name, Workflow: j.Workflow, URL: j.URL}
 }
 
 // Key is the key an instance serves the job under (names.JobKey).

@@ -126,6 +126,10 @@ type Jobs struct {
 	// github.installations, the same in every pool document); empty: any installation, the
 	// repository alone decides (Admits).
 	Installations []int64 `json:"installations,omitempty"`
+	// QueueURL and DeadLetterQueueURL are the stack's jobs queue and its dead-letter queue, the
+	// same in every document: what hangar status counts.
+	QueueURL           string `json:"queueUrl,omitempty"`
+	DeadLetterQueueURL string `json:"deadLetterQueueUrl,omitempty"`
 }
 
 // Why Admits refuses a job: errors.Is tells them apart.

@@ -164,6 +164,11 @@ func (d *Document) Validate() error {
 		if u, err := url.Parse(d.ReturnsQueueURL); d.ReturnsQueueURL == "" || err != nil || u.Scheme == "" || u.Host == "" {
 			bad("returnsQueueUrl", "%q: want the stack's returns queue URL (a pool serving label-routed jobs needs it)", d.ReturnsQueueURL)
 		}
+		for field, v := range map[string]string{"jobs.queueUrl": d.Jobs.QueueURL, "jobs.deadLetterQueueUrl": d.Jobs.DeadLetterQueueURL} {
+			if u, err := url.Parse(v); v != "" && (err != nil || u.Scheme == "" || u.Host == "") {
+				bad(field, "%q: want the stack's queue URL, or nothing", v)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -29,7 +29,7 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	case c.Assign != nil:
 		a := *c.Assign
 		a.Labels = slices.Clone(a.Labels)
-		a.AssignedAt, a.Claimed, a.RegisteredAt = storedTime(now), true, time.Time{}
+		a.AssignedAt, a.Claimed, a.RegisteredAt, a.TookJob = storedTime(now), true, time.Time{}, 0
 		in.Assignment = a
 		in.ServedRepos = addToSet(in.ServedRepos, a.Repo)
 		in.ServedOwners = addToSet(in.ServedOwners, names.Owner(a.Repo))
@@ -51,6 +51,9 @@ func (c Change) Apply(in Instance, now time.Time) Instance {
 	if c.To == Running {
 		in.RegisterFailures = 0
 		in.RegisteredAt = storedTime(now)
+		if c.TookJob != 0 {
+			in.TookJob = c.TookJob
+		}
 	}
 	return in
 }

@@ -38,6 +38,9 @@ type RunRecord struct {
 	// Outcome is the state the instance went to (idle: given back; terminated) and Reason why.
 	Outcome string `dynamodbav:"outcome"`
 	Reason  string `dynamodbav:"reason,omitempty"`
+	// Job and TookJob are a label-routed job's: what GitHub calls it, and the job its runner ran.
+	Job     *JobInfo `dynamodbav:"hJob,omitempty"`
+	TookJob int64    `dynamodbav:"hTookJob,omitempty"`
 	Spec
 }
 
@@ -81,7 +84,7 @@ func recordOf(c Change, before Instance, now time.Time, retention time.Duration)
 		Run:            before.RunID, RunAttempt: before.RunAttempt, Repo: before.Repo,
 		InstanceID: c.InstanceID, Pool: c.Pool,
 		Claimed: before.Claimed, AssignedAt: before.AssignedAt, RegisteredAt: before.RegisteredAt,
-		Outcome: string(c.To), Reason: c.Reason, Spec: before.Spec,
+		Outcome: string(c.To), Reason: c.Reason, Job: before.Job, TookJob: before.TookJob, Spec: before.Spec,
 	}
 }
 
@@ -165,7 +168,7 @@ var holdProjection = expression.NamesList(expression.Name(AttrARN), expression.N
 	expression.Name("state"), expression.Name("stateReason"), expression.Name(AttrThreshold), expression.Name(AttrRunID),
 	expression.Name("runAttempt"), expression.Name("repo"), expression.Name("claimed"), expression.Name("assignedAt"),
 	expression.Name("registeredAt"), expression.Name("instanceType"), expression.Name("usageClass"), expression.Name("price"),
-	expression.Name("priceSource"))
+	expression.Name("priceSource"), expression.Name("job"), expression.Name("tookJob"))
 
 // Holding returns pool's live instances that hold a run (created for it, claimed, running),
 // each with only what says the hold (holdProjection): one Query per state and shard, in

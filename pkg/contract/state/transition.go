@@ -59,6 +59,8 @@ type Change struct {
 	// RegisterFailed counts a failed runner registration (claimed → idle): registerFailures goes
 	// up by one. Moving to running resets the count.
 	RegisterFailed bool
+	// TookJob, moving a label-routed job's instance to running, is the job its runner took.
+	TookJob int64
 	// Unacknowledged gives a claim back (claimed → idle) only if the agent has not acknowledged
 	// it (ackVersion below Version). The agent's acknowledgement is conditional on the version it
 	// noticed, so once this write wins the agent never serves the claim: nothing of the run
@@ -106,7 +108,7 @@ const MaxRegisterFailures = 2
 
 // assignmentAttrs are removed when a run gives the instance back.
 var assignmentAttrs = []string{"runId", "runAttempt", "repo", "runnerUrl", "labels",
-	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation", "hoSum", "assignedAt", "claimed", "registeredAt"}
+	"runnerGroup", "runnerPrefix", "claimId", "runnerId", "installation", "hoSum", "assignedAt", "claimed", "registeredAt", "job", "tookJob"}
 
 // Validate checks the change against the state machine and its own fields, without a request.
 func (c Change) Validate() error {
@@ -298,6 +300,8 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 		u.setOrRemove("runnerId", a.RunnerID != 0, a.RunnerID)
 		u.setOrRemove("installation", a.Installation != 0, a.Installation)
 		u.setOrRemove("hoSum", a.HandOverSum != "", a.HandOverSum)
+		u.setOrRemove("job", a.Job != nil, a.Job)
+		u.remove("tookJob")
 		u.set("assignedAt", millis(now))
 		u.set("claimed", true)
 		u.remove("registeredAt")
@@ -322,6 +326,9 @@ func (c Change) expression(now time.Time, retention time.Duration) (expression.E
 	}
 	if c.To == Running {
 		u.set("registeredAt", millis(now)) // registered (or, for a job, started)
+		if c.TookJob != 0 {
+			u.set("tookJob", c.TookJob)
+		}
 		u.remove("registerFailures")
 	}
 

@@ -129,6 +129,18 @@ type Assignment struct {
 	// whoever assigns: the agent takes only the hand-over whose secret has it, so one pushed into
 	// its doorbell by anyone else is refused. Never the secret itself.
 	HandOverSum string `dynamodbav:"hoSum,omitempty"`
+	// Job says what GitHub calls a label-routed job and where it shows it (nil for a run).
+	Job *JobInfo `dynamodbav:"job,omitempty"`
+	// TookJob is the job the runner made for a label-routed job ran (its in_progress): a
+	// sibling of the pool and repository may take the runner instead (docs/labels.md).
+	TookJob int64 `dynamodbav:"tookJob,omitempty"`
+}
+
+// JobInfo is a label-routed job as GitHub shows it: its name, its workflow's name, and its page.
+type JobInfo struct {
+	Name     string `dynamodbav:"name,omitempty" json:"name,omitempty"`
+	Workflow string `dynamodbav:"workflow,omitempty" json:"workflow,omitempty"`
+	URL      string `dynamodbav:"url,omitempty" json:"url,omitempty"`
 }
 
 // ServesJob reports whether the assignment is a label-routed job's (its key is j<job id>) rather

@@ -84,7 +84,7 @@ func (x *Dispatcher) started(ctx context.Context, j jobs.Job) error {
 	}
 	if it.RunID == key && (it.State == state.Claimed || it.State == state.Created) {
 		_, err := x.d.Pool.Store.Transition(ctx, state.Change{InstanceID: it.ID, Pool: it.Pool, From: it.State, To: state.Running,
-			Version: it.Version, RunID: key, Threshold: x.d.Now().Add(doc.Timeout(state.Running)),
+			Version: it.Version, RunID: key, Threshold: x.d.Now().Add(doc.Timeout(state.Running)), TookJob: j.ID,
 			Reason: fmt.Sprintf("its runner took job %d of %s", j.ID, j.Repo)})
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return err

@@ -382,7 +382,7 @@ func (x *Dispatcher) acquire(ctx context.Context, doc *pooldoc.Document, list []
 // base is the part of a job's assignment its instance does not change.
 func (x *Dispatcher) base(doc *pooldoc.Document, j jobs.Job, claimID string) state.Assignment {
 	scope := scopeOf(doc, j.Repo)
-	a := state.Assignment{Repo: j.Repo, RunnerURL: scope.RunnerURL(doc.GitHubURL), RunnerPrefix: x.names.Prefix(), ClaimID: claimID}
+	a := state.Assignment{Repo: j.Repo, RunnerURL: scope.RunnerURL(doc.GitHubURL), RunnerPrefix: x.names.Prefix(), ClaimID: claimID, Job: j.Info()}
 	if scope.IsOrg() {
 		a.RunnerGroup = x.names.RepositoryGroup(j.RepoID)
 	}

@@ -309,6 +309,10 @@ func signedWithAny(sig string, body []byte, secrets [][]byte) bool {
 	return false
 }
 
+// maxShownText bounds what a payload gives the operator's views to show (a job's name, its
+// workflow's, its page): GitHub's own names are far shorter.
+const maxShownText = 512
+
 // errNoInstallation refuses a delivery that names no installation: the stack serves its App's.
 var errNoInstallation = fmt.Errorf("%w: the delivery names no installation, so it is not the App's", pooldoc.ErrInstallation)
 
@@ -317,7 +321,11 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	wj := ev.GetWorkflowJob()
 	j := jobs.Job{ID: wj.GetID(), RunID: wj.GetRunID(), RunAttempt: int(wj.GetRunAttempt()), Labels: wj.Labels,
 		Repo: ev.GetRepo().GetFullName(), RepoID: ev.GetRepo().GetID(), Installation: ev.GetInstallation().GetID(), RunnerName: wj.GetRunnerName(),
-		RunnerID: wj.GetRunnerID(), Conclusion: wj.GetConclusion(), Delivery: truncate(delivery, 64)}
+		RunnerID: wj.GetRunnerID(), Conclusion: wj.GetConclusion(), Delivery: truncate(delivery, 64),
+		Name: truncate(wj.GetName(), maxShownText), Workflow: truncate(wj.GetWorkflowName(), maxShownText)}
+	if u := wj.GetHTMLURL(); len(u) <= maxShownText && (strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
+		j.URL = u
+	}
 	var errs []error
 	if j.ID < 1 {
 		errs = append(errs, errors.New("workflow_job.id: missing"))

@@ -36,7 +36,12 @@ func (v *view) Runs(_ context.Context, w operator.Window) ([]operator.RunSummary
 		Held: []operator.Held{
 			{InstanceID: "i-0aaaaaaaaaaaaaaaa", Claimed: true, AssignedAt: t0.Add(-10 * time.Minute), Registered: t0.Add(-9 * time.Minute), EndedAt: t0.Add(-5 * time.Minute), Outcome: "idle", PriceKnown: true, Cost: 0.0123},
 			{InstanceID: "i-0bbbbbbbbbbbbbbbb", AssignedAt: t0.Add(-10 * time.Minute), EndedAt: t0, Outcome: "terminated", Reason: "its agent did not deregister within 2m0s"},
-		}}}, nil
+		}}, {Run: "j17", Repo: "acme/app", Pools: []string{"linux-x64"}, Instances: 1, Reused: 1, Started: t0.Add(-3 * time.Minute), Ended: t0, Outcome: "released",
+		Job:  &operator.JobView{ID: 17, Name: "<b>build</b>", Workflow: "ci", URL: "https://github.com/acme/app/actions/runs/5/job/17", TookJob: 18},
+		Held: []operator.Held{{InstanceID: "i-0cccccccccccccccc", Claimed: true, AssignedAt: t0.Add(-3 * time.Minute), EndedAt: t0, Outcome: "idle"}}},
+		{Run: "j19", Repo: "acme/app", Pools: []string{"linux-x64"}, Instances: 1, Started: t0.Add(-2 * time.Minute), Outcome: "running",
+			Job:  &operator.JobView{ID: 19, Name: "lint", URL: "javascript:alert(1)", TookJob: 19},
+			Held: []operator.Held{{InstanceID: "i-0dddddddddddddddd", AssignedAt: t0.Add(-2 * time.Minute), Outcome: "running"}}}}, nil
 }
 
 func (v *view) Instance(_ context.Context, id string) (*operator.InstanceReport, error) {
@@ -152,6 +157,12 @@ func TestPages(t *testing.T) {
 	require.Contains(t, body, `<circle class="terminated" cx="480.0"`)
 	require.Contains(t, body, `<a class="instance" href="/instances/i-0aaaaaaaaaaaaaaaa">`)
 	require.Contains(t, body, "$0.012300 &#43; 1 price unknown")
+	// A label-routed job shows as a job: its page on GitHub, its workflow and name, and what
+	// became of its runner; what the payload named is text, and only a web address is a link.
+	require.Contains(t, body, `<h2>job <a class="job" href="https://github.com/acme/app/actions/runs/5/job/17">17</a> <span class="attempt">ci / &lt;b&gt;build&lt;/b&gt;</span>`)
+	require.Contains(t, body, `<dd class="ran">its runner ran job 18 instead (the job got another)</dd>`)
+	require.Contains(t, body, `<dd class="ran">its runner ran it</dd>`)
+	require.NotContains(t, body, "javascript:")
 
 	res, body = get(t, c, "GET", "/instances/i-0aaaaaaaaaaaaaaaa", host, true)
 	require.Equal(t, http.StatusOK, res.Code)

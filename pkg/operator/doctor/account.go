@@ -38,6 +38,10 @@ func lambdaQuota(ctx context.Context, d Deps) Finding {
 	limit := int(out.AccountLimit.ConcurrentExecutions)
 	need := reserved + lambdaUnreserved
 	if reserved == 0 {
+		if len(resources(d.Template, "AWS::Lambda::Url")) > 0 {
+			return warned(check, fmt.Sprintf("the stack reserves no concurrency (lambda.reserveConcurrency: false): a flood of requests at its public webhook may take the account's %d executions from every function, the dispatcher's included", limit),
+				"ask for the stack's reservations plus 100 (Service Quotas → AWS Lambda → Concurrent executions, L-B99A9384; docs/deploy.md), then set lambda.reserveConcurrency back to true")
+		}
 		return ok(check, fmt.Sprintf("the stack reserves no concurrency; the account's quota is %d", limit))
 	}
 	if d.StackExists {

@@ -47,6 +47,9 @@ type Deps struct {
 	Outputs map[string]string
 	// StackExists reports whether a deployed stack is checked (false: before a deploy).
 	StackExists bool
+	// GitHubAPI is the GitHub API the stack's functions use, from its template
+	// (TemplateGitHubAPI): the App's key is shown to no other server.
+	GitHubAPI string
 
 	EC2     awsapi.EC2Inventory
 	Quotas  awsapi.ServiceQuotas
@@ -76,7 +79,11 @@ func Run(ctx context.Context, d Deps) []Finding {
 	if d.StackExists {
 		add(runnerVersions(ctx, d)...)
 		if jobsStack(d.Stack) {
-			add(appChecks(ctx, d)...)
+			server := gitHubServer(d)
+			add(server)
+			if server.Status == OK {
+				add(appChecks(ctx, d)...)
+			}
 			add(deadLetters(ctx, d))
 		}
 	}
@@ -128,6 +135,24 @@ func resources(tpl map[string]any, typ string) map[string]map[string]any {
 		}
 	}
 	return out
+}
+
+// envGitHubAPI is the variable the stack's functions read the GitHub API from
+// (jobswire.EnvGitHubAPIURL).
+const envGitHubAPI = "HANGAR_GITHUB_API_URL"
+
+// TemplateGitHubAPI returns the GitHub API the template's functions are given: what the App's
+// key may be shown to. The pool documents name the server too, but whoever may write them (SSM)
+// may not deploy the stack, and must not be able to point the operator's key elsewhere.
+func TemplateGitHubAPI(tpl map[string]any) string {
+	for _, fn := range resources(tpl, "AWS::Lambda::Function") {
+		env, _ := fn["Environment"].(map[string]any)
+		vars, _ := env["Variables"].(map[string]any)
+		if v, ok := vars[envGitHubAPI].(string); ok && v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // ParseTemplate reads a CloudFormation template (JSON, as the CDK synthesizes it).

@@ -65,7 +65,7 @@ func appChecks(ctx context.Context, d Deps) []Finding {
 	if err != nil {
 		return []Finding{failed("app.credentials", "the App secret holds no App: "+err.Error(), setupFix)}
 	}
-	api := ghurl.APIURL(d.Stack.Pools[0].GitHubURL)
+	api := d.GitHubAPI
 	app, err := ghapp.New(api, func(context.Context, bool) (ghapp.Credentials, error) { return creds, nil }, d.HTTP.Transport).AppClient()
 	if err != nil {
 		return []Finding{failed("app.credentials", err.Error(), setupFix)}
@@ -82,8 +82,44 @@ func appChecks(ctx context.Context, d Deps) []Finding {
 	} else {
 		out = append(out, installations(ctx, d, api, creds, got, ins)...)
 	}
-	out = append(out, deliveries(ctx, d, app), webhookAnswers(ctx, d))
+	out = append(out, hookConfig(ctx, d, app), deliveries(ctx, d, app), webhookAnswers(ctx, d))
 	return out
+}
+
+// gitHubServer checks the pool documents name the GitHub server the stack was deployed for:
+// the documents are SSM parameters, which more identities may write than may deploy the stack.
+func gitHubServer(d Deps) Finding {
+	const check = "stack.github"
+	if d.GitHubAPI == "" {
+		return failed(check, "the stack's template gives its functions no GitHub API URL", "deploy the stack again")
+	}
+	for _, doc := range d.Stack.Pools {
+		if got := ghurl.APIURL(doc.GitHubURL); got != d.GitHubAPI {
+			return failed(check, fmt.Sprintf("pool %s's document names GitHub server %s (API %s), but the stack was deployed for %s: the document was changed outside a deploy, and the App's checks are not run", doc.Name, doc.GitHubURL, got, d.GitHubAPI),
+				"find who wrote /hangar/<stack>/pools/ (CloudTrail, ssm:PutParameter) and deploy the stack again")
+		}
+	}
+	return ok(check, "the pools serve the GitHub server the stack was deployed for: "+d.GitHubAPI)
+}
+
+// hookConfig checks GitHub delivers the App's webhook to the stack's Function URL, as JSON, over
+// verified TLS: the webhook check proves the function answers, this that GitHub sends it there.
+func hookConfig(ctx context.Context, d Deps, app *ghclient.AppClient) Finding {
+	const check = "app.webhook"
+	c, err := app.HookConfig(ctx)
+	if err != nil {
+		return failed(check, err.Error(), "")
+	}
+	fix := fmt.Sprintf("in the App's settings, General: Webhook URL %s, Active; then Advanced: content type application/json, SSL verification on", d.Outputs["WebhookUrl"])
+	switch {
+	case c.URL != d.Outputs["WebhookUrl"]:
+		return failed(check, fmt.Sprintf("GitHub delivers the App's webhook to %q, not the stack's Function URL %s: no job reaches the stack", c.URL, d.Outputs["WebhookUrl"]), fix)
+	case c.ContentType != "json":
+		return failed(check, fmt.Sprintf("the App's webhook content type is %q: the function reads JSON bodies", c.ContentType), fix)
+	case c.InsecureSSL:
+		return failed(check, "the App's webhook skips TLS verification", fix)
+	}
+	return ok(check, "GitHub delivers the App's webhook to the stack's Function URL, as JSON")
 }
 
 // orgScoped reports whether some pool's runners are organisation runners.
@@ -261,6 +297,10 @@ func deliveries(ctx context.Context, d Deps, app *ghclient.AppClient) Finding {
 			byStatus[dl.StatusCode]++
 		}
 	}
+	if total == 0 {
+		return warned(check, "no delivery in the last day: if jobs were queued for the stack's labels, GitHub is not sending their events",
+			"check app.webhook and app.permissions; a job queued now should show up in the App's Advanced → Recent Deliveries")
+	}
 	if len(byStatus) == 0 {
 		return ok(check, fmt.Sprintf("%d deliveries in the last day, none failed", total))
 	}
@@ -373,7 +413,11 @@ func runnerVersions(ctx context.Context, d Deps) []Finding {
 	if len(pinned) == 0 {
 		return nil
 	}
-	releases, err := ghclient.RunnerReleases(ctx, ghurl.APIURL(d.Stack.Pools[0].GitHubURL), d.HTTP)
+	api := d.GitHubAPI
+	if api == "" {
+		api = ghurl.APIURL(d.Stack.Pools[0].GitHubURL)
+	}
+	releases, err := ghclient.RunnerReleases(ctx, api, d.HTTP)
 	if err != nil || len(releases) == 0 {
 		return []Finding{warned(check, fmt.Sprintf("could not read the runner's releases: %v", err), "")}
 	}

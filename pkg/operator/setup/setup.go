@@ -164,10 +164,12 @@ type run struct {
 	token    string // in the page's URL: only who was given the address sees the page
 	state    string // sent to GitHub with the manifest, and checked when the browser comes back
 	api, web string
-	mu       sync.Mutex
-	done     bool
-	result   chan Result
-	failed   chan error
+	// ctx is Run's: the exchange and the writes end with the setup, not with the browser's request.
+	ctx    context.Context
+	mu     sync.Mutex
+	done   bool
+	result chan Result
+	failed chan error
 }
 
 // Run serves the setup page on a loopback address until GitHub sends the browser back with the
@@ -188,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	web := strings.TrimRight(o.Stack.GitHubURL, "/")
 	r := &run{o: o, host: ln.Addr().String(), token: random(16), state: random(32), web: web, api: ghurl.APIURL(web),
-		result: make(chan Result, 1), failed: make(chan error, 1)}
+		ctx: ctx, result: make(chan Result, 1), failed: make(chan error, 1)}
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
@@ -315,7 +317,7 @@ func (r *run) created(w http.ResponseWriter, req *http.Request) {
 		r.show(w, http.StatusGone, "Already done", "This setup has stored its App already.", "")
 		return
 	}
-	res, err := r.store(req.Context(), q.Get("code"))
+	res, err := r.store(r.ctx, q.Get("code"))
 	if err != nil {
 		r.o.Log.Error("register the App", "error", err)
 		r.show(w, http.StatusBadGateway, "The App was not stored", err.Error(), "")

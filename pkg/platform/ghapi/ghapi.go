@@ -186,3 +186,10 @@ type Release struct {
 	Version     string // the tag without its leading v
 	PublishedAt time.Time
 }
+
+// HookConfig is where GitHub delivers the App's webhook, and how.
+type HookConfig struct {
+	URL         string
+	ContentType string // json or form
+	InsecureSSL bool
+}

@@ -110,3 +110,12 @@ func RunnerReleases(ctx context.Context, apiURL string, hc *http.Client) ([]ghap
 	}
 	return out, nil
 }
+
+// HookConfig returns where GitHub delivers the App's webhook (GET /app/hook/config).
+func (a *AppClient) HookConfig(ctx context.Context) (ghapi.HookConfig, error) {
+	c, _, err := a.gh.Apps.GetHookConfig(ctx)
+	if err != nil {
+		return ghapi.HookConfig{}, fmt.Errorf("read the App's webhook configuration: %w", classify(err))
+	}
+	return ghapi.HookConfig{URL: c.GetURL(), ContentType: c.GetContentType(), InsecureSSL: c.GetInsecureSSL() == "1"}, nil
+}

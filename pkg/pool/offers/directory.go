@@ -87,6 +87,12 @@ func (d *Directory) Counts(ctx context.Context, name string) (Counts, error) {
 	return q.Counts(ctx)
 }
 
+// QueueCounts reads another queue of the stack's and its dead-letter queue's counts (the jobs
+// queue: hangar status), named what in errors.
+func (d *Directory) QueueCounts(ctx context.Context, what, url, dlqURL string) (Counts, error) {
+	return (&Queue{sqs: d.SQS, pool: what, url: url, dlqURL: dlqURL}).Counts(ctx)
+}
+
 // Depth returns about how many offers a pool's queue holds.
 func (d *Directory) Depth(ctx context.Context, name string) (int, error) {
 	q, err := d.Queue(ctx, name)
