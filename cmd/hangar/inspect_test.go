@@ -1,13 +1,10 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,7 +21,6 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/pricefake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/operator"
@@ -163,22 +159,10 @@ func newWorld(t *testing.T) *world {
 // and stderr.
 func (w *world) hangar(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
-	ctx := testbed.Context(t, 2*time.Minute)
-	cmd := exec.CommandContext(ctx, bin, args...)
 	if env == nil {
 		env = append(w.e.Environ(), "HANGAR_STACK="+w.e.Stack)
 	}
-	cmd.Env = env
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), stdout.String(), stderr.String()
-	}
-	require.NoError(t, err)
-	return 0, stdout.String(), stderr.String()
+	return runHangar(t, env, args...)
 }
 
 // TestOperatorCommands: status, instance and their bad input on a stack of two pools.

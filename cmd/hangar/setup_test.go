@@ -1,14 +1,10 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,7 +23,6 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/quotafake"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/operator"
 	"github.com/hangar-ci/hangar/pkg/operator/doctor"
@@ -73,32 +68,15 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	owner := strings.Split(localenv.Repo, "/")[0]
 	w.gh.AddRepos(localenv.Repo, owner+"/elsewhere")
 	browser := chromium(t)
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
 	quotas := w.accountQuotas(t)
 
 	// Before setup, doctor says no App is registered, and how to register one.
-	code, findings := w.doctor(t, bin, quotas)
+	code, findings := w.doctor(t, quotas)
 	require.Equal(t, 1, code)
 	require.Contains(t, failing(findings)["app.credentials"], "holds no value yet")
 
-	cmd := exec.Command(bin, "setup", "--stack", w.e.Stack, "--org", owner)
-	cmd.Env = w.e.Environ()
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	require.NoError(t, err)
-	cmd.Stderr = errFile
-	stderr := stderrOf{errFile.Name()}
-	require.NoError(t, cmd.Start())
+	cmd, lines, stderr := startHangar(t, w.e.Environ(), "setup", "--stack", w.e.Stack, "--org", owner)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	page := regexp.MustCompile(`^\s+(http://127\.0\.0\.1:[0-9]+/\?t=[0-9a-f]{32})$`)
 	var addr string
 	deadline := time.After(2 * time.Minute)
@@ -171,7 +149,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.Contains(t, strings.Join(printed, "\n"), install, "setup points the user at installing the App")
 
 	// Registered but not installed: doctor names the repository and where to install the App.
-	code, findings = w.doctor(t, bin, quotas)
+	code, findings = w.doctor(t, quotas)
 	require.Equal(t, 1, code)
 	require.Contains(t, failing(findings)["app.installations"], localenv.Repo)
 	require.Contains(t, fixOf(findings, "app.installations"), install)
@@ -196,7 +174,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	var jobRun *operator.RunSummary
 	var listed string
 	require.NoError(t, localenv.Eventually(ctx, time.Minute, "hangar runs shows the job, back in the pool", func(context.Context) (bool, error) {
-		code, out, errOut := w.hangarCmd(t, bin, "runs", "--since", "1d", "-o", "json")
+		code, out, errOut := w.hangarCmd(t, "runs", "--since", "1d", "-o", "json")
 		require.Equal(t, 0, code, errOut)
 		var runs []operator.RunSummary
 		require.NoError(t, json.Unmarshal([]byte(out), &runs))
@@ -214,23 +192,23 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.Contains(t, jobRun.Job.URL, fmt.Sprintf("/job/%d", job))
 	require.Equal(t, "its runner ran it", jobRun.Job.Ran())
 	require.Positive(t, jobRun.ProvisionSeconds, "from the claim to the job started on its runner")
-	code, listed, errOut := w.hangarCmd(t, bin, "runs", "--since", "1d")
+	code, listed, errOut := w.hangarCmd(t, "runs", "--since", "1d")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, listed, fmt.Sprintf("job %d (ci / job-%d)", job, job))
 	// hangar status shows the jobs queue beside the pools.
-	code, listed, errOut = w.hangarCmd(t, bin, "status", "-o", "json")
+	code, listed, errOut = w.hangarCmd(t, "status", "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	var status struct{ Jobs *operator.JobsStatus }
 	require.NoError(t, json.Unmarshal([]byte(listed), &status))
 	require.NotNil(t, status.Jobs, listed)
 	require.Zero(t, status.Jobs.DeadLetters)
-	code, listed, errOut = w.hangarCmd(t, bin, "status")
+	code, listed, errOut = w.hangarCmd(t, "status")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, listed, "JOBS QUEUE")
 
 	// Everything green, the job's deliveries among them: doctor exits 0 with no failure and no
 	// warning.
-	code, findings = w.doctor(t, bin, quotas)
+	code, findings = w.doctor(t, quotas)
 	require.Equal(t, 0, code, "%+v", findings)
 	for _, f := range findings {
 		require.Equal(t, doctor.OK, f.Status, "%+v", f)
@@ -258,7 +236,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 		}
 		return false, nil
 	}))
-	code, findings = w.doctor(t, bin, quotas)
+	code, findings = w.doctor(t, quotas)
 	require.Equal(t, 1, code)
 	fails := failing(findings)
 	require.Contains(t, fails["app.permissions"], "actions: read")
@@ -273,7 +251,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	quotas.SetQuota("ec2", "L-1216C47A", 8)
 	tpl, err := w.d.Synth(ctx, emustack.Settings{Idle: pooldoc.DefaultTimeouts.Idle.D(), AMI: "ami-0123456789abcdef0"})
 	require.NoError(t, err)
-	code, findings = w.doctorArgs(t, bin, quotas, "--template", tpl)
+	code, findings = w.doctorArgs(t, quotas, "--template", tpl)
 	require.Equal(t, 1, code)
 	fails = failing(findings)
 	require.Contains(t, fails["pool.image"], "ami-0123456789abcdef0")
@@ -281,6 +259,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.Contains(t, fails["quota.vcpu"], "L-1216C47A")
 	require.Contains(t, fixOf(findings, "quota.vcpu"), "ask for 40")
 	require.Contains(t, fails["quota.lambda"], "120")
+	require.Contains(t, fixOf(findings, "oidc"), "github.oidcProviderArn", "the account has the provider the template would create")
 
 	// A pool document pointed at another GitHub server (SSM is writable by more than deploy):
 	// neither doctor nor setup shows the App's key to it.
@@ -292,18 +271,16 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	require.NotEqual(t, aws.ToString(param.Parameter.Value), forged)
 	_, err = ssmc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(forged), Overwrite: aws.Bool(true)})
 	require.NoError(t, err)
-	code, findings = w.doctor(t, bin, quotas)
+	code, findings = w.doctor(t, quotas)
 	require.Equal(t, 1, code)
 	require.Contains(t, failing(findings)["stack.github"], "evil.example")
 	for _, f := range findings {
 		require.False(t, strings.HasPrefix(f.Check, "app."), "no App check runs against a server the stack was not deployed for: %+v", f)
 	}
-	again := exec.Command(bin, "setup", "--stack", w.e.Stack)
-	again.Env = w.e.Environ()
-	said, err := again.CombinedOutput()
-	require.Error(t, err)
-	require.Contains(t, string(said), "evil.example", "setup refuses before it serves a page")
-	require.NotContains(t, string(said), "Open this address")
+	code, said, refused := runHangar(t, w.e.Environ(), "setup", "--stack", w.e.Stack)
+	require.Equal(t, 1, code)
+	require.Contains(t, refused, "evil.example", "setup refuses before it serves a page")
+	require.NotContains(t, said, "Open this address")
 }
 
 // accountQuotas stands in for the account's quotas (which the emulators do not answer) with an
@@ -325,44 +302,24 @@ func (w *deployedWorld) accountQuotas(t *testing.T) *quotafake.Server {
 }
 
 // doctor runs hangar doctor on the deployed stack and returns its exit code and findings.
-func (w *deployedWorld) doctor(t *testing.T, bin string, q *quotafake.Server) (int, []doctor.Finding) {
+func (w *deployedWorld) doctor(t *testing.T, q *quotafake.Server) (int, []doctor.Finding) {
 	t.Helper()
-	return w.doctorArgs(t, bin, q)
+	return w.doctorArgs(t, q)
 }
 
-func (w *deployedWorld) doctorArgs(t *testing.T, bin string, q *quotafake.Server, args ...string) (int, []doctor.Finding) {
+func (w *deployedWorld) doctorArgs(t *testing.T, q *quotafake.Server, args ...string) (int, []doctor.Finding) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"doctor", "--stack", w.e.Stack, "-o", "json"}, args...)...)
-	cmd.Env = append(append(w.e.Environ(), q.Env()...), "HTTP_PROXY="+w.jobs.HTTPProxy)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
+	env := append(append(w.e.Environ(), q.Env()...), "HTTP_PROXY="+w.jobs.HTTPProxy)
+	code, out, stderr := runHangar(t, env, append([]string{"doctor", "--stack", w.e.Stack, "-o", "json"}, args...)...)
 	var res struct{ Findings []doctor.Finding }
-	require.NoError(t, json.Unmarshal(out, &res), "%s\n%s", out, stderr.String())
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "%s\n%s", out, stderr)
 	return code, res.Findings
 }
 
 // hangarCmd runs the built hangar on the world's stack and returns its exit code and outputs.
-func (w *deployedWorld) hangarCmd(t *testing.T, bin string, args ...string) (int, string, string) {
+func (w *deployedWorld) hangarCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append(args, "--stack", w.e.Stack)...)
-	cmd.Env = w.e.Environ()
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), stdout.String(), stderr.String()
-	}
-	require.NoError(t, err)
-	return 0, stdout.String(), stderr.String()
+	return runHangar(t, w.e.Environ(), append(args, "--stack", w.e.Stack)...)
 }
 
 // failing returns the failed findings' details by check, joined.

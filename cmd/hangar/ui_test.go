@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,7 +20,6 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/browser"
 	"github.com/hangar-ci/hangar/internal/testkit/localenv"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
-	"github.com/hangar-ci/hangar/internal/testkit/testbuild"
 	"github.com/hangar-ci/hangar/pkg/operator"
 )
 
@@ -197,16 +194,7 @@ func chromium(t *testing.T) context.Context {
 // startUI starts hangar ui on the world's stack and returns the address it printed.
 func startUI(t *testing.T, w *world) string {
 	t.Helper()
-	bin := testbuild.Binary(t, "github.com/hangar-ci/hangar/cmd/hangar")
-	cmd := exec.Command(bin, "ui", "--addr", "127.0.0.1:0")
-	cmd.Env = append(w.e.Environ(), "HANGAR_STACK="+w.e.Stack)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	require.NoError(t, err)
-	cmd.Stderr = errFile
-	stderr := stderrOf{errFile.Name()}
-	require.NoError(t, cmd.Start())
+	cmd, lines, stderr := startHangar(t, append(w.e.Environ(), "HANGAR_STACK="+w.e.Stack), "ui", "--addr", "127.0.0.1:0")
 	t.Cleanup(func() {
 		require.NoError(t, cmd.Process.Signal(os.Interrupt))
 		done := make(chan error, 1)
@@ -219,14 +207,6 @@ func startUI(t *testing.T, w *world) string {
 			t.Errorf("hangar ui did not stop within a minute of an interrupt: %s", stderr.String())
 		}
 	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	select {
 	case line := <-lines:
 		prefix := "hangar ui: stack " + w.e.Stack + " at "
@@ -245,12 +225,4 @@ func parseDollars(t *testing.T, s string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimPrefix(strings.TrimSuffix(s, " +?"), "$"), 64)
 	require.NoError(t, err, s)
 	return v
-}
-
-// stderrOf is a process's standard error, kept in a file: read whole when a message needs it.
-type stderrOf struct{ path string }
-
-func (s stderrOf) String() string {
-	b, _ := os.ReadFile(s.path)
-	return string(b)
 }
