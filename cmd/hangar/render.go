@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // writeJSON writes v indented, for --output json.
@@ -44,6 +45,9 @@ func clean(s string) string {
 			b.WriteString("  ")
 		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
 			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.Is(unicode.Cf, r):
+			// Invisible formatting (a right-to-left override) would reorder the rest of the row.
+			fmt.Fprintf(&b, "\\u%04x", r)
 		default:
 			b.WriteRune(r)
 		}

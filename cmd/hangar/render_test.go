@@ -19,6 +19,7 @@ func TestCleanKeepsEscapesFromTheTerminal(t *testing.T) {
 		{"tab\there", "tab  here"},
 		{"\u009b31mred", `\x9b31mred`},
 		{"é ünïcode", "é ünïcode"},
+		{"\u202eevil", `\u202eevil`},
 	} {
 		require.Equal(t, tc.want, clean(tc.in), "%q", tc.in)
 	}

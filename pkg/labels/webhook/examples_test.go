@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/testkit/fake"
 	"github.com/hangar-ci/hangar/internal/testkit/ghspec"
 	"github.com/hangar-ci/hangar/internal/testkit/testbed"
+	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/labels/webhook"
@@ -133,5 +135,53 @@ func TestRecordedPayloads(t *testing.T) {
 		}))
 		require.Equal(t, http.StatusOK, resp.Status, "ping %d: %s", i, resp.Body)
 		require.Contains(t, resp.Body, "pong", "ping %d", i)
+	}
+}
+
+// onGitHub is the package's stack (pools) with its documents pinning github.com, as a deployed
+// stack's do.
+type onGitHub struct{ pools }
+
+func (p onGitHub) LoadStack(ctx context.Context) (*pooldoc.Stack, error) {
+	s, err := p.pools.LoadStack(ctx)
+	for _, d := range s.Pools {
+		d.GitHubURL = "https://github.com"
+	}
+	return s, err
+}
+
+// TestShownTextIsPlain: what a job's payload gives the operator's views (its name, its
+// workflow's, its page) reaches the jobs queue without control or invisible formatting
+// characters, or characters SQS refuses, and the page only when it is on the stack's GitHub
+// server.
+func TestShownTextIsPlain(t *testing.T) {
+	t.Parallel()
+	q := &fake.SQS{}
+	h, err := webhook.New(webhook.Config{Stack: "hangar", JobsQueueURL: jobsQueue}, webhook.Deps{
+		Secret: func(context.Context, bool) ([][]byte, error) { return [][]byte{[]byte(secret)}, nil },
+		Queue:  q, Pools: onGitHub{pools{table: "t"}}, DynamoDB: &okDB{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: &metrics.Writer{Out: &testbed.Buffer{}}})
+	require.NoError(t, err)
+	for i, page := range []string{"https://github.com/octo/app/actions/runs/9/job/5", "https://evil.example/octo/app"} {
+		body, err := json.Marshal(map[string]any{"action": "queued", "installation": map[string]any{"id": 11},
+			"repository": map[string]any{"id": 1, "full_name": "octo/app", "name": "app"},
+			"workflow_job": map[string]any{"id": 5 + i, "run_id": 9, "status": "queued", "labels": []string{"hangar", "linux-x64"},
+				"name": "build\u202e\x1b[31m\uffff ok", "workflow_name": strings.Repeat("w", 600), "html_url": page}})
+		require.NoError(t, err)
+		resp := h.Handle(context.Background(), request(body, nil))
+		require.Equal(t, http.StatusAccepted, resp.Status, resp.Body)
+	}
+	bodies := q.Bodies(jobsQueue)
+	require.Len(t, bodies, 2)
+	for i, b := range bodies {
+		m, err := jobs.Parse(b)
+		require.NoError(t, err)
+		require.Equal(t, "build[31m ok", m.Job.Name)
+		require.Equal(t, strings.Repeat("w", 512)+"…", m.Job.Workflow)
+		if i == 0 {
+			require.Equal(t, "https://github.com/octo/app/actions/runs/9/job/5", m.Job.URL)
+		} else {
+			require.Empty(t, m.Job.URL, "a page on another server is no link")
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -19,6 +21,7 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/jobs"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 // Headers GitHub sends with every delivery.
@@ -184,6 +187,9 @@ func (h *Handler) handle(ctx context.Context, req Request) outcome {
 			return o
 		}
 		job.Pool = pool.Name
+		if !ghurl.SameServer(job.URL, pool.GitHubURL) {
+			job.URL = "" // a link to the pool's own GitHub server only
+		}
 	} else {
 		// A job of the stack's, or any job a runner of the stack's took. One its runner took is
 		// passed on whoever took it: the dispatcher must learn that the job the runner was made
@@ -322,7 +328,7 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 	j := jobs.Job{ID: wj.GetID(), RunID: wj.GetRunID(), RunAttempt: int(wj.GetRunAttempt()), Labels: wj.Labels,
 		Repo: ev.GetRepo().GetFullName(), RepoID: ev.GetRepo().GetID(), Installation: ev.GetInstallation().GetID(), RunnerName: wj.GetRunnerName(),
 		RunnerID: wj.GetRunnerID(), Conclusion: wj.GetConclusion(), Delivery: truncate(delivery, 64),
-		Name: truncate(wj.GetName(), maxShownText), Workflow: truncate(wj.GetWorkflowName(), maxShownText)}
+		Name: shown(wj.GetName()), Workflow: shown(wj.GetWorkflowName())}
 	if u := wj.GetHTMLURL(); len(u) <= maxShownText && (strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://")) {
 		j.URL = u
 	}
@@ -349,6 +355,24 @@ func jobOf(ev *github.WorkflowJobEvent, delivery string) (jobs.Job, error) {
 		errs = append(errs, errors.New("workflow_job.runner_name: over 256 characters"))
 	}
 	return j, errors.Join(errs...)
+}
+
+// shown is text of a payload kept for the operator's views: printable characters only (no
+// control or invisible formatting ones, none SQS refuses), at most maxShownText bytes, cut on a
+// character.
+func shown(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(r) > maxShownText {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func truncate(s string, n int) string {
