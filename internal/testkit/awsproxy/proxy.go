@@ -7,7 +7,10 @@ package awsproxy
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -68,6 +71,7 @@ func New(target string, seed uint64) (*Proxy, error) {
 	}
 	p := &Proxy{ln: ln, ops: map[string]int{}, injected: map[string]int{}, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorHandler = QuietErrors
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.cut.Load() {
 			drop(w)
@@ -310,4 +314,15 @@ func drop(w http.ResponseWriter) {
 		}
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// QuietErrors is a reverse proxy's error handler that says nothing of a request its client gave
+// up on (a long poll ended at shutdown) and answers any other failure 502, as
+// httputil.ReverseProxy does.
+func QuietErrors(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
+		return
+	}
+	log.Printf("proxy %s %s: %v", r.Method, r.URL.Path, err)
+	w.WriteHeader(http.StatusBadGateway)
 }

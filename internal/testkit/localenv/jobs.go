@@ -310,6 +310,7 @@ func functionProxy(functionURL, local string) (*httptest.Server, error) {
 		return nil, err
 	}
 	rp := httputil.NewSingleHostReverseProxy(to)
+	rp.ErrorHandler = awsproxy.QuietErrors
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Host != from.Host {
 			http.Error(w, "localenv: this proxy reaches the stack's Function URL only", http.StatusBadGateway)
