@@ -276,6 +276,17 @@ install_containment() {
   return $rc
 }
 
+# The image contract the agent checks at init (docs/configuration.md, "The image"): git, and the
+# runner's libicu; the simulated instances run on this machine.
+install_image_contract() {
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git libicu72 >/dev/null
+}
+
+image_contract_missing() {
+  command -v git >/dev/null && ls /usr/lib/*-linux-gnu/libicuuc.so.* >/dev/null 2>&1 && return 1
+  return 0
+}
+
 # hangar ui's browser test drives Debian's Chromium, headless.
 install_chromium() {
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
@@ -298,6 +309,7 @@ cmd_up() {
   [ -x "$AEMM_BIN" ] || step ec2-metadata-mock install_aemm
   command -v iptables >/dev/null || step iptables install_iptables
   if containment_missing; then step containment install_containment; fi
+  if image_contract_missing; then step image-contract install_image_contract; fi
   [ -x /usr/bin/chromium ] || step chromium install_chromium
   ensure_runner_users
 

@@ -133,7 +133,8 @@ func New(cfg Config, log *slog.Logger) (*Host, error) {
 
 // Init readies the instance, on every start of the agent: the helper must be root's alone; the
 // runner user must exist, be unprivileged and have no subordinate ids (unless the pool allows user
-// namespaces); the jobs cgroup that contains every run is made; the firewall rules keeping the
+// namespaces); the image must hold what Hangar needs (checkImage, every missing piece named at
+// once); the jobs cgroup that contains every run is made; the firewall rules keeping the
 // jobs cgroup and the runner user off the metadata endpoint are installed and proved (rules do not
 // survive a reboot); at and cron are denied to the runner user; the directories outside its home
 // it may write to are found (see findSweepDirs). out is output to report with a failure.
@@ -150,6 +151,20 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 		return "", err
 	}
 	if u.subUIDs, err = checkSubordinateIDs(u, r.UserNamespaces); err != nil {
+		return "", err
+	}
+	root := h.cfg.CgroupRoot
+	if root == "" {
+		if root, err = defaultCgroupRoot(); err != nil {
+			return "", fmt.Errorf("find the agent's cgroup, to contain runs: %w", err)
+		}
+	}
+	// The image's every missing piece is named at once, before anything is changed (and before
+	// anything found on root's PATH is run, that PATH is checked).
+	if err := checkRootPath(u); err != nil {
+		return "", fmt.Errorf("find the programs the agent runs as root: %w", err)
+	}
+	if err := checkImage(ctx, h.cfg, u, root); err != nil {
 		return "", err
 	}
 	if h.tools, err = resolveTools(h.cfg, u); err != nil {
@@ -182,12 +197,6 @@ func (h *Host) Init(ctx context.Context) (out string, err error) {
 	}
 	if err := maskUserManager(ctx, h.tools.systemctl, u); err != nil {
 		return "", err
-	}
-	root := h.cfg.CgroupRoot
-	if root == "" {
-		if root, err = defaultCgroupRoot(); err != nil {
-			return "", fmt.Errorf("find the agent's cgroup, to contain runs: %w", err)
-		}
 	}
 	cg, err := setupCgroups(root)
 	if err != nil {

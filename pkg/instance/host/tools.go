@@ -51,10 +51,8 @@ type tools struct {
 // given as an absolute path is checked where it is). iptables must be there unless the pool
 // lets runs reach the metadata endpoint; the others are optional.
 func resolveTools(cfg Config, u *runnerUser) (tools, error) {
-	for _, d := range filepath.SplitList(rootPath) {
-		if _, err := rootOwned(d, true, u); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return tools{}, fmt.Errorf("PATH directory %s: %w: the agent runs programs found there as root", d, err)
-		}
+	if err := checkRootPath(u); err != nil {
+		return tools{}, err
 	}
 	var errs []error
 	find := func(name string, required bool) string {
@@ -84,6 +82,17 @@ func resolveTools(cfg Config, u *runnerUser) (tools, error) {
 	}
 	t.ip6tables = find(strings.TrimSuffix(cfg.Iptables, "iptables")+"ip6tables", false)
 	return t, errors.Join(errs...)
+}
+
+// checkRootPath checks that only root may change RootPATH's directories: the agent runs what it
+// finds there as root.
+func checkRootPath(u *runnerUser) error {
+	for _, d := range filepath.SplitList(rootPath) {
+		if _, err := rootOwned(d, true, u); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("PATH directory %s: %w: the agent runs programs found there as root", d, err)
+		}
+	}
+	return nil
 }
 
 // ResolveProgram resolves a program the agent runs as root beside the host's own (its shutdown
