@@ -33,6 +33,10 @@ const (
 // its maxInstances allows: nothing more is launched until some end.
 var ErrAtCapacity = errors.New("at its maxInstances")
 
+// ErrImageBroken is matched by a creation refused because instances of the pool's launch spec
+// failed the image contract: every other would fail the same way.
+var ErrImageBroken = errors.New("its image lacks what Hangar needs")
+
 // Capacity is what a cap leaves for one creation.
 type Capacity struct {
 	// Allowed is how many instances may be created now (the count asked for, when uncapped);
@@ -59,6 +63,21 @@ func (c Capacity) Err(want int) error {
 		c.Of, c.Live, c.Limit, want-c.Allowed, want, ErrAtCapacity)
 }
 
+// launchable refuses a creation of a spec whose instances failed the image contract
+// (MarkBroken): the image is fixed by a deploy, whose new spec launches again. A mark that cannot
+// be read does not stop a creation.
+func (p *Pool) launchable(ctx context.Context, doc *pooldoc.Document) error {
+	b, err := p.Store.Broken(ctx, doc.Name)
+	switch {
+	case err != nil:
+		p.log().Warn("read whether the pool's image is broken; creating anyway", "pool", doc.Name, "error", err)
+	case b != nil && b.Spec == doc.SpecHash:
+		return fmt.Errorf("pool %s: %w, as its instances of spec %s reported at %s (%s): fix the image and deploy; its new spec launches again",
+			doc.Name, ErrImageBroken, b.Spec, b.At.UTC().Format(time.RFC3339), b.Reason)
+	}
+	return nil
+}
+
 // reserve takes the lease of doc's cap (the stack's when it has one, which every pool's creations
 // count against; else the pool's), counts the live instances under it, and returns how many of n
 // instances may be created, with a release to call once what was created is recorded (so that
@@ -67,6 +86,9 @@ func (c Capacity) Err(want int) error {
 // the cap is busy at once.
 func (p *Pool) reserve(ctx context.Context, doc *pooldoc.Document, n int, deadline time.Time, noWait bool) (Capacity, func(), error) {
 	noop := func() {}
+	if err := p.launchable(ctx, doc); err != nil {
+		return Capacity{}, noop, err
+	}
 	if !doc.Capped() {
 		return Capacity{Allowed: n}, noop, nil
 	}

@@ -36,6 +36,10 @@ type Store interface {
 	Census(ctx context.Context, pool string) (state.Census, error)
 	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
+	// MarkBroken and Broken keep the spec whose instances fail the image contract: no more of
+	// it is launched.
+	MarkBroken(ctx context.Context, pool string, b state.BrokenSpec) error
+	Broken(ctx context.Context, pool string) (*state.BrokenSpec, error)
 }
 
 // Queues are the stack's pools' queues (offers.Directory): the queue to claim from, by pool, and

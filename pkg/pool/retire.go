@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
@@ -69,6 +71,7 @@ func (p *Pool) Retire(ctx context.Context, insts []state.Instance, reason Reason
 			}
 		}
 	}
+	p.markBroken(ctx, out.Ended)
 	var ids []string
 	for _, in := range slices.Concat(out.Ended, out.Already) {
 		ids = append(ids, in.ID)
@@ -194,4 +197,21 @@ func (p *Pool) terminate(ctx context.Context, ids []string) error {
 		return fmt.Errorf("terminate %d instances: %w", len(ids), err)
 	}
 	return nil
+}
+
+// markBroken marks the spec of each retired instance whose agent failed the image contract:
+// none more of it is launched (launchable).
+func (p *Pool) markBroken(ctx context.Context, ended []state.Instance) {
+	for _, in := range ended {
+		if in.Signal != state.SignalFailed || in.SpecHash == "" || !strings.Contains(in.SignalLog, state.ImageContractFailure) {
+			continue
+		}
+		b := state.BrokenSpec{Spec: in.SpecHash, Reason: state.LastLine(in.SignalLog), At: time.Now()}
+		if err := p.Store.MarkBroken(ctx, in.Pool, b); err != nil {
+			p.log().Error("mark the pool's spec broken; its instances go on failing", "pool", in.Pool, "spec", in.SpecHash, "error", err)
+			continue
+		}
+		p.log().Error("the pool's image lacks what Hangar needs: none more of its spec is launched until a deploy changes it",
+			"pool", in.Pool, "spec", in.SpecHash, "instance", in.ID, "reason", b.Reason)
+	}
 }

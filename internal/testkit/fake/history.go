@@ -20,13 +20,14 @@ type history struct {
 	records []state.RunRecord
 	bad     []state.RunRecord // malformed: only Key, Pool and EndedAt count
 	cursors map[string]time.Time
+	broken  map[string]state.BrokenSpec // by pool
 }
 
 func (s *Store) history() *history {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.hist == nil {
-		s.hist = &history{cursors: map[string]time.Time{}}
+		s.hist = &history{cursors: map[string]time.Time{}, broken: map[string]state.BrokenSpec{}}
 	}
 	return s.hist
 }
@@ -127,3 +128,35 @@ func (s *Store) AdvanceCursor(_ context.Context, name string, from, to time.Time
 
 // The store is also the state table's history for the spend publisher.
 var _ spend.Store = (*Store)(nil)
+
+// MarkBroken records pool's broken spec as state.Store.MarkBroken does: a mark of the same spec
+// is kept as it was.
+func (s *Store) MarkBroken(_ context.Context, pool string, b state.BrokenSpec) error {
+	if err := s.call("MarkBroken"); err != nil {
+		return err
+	}
+	h := s.history()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.broken[pool]; ok && old.Spec == b.Spec {
+		return nil
+	}
+	b.At = time.UnixMilli(b.At.UnixMilli())
+	h.broken[pool] = b
+	return nil
+}
+
+// Broken returns pool's broken spec, nil when none was marked.
+func (s *Store) Broken(_ context.Context, pool string) (*state.BrokenSpec, error) {
+	if err := s.call("Broken"); err != nil {
+		return nil, err
+	}
+	h := s.history()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.broken[pool]
+	if !ok {
+		return nil, nil
+	}
+	return &b, nil
+}

@@ -16,7 +16,7 @@ import (
 // names each one missing in a single failure, so that an image is fixed once, not piece by piece.
 
 // ErrImageContract is matched by Init's failure when the image lacks what Hangar needs.
-var ErrImageContract = errors.New("the image lacks what Hangar needs")
+var ErrImageContract = errors.New(state.ImageContractFailure)
 
 // libraryDirs are where the runner's shared libraries are looked for, as the dynamic linker
 // looks on the distributions Hangar supports (Debian and Ubuntu's multiarch, Amazon Linux's lib64).

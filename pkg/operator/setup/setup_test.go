@@ -1,3 +1,8 @@
+//go:build localworld
+
+// The stand-in GitHub is plain http on a loopback address, which only the local world's builds
+// accept as a GitHub server (ghurl).
+
 package setup_test
 
 import (
