@@ -105,3 +105,21 @@ func ProcessesUnder(dir string) []string {
 	}
 	return out
 }
+
+// ownMounts starts the process in a mount namespace of its own (Config.Hide).
+func ownMounts(attr *syscall.SysProcAttr) { attr.Cloneflags |= syscall.CLONE_NEWNS }
+
+// hidePaths covers each of paths with an empty file (/dev/null) in the calling process's mount
+// namespace, made private first so that nothing reaches the machine's: what the agent looks for
+// there is then missing, as in an image without it. The shim runs it before it starts the agent.
+func hidePaths(paths []string) error {
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the mounts private: %w", err)
+	}
+	for _, p := range paths {
+		if err := syscall.Mount("/dev/null", p, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("cover %s: %w", p, err)
+		}
+	}
+	return nil
+}

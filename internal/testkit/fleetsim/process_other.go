@@ -36,3 +36,11 @@ const cpuShimEnv = "HANGAR_FLEETSIM_CPU_CGROUP"
 func newCPUGroup(string, int) (string, error) { return "", nil }
 func joinCPUGroup(string) error               { return nil }
 func removeCPUGroup(string) error             { return nil }
+
+// ownMounts: outside Linux there are no mount namespaces.
+func ownMounts(*syscall.SysProcAttr) {}
+
+// hidePaths: outside Linux nothing can be hidden from the agent.
+func hidePaths([]string) error {
+	return errors.New("fleetsim: hiding files needs Linux's mount namespaces")
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -31,6 +32,9 @@ import (
 // directory as without the shim. Only a SIGKILL of the shim itself, which the simulator never
 // sends, would leave the agent's children behind.
 const shimEnv = "HANGAR_FLEETSIM_SHIM"
+
+// hideShimEnv carries Config.Hide to the shim, which covers them before it starts the agent.
+const hideShimEnv = "HANGAR_FLEETSIM_HIDE"
 
 func init() {
 	if os.Getenv(shimEnv) == "" {
@@ -69,7 +73,14 @@ func shimMain(args []string) int {
 			log.Warn("join the instances' cpu cgroup; this agent runs at full weight", "error", err)
 		}
 	}
-	for _, env := range []string{shimEnv, cpuShimEnv} {
+	if hide := os.Getenv(hideShimEnv); hide != "" {
+		// In the mount namespace the simulator gave this shim: the agent's image lacks them.
+		if err := hidePaths(filepath.SplitList(hide)); err != nil {
+			log.Error("hide files from the agent", "error", err)
+			return 1
+		}
+	}
+	for _, env := range []string{shimEnv, cpuShimEnv, hideShimEnv} {
 		if err := os.Unsetenv(env); err != nil {
 			log.Error("clear the shim's environment variable", "name", env, "error", err)
 			return 1

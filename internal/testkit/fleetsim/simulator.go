@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,7 +64,11 @@ type Config struct {
 	// CPUShares, when set, runs the instances together in a cgroup of that CPU weight (cgroup v1
 	// cpu.shares; a process's is 1024), where the machine has that controller: see cpu_linux.go.
 	CPUShares int
-	Log       *slog.Logger
+	// Hide are files the instances' "image" lacks (a program, a library, a kernel file such as a
+	// cgroup's cgroup.kill): each agent runs in a mount namespace of its own where they are
+	// covered, as an image without them would have them missing.
+	Hide []string
+	Log  *slog.Logger
 }
 
 type instance struct {
@@ -391,11 +396,17 @@ func (s *Simulator) startAgent(inst *instance, args, env []string) error {
 	if s.cpuGroup != "" {
 		cmd.Env = append(cmd.Env, cpuShimEnv+"="+s.cpuGroup)
 	}
+	if len(s.cfg.Hide) > 0 {
+		cmd.Env = append(cmd.Env, hideShimEnv+"="+strings.Join(s.cfg.Hide, string(os.PathListSeparator)))
+	}
 	cmd.ExtraFiles = []*os.File{pidOut} // descriptor 3
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = inst.dir
 	// Its own process group, and a power cut (SIGHUP, see shimEnv) when the simulator dies.
 	cmd.SysProcAttr = procAttr(true, syscall.SIGHUP)
+	if len(s.cfg.Hide) > 0 {
+		ownMounts(cmd.SysProcAttr)
+	}
 	done, err := startLocked(cmd)
 	_ = pidOut.Close()
 	if err != nil {

@@ -68,8 +68,10 @@ type Options struct {
 	BadChecksum bool     // publish a wrong SHA-256 for the runner download
 	Baked       bool     // bake the runner into the "image" instead of downloading it
 	AgentArgs   []string // extra agent flags
-	Market      string   // the pool's market (default on-demand)
-	Types       []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
+	// Hide are files the simulated instances' image lacks (fleetsim.Config.Hide).
+	Hide   []string
+	Market string   // the pool's market (default on-demand)
+	Types  []string // the pool's instance types (default c7i.large, c6i.large, m7i.large)
 	// Requirements choose the pool's types by size instead (Types is then ignored).
 	Requirements *pooldoc.Requirements
 	Dir          string // the simulator's directory (default: a temporary one, removed by Close)
@@ -236,7 +238,7 @@ func Start(ctx context.Context, o Options) (_ *Env, err error) {
 	}
 	simCfg := fleetsim.Config{
 		Stack: e.Stack, AgentBin: agentBin, HelperBin: helperBin, MetadataBin: imdsBin, Dir: dir, Env: e.Environ(), DynamoDBEndpoint: ddbURL,
-		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log, CPUShares: o.InstanceCPUShares,
+		Region: cfg.Region, Account: Account, AgentArgs: o.AgentArgs, Log: o.Log, CPUShares: o.InstanceCPUShares, Hide: o.Hide,
 	}
 	if o.Baked {
 		simCfg.Prepare = func(_, dir string) error { return fakerunner.Install(dir, runnerBin) }
