@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
@@ -23,6 +24,7 @@ import (
 	"github.com/hangar-ci/hangar/internal/wire/awscfg"
 	"github.com/hangar-ci/hangar/pkg/contract/names"
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/operator/doctor"
 )
 
@@ -49,7 +51,8 @@ and its pools' images.
 It exits 1 when a check fails (a warning does not), 2 on bad input. Your AWS identity needs read
 access: lambda:GetAccountSettings, servicequotas:GetServiceQuota, iam:ListOpenIDConnectProviders,
 ec2:Describe*, cloudformation:DescribeStacks and GetTemplate, ssm:GetParametersByPath on
-/hangar/<stack>/, sqs:GetQueueAttributes, and secretsmanager:GetSecretValue on the App's secrets.`,
+/hangar/<stack>/, dynamodb:GetItem on the stack's table, sqs:GetQueueAttributes, and
+secretsmanager:GetSecretValue on the App's secrets.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -127,6 +130,11 @@ func doctorDeps(ctx context.Context, g *globals, body []byte) (doctor.Deps, erro
 	}
 	d.StackExists = true
 	d.GitHubAPI = doctor.TemplateGitHubAPI(d.Template)
+	store, err := state.NewStore(dynamodb.NewFromConfig(cfg), d.Stack.Table, d.Stack.Account)
+	if err != nil {
+		return doctor.Deps{}, err
+	}
+	d.Broken = store.Broken
 	return d, nil
 }
 

@@ -217,7 +217,7 @@ func TestSetupThroughTheBrowser(t *testing.T) {
 	for _, f := range findings {
 		checked[f.Check] = true
 	}
-	for _, c := range []string{"quota.lambda", "quota.vcpu", "oidc", "pool.image", "pool.subnets", "pool.securityGroups", "app.credentials",
+	for _, c := range []string{"quota.lambda", "quota.vcpu", "oidc", "pool.image", "pool.subnets", "pool.securityGroups", "pool.imageContract", "app.credentials",
 		"app.permissions", "app.installations", "app.webhook", "app.deliveries", "webhook", "jobs.deadLetters", "stack.github"} {
 		require.True(t, checked[c], "doctor checks %s", c)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/hangar-ci/hangar/pkg/platform/awsapi"
 )
 
@@ -57,6 +58,9 @@ type Deps struct {
 	IAM     awsapi.IAMProviders
 	SQS     awsapi.SQS
 	Secrets awsapi.SecretsManager
+	// Broken reads a pool's spec whose instances failed the image contract (state.Store.Broken);
+	// nil before a deploy.
+	Broken func(ctx context.Context, pool string) (*state.BrokenSpec, error)
 	// HTTP reaches GitHub and the webhook.
 	HTTP *http.Client
 	Now  func() time.Time
@@ -76,6 +80,9 @@ func Run(ctx context.Context, d Deps) []Finding {
 	add(vcpuQuotas(ctx, d)...)
 	add(oidcProvider(ctx, d))
 	add(poolResources(ctx, d)...)
+	if d.StackExists && d.Broken != nil {
+		add(imageContract(ctx, d)...)
+	}
 	if d.StackExists {
 		add(runnerVersions(ctx, d)...)
 		if jobsStack(d.Stack) {
@@ -206,4 +213,25 @@ func flatten(v any) string {
 		}
 	}
 	return ""
+}
+
+// imageContract checks no pool's current spec failed the image contract: none more of it is
+// launched until a deploy changes it (docs/configuration.md, "The image").
+func imageContract(ctx context.Context, d Deps) []Finding {
+	const check = "pool.imageContract"
+	var out []Finding
+	for _, doc := range d.Stack.Pools {
+		b, err := d.Broken(ctx, doc.Name)
+		switch {
+		case err != nil:
+			out = append(out, warned(check, fmt.Sprintf("pool %s: %v", doc.Name, err), ""))
+		case b != nil && b.Spec == doc.SpecHash:
+			out = append(out, failed(check, fmt.Sprintf("pool %s's instances of its spec %s failed the image contract at %s, and none more is launched: %s",
+				doc.Name, b.Spec, b.At.UTC().Format(time.RFC3339), b.Reason),
+				"add the pieces named to the image (or its user data) and deploy: the new spec launches (docs/configuration.md, \"The image\")"))
+		default:
+			out = append(out, ok(check, fmt.Sprintf("pool %s: no instance of its spec failed the image contract", doc.Name)))
+		}
+	}
+	return out
 }

@@ -1,8 +1,12 @@
 package doctor
 
 import (
+	"context"
 	"testing"
+	"time"
 
+	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
+	"github.com/hangar-ci/hangar/pkg/contract/state"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,4 +59,22 @@ func TestPoolsFromTemplate(t *testing.T) {
 	require.ErrorContains(t, err, "/hangar/other/pools/")
 	_, err = ParseTemplate([]byte(`{"a": 1}`))
 	require.ErrorContains(t, err, "no Resources")
+}
+
+// TestImageContract: a pool whose current spec failed the image contract is a failure naming
+// what is missing; one marked for an older spec (a deploy fixed it) is not.
+func TestImageContract(t *testing.T) {
+	at := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
+	marks := map[string]*state.BrokenSpec{
+		"linux": {Spec: "abc", Reason: "hangar-agent: the image lacks what Hangar needs: git: …", At: at},
+		"arm":   {Spec: "old", Reason: "…", At: at},
+	}
+	d := Deps{Stack: &pooldoc.Stack{Pools: []*pooldoc.Document{{Name: "linux", SpecHash: "abc"}, {Name: "arm", SpecHash: "new"}}},
+		Broken: func(_ context.Context, pool string) (*state.BrokenSpec, error) { return marks[pool], nil }}
+	fs := imageContract(context.Background(), d)
+	require.Len(t, fs, 2)
+	require.Equal(t, Fail, fs[0].Status)
+	require.Contains(t, fs[0].Detail, "git: …")
+	require.Contains(t, fs[0].Fix, "deploy")
+	require.Equal(t, OK, fs[1].Status)
 }
