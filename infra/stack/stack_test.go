@@ -158,7 +158,7 @@ func TestLaunchTemplate(t *testing.T) {
 	ud := js(data["UserData"])
 	for _, want := range []string{"sha256sum --check", "Restart=always", "useradd", "--stack hangar --pool linux-x64", "aws s3 cp",
 		"/usr/local/bin/hangar-agent.new", "/usr/local/bin/hangar-runas.new", "install -m 0755 -o root -g root /usr/local/bin/hangar-runas.new /usr/local/bin/hangar-runas",
-		"-K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0", "Delegate=yes"} {
+		"-K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0", "Delegate=yes", "hangar_need+=(git)", "dnf install -y -q"} {
 		require.Contains(t, ud, want)
 	}
 }

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	_ "embed"
 	"fmt"
 	"strings"
 
@@ -11,12 +12,17 @@ import (
 	"github.com/hangar-ci/hangar/infra/config"
 )
 
+// imageScript installs what the image contract needs and a stock image lacks.
+//
+//go:embed image.sh
+var imageScript string
+
 // userData installs the agent: the runner user (unprivileged, no login shell, no groups, no
 // subordinate ids: with a shell a job could log in beside its run, with subordinate ids hide under
 // other uids, and the agent refuses to serve either), the agent binary and its helper hangar-runas (which starts the runner's scripts as the runner user) from the stack's
 // S3 assets, each checked against the SHA-256 computed at synth, and a systemd unit that
 // restarts the agent and delegates its cgroup to it (each run gets a cgroup of its own below it).
-// Nothing comes from the internet: S3 is reachable through a gateway endpoint.
+// Before them, the image contract's pieces a stock image lacks are installed (image.sh).
 func userData(h *hangar, p *config.Pool, ag agent) *string {
 	user := p.Runner.User
 	if user == "" {
@@ -27,9 +33,10 @@ func userData(h *hangar, p *config.Pool, ag agent) *string {
 	}
 	parts := []*string{jsii.String(fmt.Sprintf(`#!/bin/bash
 set -euo pipefail
+%[2]s
 id -u %[1]s >/dev/null 2>&1 || useradd --create-home --shell /usr/sbin/nologin -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0 %[1]s
 install -d -m 0755 /usr/local/bin
-`, user))}
+`, user, imageScript))}
 	for _, b := range []struct {
 		name  string
 		asset awss3assets.Asset
