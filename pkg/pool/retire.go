@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -200,10 +199,13 @@ func (p *Pool) terminate(ctx context.Context, ids []string) error {
 }
 
 // markBroken marks the spec of each retired instance whose agent failed the image contract:
-// none more of it is launched (launchable).
+// none more of it is launched (launchable). Only an instance that never held a run counts: the
+// signal and its log are written with the instance's own credentials, which a job that reaches
+// them could use to stop its pool's launches, and no job ever ran on such an instance.
 func (p *Pool) markBroken(ctx context.Context, ended []state.Instance) {
 	for _, in := range ended {
-		if in.Signal != state.SignalFailed || in.SpecHash == "" || !strings.Contains(in.SignalLog, state.ImageContractFailure) {
+		if in.Signal != state.SignalFailed || in.SpecHash == "" || !state.FailsImageContract(in.SignalLog) ||
+			in.State != state.Created || in.RunID != "" || in.LastRunID != "" || len(in.ServedRepos) > 0 {
 			continue
 		}
 		b := state.BrokenSpec{Spec: in.SpecHash, Reason: state.LastLine(in.SignalLog), At: time.Now()}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,15 @@ import (
 // needs (docs/configuration.md, "The image"): every instance of that launch spec fails the same
 // way, so none more is launched (MarkBroken).
 const ImageContractFailure = "the image lacks what Hangar needs"
+
+// imageContractLine is how the agent's failure of the image contract ends its log.
+const imageContractLine = "hangar-agent: " + ImageContractFailure
+
+// FailsImageContract reports whether an agent's failure log ends with its failure of the image
+// contract (a line the agent writes, not one a path or a script's output could carry).
+func FailsImageContract(log string) bool {
+	return strings.HasPrefix(LastLine(log), imageContractLine)
+}
 
 // brokenPrefix keys the items that mark a pool's broken spec: like cursors, they have no index
 // attributes and their key is no instance's ARN.

@@ -228,7 +228,7 @@ func imageContract(ctx context.Context, d Deps) []Finding {
 		case b != nil && b.Spec == doc.SpecHash:
 			out = append(out, failed(check, fmt.Sprintf("pool %s's instances of its spec %s failed the image contract at %s, and none more is launched: %s",
 				doc.Name, b.Spec, b.At.UTC().Format(time.RFC3339), b.Reason),
-				"add the pieces named to the image (or its user data) and deploy: the new spec launches (docs/configuration.md, \"The image\")"))
+				"add the pieces named to the image and deploy: the new spec launches; a fix the spec does not see (a new AMI behind the same SSM parameter) needs the mark deleted (docs/configuration.md, \"The image\")"))
 		default:
 			out = append(out, ok(check, fmt.Sprintf("pool %s: no instance of its spec failed the image contract", doc.Name)))
 		}
