@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/cloudformation"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -118,12 +117,8 @@ func doctorDeps(ctx context.Context, g *globals, body []byte) (doctor.Deps, erro
 	if d.Outputs, err = stackOutputs(ctx, cfn, g.stack); err != nil {
 		return doctor.Deps{}, err
 	}
-	tpl, err := cfn.GetTemplate(ctx, &cloudformation.GetTemplateInput{StackName: aws.String(g.stack)})
-	if err != nil {
-		return doctor.Deps{}, fmt.Errorf("read the stack %s's template: %w", g.stack, err)
-	}
-	if d.Template, err = doctor.ParseTemplate([]byte(aws.ToString(tpl.TemplateBody))); err != nil {
-		return doctor.Deps{}, fmt.Errorf("the stack %s's deployed template: %w", g.stack, err)
+	if d.Template, err = deployedTemplate(ctx, cfn, g.stack); err != nil {
+		return doctor.Deps{}, err
 	}
 	if d.Stack, err = pooldoc.LoadStack(ctx, ssm.NewFromConfig(cfg), g.stack); err != nil {
 		return doctor.Deps{}, fmt.Errorf("read stack %s's pool documents: %w", g.stack, err)

@@ -19,7 +19,6 @@ import (
 	"github.com/hangar-ci/hangar/pkg/contract/pooldoc"
 	"github.com/hangar-ci/hangar/pkg/operator/doctor"
 	"github.com/hangar-ci/hangar/pkg/operator/setup"
-	"github.com/hangar-ci/hangar/pkg/platform/ghurl"
 )
 
 func newSetup(g *globals) *cobra.Command {
@@ -99,16 +98,12 @@ func deployedJobsStack(ctx context.Context, g *globals) (setup.Stack, secretWrit
 	}
 	// The App's credentials go to the GitHub server the stack was deployed for (its template),
 	// never to one a pool document names alone: more identities may write those than deploy.
-	tpl, err := cloudformation.NewFromConfig(cfg).GetTemplate(ctx, &cloudformation.GetTemplateInput{StackName: aws.String(g.stack)})
+	tpl, err := deployedTemplate(ctx, cloudformation.NewFromConfig(cfg), g.stack)
 	if err != nil {
-		return setup.Stack{}, secretWriter{}, fmt.Errorf("read the stack %s's template: %w", g.stack, err)
+		return setup.Stack{}, secretWriter{}, err
 	}
-	body, err := doctor.ParseTemplate([]byte(aws.ToString(tpl.TemplateBody)))
-	if err != nil {
-		return setup.Stack{}, secretWriter{}, fmt.Errorf("the stack %s's template: %w", g.stack, err)
-	}
-	if api, named := doctor.TemplateGitHubAPI(body), ghurl.APIURL(docs.Pools[0].GitHubURL); api != named {
-		return setup.Stack{}, secretWriter{}, fmt.Errorf("the stack %s was deployed for the GitHub API %q, but its pool documents name %q: they were changed outside a deploy (hangar doctor; deploy the stack again)", g.stack, api, named)
+	if err := doctor.SameGitHub(docs, doctor.TemplateGitHubAPI(tpl)); err != nil {
+		return setup.Stack{}, secretWriter{}, fmt.Errorf("stack %s: %w (hangar doctor; deploy the stack again)", g.stack, err)
 	}
 	st := setup.Stack{Name: g.stack, GitHubURL: docs.Pools[0].GitHubURL, WebhookURL: outs["WebhookUrl"],
 		AppSecretARN: outs["AppSecretArn"], WebhookSecretARN: outs["WebhookSecretArn"]}
@@ -134,6 +129,19 @@ func stackOutputs(ctx context.Context, cfn *cloudformation.Client, stack string)
 		outs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
 	return outs, nil
+}
+
+// deployedTemplate returns the CloudFormation stack's template as deployed.
+func deployedTemplate(ctx context.Context, cfn *cloudformation.Client, stack string) (map[string]any, error) {
+	out, err := cfn.GetTemplate(ctx, &cloudformation.GetTemplateInput{StackName: aws.String(stack)})
+	if err != nil {
+		return nil, fmt.Errorf("read the stack %s's template: %w", stack, err)
+	}
+	tpl, err := doctor.ParseTemplate([]byte(aws.ToString(out.TemplateBody)))
+	if err != nil {
+		return nil, fmt.Errorf("the stack %s's deployed template: %w", stack, err)
+	}
+	return tpl, nil
 }
 
 // secretWriter puts secrets' values with the operator's credentials.

@@ -392,8 +392,11 @@ func pageError(w http.ResponseWriter, code int, msg string) {
 
 // slugOf is the App's slug: its name in lower case, runs of other characters as one dash.
 func slugOf(name string) string {
-	return strings.Trim(regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.ToLower(name), "-"), "-")
+	return strings.Trim(notSlug.ReplaceAllString(strings.ToLower(name), "-"), "-")
 }
+
+// notSlug is what a slug turns into one dash.
+var notSlug = regexp.MustCompile(`[^a-z0-9]+`)
 
 func randomHex(n int) string {
 	b := make([]byte, n)

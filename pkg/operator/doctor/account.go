@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -247,7 +248,7 @@ func launchSettings(ctx context.Context, d Deps, doc *pooldoc.Document) (string,
 		return templateImage(d.Template, doc.Name), nil
 	}
 	out, err := d.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: aws.String(doc.LaunchTemplate.ID),
-		Versions: []string{cmpOr(doc.LaunchTemplate.Version, "$Latest")}})
+		Versions: []string{cmp.Or(doc.LaunchTemplate.Version, "$Latest")}})
 	if err != nil || len(out.LaunchTemplateVersions) == 0 || out.LaunchTemplateVersions[0].LaunchTemplateData == nil {
 		return "", nil
 	}
@@ -316,11 +317,4 @@ func exists(check, pool, what string, ids []string, count func() (int, error)) F
 		return failed(check, fmt.Sprintf("pool %s's %s %v: %s", pool, what, ids, why), "name "+what+" of the stack's VPC that exist (docs/configuration.md)")
 	}
 	return ok(check, fmt.Sprintf("pool %s's %s %v", pool, what, ids))
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

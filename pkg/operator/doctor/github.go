@@ -65,8 +65,8 @@ func appChecks(ctx context.Context, d Deps) []Finding {
 	if err != nil {
 		return []Finding{failed("app.credentials", "the App secret holds no App: "+err.Error(), setupFix)}
 	}
-	api := d.GitHubAPI
-	app, err := ghapp.New(api, func(context.Context, bool) (ghapp.Credentials, error) { return creds, nil }, d.HTTP.Transport).AppClient()
+	gh := ghapp.New(d.GitHubAPI, func(context.Context, bool) (ghapp.Credentials, error) { return creds, nil }, d.HTTP.Transport)
+	app, err := gh.AppClient()
 	if err != nil {
 		return []Finding{failed("app.credentials", err.Error(), setupFix)}
 	}
@@ -80,7 +80,7 @@ func appChecks(ctx context.Context, d Deps) []Finding {
 	if err != nil {
 		out = append(out, failed("app.installations", err.Error(), ""))
 	} else {
-		out = append(out, installations(ctx, d, api, creds, got, ins)...)
+		out = append(out, installations(ctx, d, gh, got, ins)...)
 	}
 	out = append(out, hookConfig(ctx, d, app), deliveries(ctx, d, app), webhookAnswers(ctx, d))
 	return out
@@ -93,13 +93,24 @@ func gitHubServer(d Deps) Finding {
 	if d.GitHubAPI == "" {
 		return failed(check, "the stack's template gives its functions no GitHub API URL", "deploy the stack again")
 	}
-	for _, doc := range d.Stack.Pools {
-		if got := ghurl.APIURL(doc.GitHubURL); got != d.GitHubAPI {
-			return failed(check, fmt.Sprintf("pool %s's document names GitHub server %s (API %s), but the stack was deployed for %s: the document was changed outside a deploy, and the App's checks are not run", doc.Name, doc.GitHubURL, got, d.GitHubAPI),
-				"find who wrote /hangar/<stack>/pools/ (CloudTrail, ssm:PutParameter) and deploy the stack again")
-		}
+	if err := SameGitHub(d.Stack, d.GitHubAPI); err != nil {
+		return failed(check, err.Error()+"; the App's checks are not run",
+			"find who wrote /hangar/<stack>/pools/ (CloudTrail, ssm:PutParameter) and deploy the stack again")
 	}
 	return ok(check, "the pools serve the GitHub server the stack was deployed for: "+d.GitHubAPI)
+}
+
+// SameGitHub says which of the stack's pool documents names another GitHub server than api, the
+// one its template gives its functions (TemplateGitHubAPI); nil when none does. Whoever shows the
+// App's key to GitHub asks first: the documents are SSM parameters, which more identities may
+// write than may deploy the stack.
+func SameGitHub(s *pooldoc.Stack, api string) error {
+	for _, doc := range s.Pools {
+		if got := ghurl.APIURL(doc.GitHubURL); got != api {
+			return fmt.Errorf("pool %s's document names GitHub server %s (API %s), but the stack was deployed for %q: the document was changed outside a deploy", doc.Name, doc.GitHubURL, got, api)
+		}
+	}
+	return nil
 }
 
 // hookConfig checks GitHub delivers the App's webhook to the stack's Function URL, as JSON, over
@@ -156,13 +167,12 @@ func appPermissions(d Deps, app ghapi.App) Finding {
 
 // installations checks every repository of the trust set is reached by an installation that
 // accepted the permissions, and says which installations reach beyond it.
-func installations(ctx context.Context, d Deps, api string, creds ghapp.Credentials, app ghapi.App, ins []ghapi.Installation) []Finding {
+func installations(ctx context.Context, d Deps, gh *ghapp.App, app ghapi.App, ins []ghapi.Installation) []Finding {
 	const check = "app.installations"
 	trust := trustSet(d.Stack)
 	allowed := installationsAllowed(d.Stack)
 	reached := map[string]int64{} // lower-case owner/name (or owner/* for an account-wide one) → installation
 	var out []Finding
-	gh := ghapp.New(api, func(context.Context, bool) (ghapp.Credentials, error) { return creds, nil }, d.HTTP.Transport)
 	need := setup.Permissions(orgScoped(d.Stack))
 	for _, in := range ins {
 		if in.Suspended {
